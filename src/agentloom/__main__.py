@@ -1,0 +1,3 @@
+from agentloom.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""The small core every pack stands on: settings, errors, breakers, health."""

@@ -1,0 +1,116 @@
+"""One settings model for the whole server.
+
+Sources, highest priority first: explicit arguments (CLI flags), ``AGENTLOOM_*``
+environment variables, the TOML file named by ``AGENTLOOM_CONFIG_FILE`` (or
+``./agentloom.toml`` when it exists), then defaults. Nested keys use ``__`` in the
+environment: ``AGENTLOOM_BREAKERS__FAILURE_THRESHOLD=5``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CONFIG_FILE_ENV = "AGENTLOOM_CONFIG_FILE"
+DEFAULT_CONFIG_FILE = Path("agentloom.toml")
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def _default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "agentloom"
+
+
+class BreakerSettings(BaseModel):
+    failure_threshold: int = Field(3, ge=1, description="Consecutive dependency failures that open a breaker.")
+    reset_timeout_seconds: float = Field(300.0, gt=0, description="How long a breaker stays open before one trial.")
+
+
+class EmbeddingSettings(BaseModel):
+    query_cache_size: int = Field(2048, ge=0, description="Query embeddings kept in the LRU cache (0 disables).")
+    config_ttl_seconds: float = Field(300.0, ge=0, description="How long the model configuration is cached.")
+    batch_size: int = Field(32, ge=1, description="Texts per batch sent to a provider.")
+    threads: int = Field(0, ge=0, description="onnxruntime intra-op threads (0: one per core).")
+    max_tokens: int = Field(256, ge=8, le=512, description="Input limit of the local model, in its own tokens.")
+
+
+def _split_names(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="AGENTLOOM_",
+        env_nested_delimiter="__",
+        extra="ignore",
+    )
+
+    data_dir: Path = Field(Path(".agentloom"), description="Where every pack keeps its data.")
+    cache_dir: Path = Field(default_factory=_default_cache_dir, description="Shared caches (the ONNX model).")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    packs: Annotated[list[str] | None, NoDecode] = Field(
+        None, description="Packs to enable (comma-separated); unset enables every installed pack."
+    )
+    disabled_packs: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Packs never loaded.")
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=1, le=65535)
+    breakers: BreakerSettings = Field(default_factory=BreakerSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    pack_settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-pack tables, `[pack_settings.<name>]` in the TOML file."
+    )
+
+    _split = field_validator("packs", "disabled_packs", mode="before")(_split_names)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(CONFIG_FILE_ENV)
+        if config_file:
+            path = Path(config_file)
+            if not path.is_file():
+                raise FileNotFoundError(
+                    f"{CONFIG_FILE_ENV}={config_file}: no such file. Create it or unset the variable."
+                )
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        elif DEFAULT_CONFIG_FILE.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=DEFAULT_CONFIG_FILE))
+        return tuple(sources)
+
+    def pack_enabled(self, name: str) -> bool:
+        if name in self.disabled_packs:
+            return False
+        return self.packs is None or name in self.packs
+
+    def for_pack(self, name: str, model: type[T]) -> T:
+        """A pack's own settings: its TOML table overlaid with ``AGENTLOOM_<NAME>__<KEY>`` variables."""
+        values: dict[str, Any] = dict(self.pack_settings.get(name, {}))
+        prefix = f"AGENTLOOM_{name.upper()}__"
+        for key, value in os.environ.items():
+            if key.startswith(prefix):
+                values[key[len(prefix) :].lower()] = value
+        return model.model_validate(values)
+
+    def ensure_data_dir(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return self.data_dir
