@@ -1,0 +1,24 @@
+"""`python -m benchmarks [suite ...]`: run the suites (all by default) and update BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUITES = {
+    "cold-start": "benchmarks.cold_start",
+    "embeddings": "benchmarks.embeddings",
+}
+
+
+def main(argv: list[str]) -> None:
+    chosen = argv or list(SUITES)
+    unknown = [s for s in chosen if s not in SUITES]
+    if unknown:
+        sys.exit(f"unknown suite(s) {', '.join(unknown)}; choose from {', '.join(SUITES)}")
+    for suite in chosen:
+        print(f"== {suite}", file=sys.stderr)
+        importlib.import_module(SUITES[suite]).main()
+
+
+main(sys.argv[1:])

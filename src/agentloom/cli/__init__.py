@@ -1,0 +1,25 @@
+"""The ``agentloom`` command: one CLI over the same core the MCP server uses."""
+
+from __future__ import annotations
+
+import typer
+
+from agentloom.cli.doctor import doctor, packs
+from agentloom.cli.models import models_app
+from agentloom.cli.serve import serve
+
+app = typer.Typer(
+    name="agentloom",
+    help="Real tools for AI agents over MCP, and the engine that runs their workflows.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command()(serve)
+app.command()(doctor)
+app.command()(packs)
+app.add_typer(models_app, name="models")
+
+
+def main() -> None:
+    app()

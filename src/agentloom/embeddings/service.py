@@ -1,0 +1,229 @@
+"""The one embedding service every pack shares.
+
+It reads the model configuration from the registry (SQLite), keeps it in memory for
+``embeddings.config_ttl_seconds`` (a default switched by another process shows up within
+that time; one switched through this service's registry shows up at once), builds one
+provider per model record, and caches query vectors. Constructing it opens nothing and
+imports nothing heavy, so a server can create it on its start path.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentloom.core.errors import AgentloomError
+from agentloom.embeddings.cache import LRUCache
+from agentloom.embeddings.registry import ModelRecord, ModelRegistry, ProviderRecord
+
+if TYPE_CHECKING:
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    from agentloom.core.breakers import BreakerRegistry
+    from agentloom.core.settings import Settings
+    from agentloom.embeddings.providers import Provider
+
+log = logging.getLogger(__name__)
+
+MODEL_TYPE = "embedding"
+
+
+class EmbeddingService:
+    def __init__(
+        self,
+        settings: Settings,
+        breakers: BreakerRegistry,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.breakers = breakers
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._registry: ModelRegistry | None = None
+        # model_key (None = the default) -> resolved records, valid until the TTL runs out.
+        self._resolved: dict[str | None, tuple[ModelRecord, ProviderRecord]] = {}
+        self._loaded_at: float | None = None
+        # model id -> (version of its records, provider). A changed record gets a new provider.
+        self._providers: dict[int, tuple[tuple[Any, ...], Provider]] = {}
+        self._query_cache: LRUCache[Any] = LRUCache(settings.embeddings.query_cache_size)
+
+    # -- configuration ---------------------------------------------------------------------
+    @property
+    def registry(self) -> ModelRegistry:
+        """The model registry; writes made through it invalidate this service's cache at once."""
+        with self._lock:
+            if self._registry is None:
+                self._registry = ModelRegistry.from_settings(self.settings, on_change=self.invalidate)
+            return self._registry
+
+    def invalidate(self) -> None:
+        """Forget the cached configuration: the next call re-reads the registry."""
+        with self._lock:
+            self._resolved.clear()
+            self._loaded_at = None
+
+    def _lookup(self, model_key: str | None) -> ModelRecord:
+        registry = self.registry
+        if model_key is None:
+            return registry.ensure_default(MODEL_TYPE)
+        record = registry.get(model_key)
+        problem = None
+        if record is None:
+            problem = "is not configured"
+        elif not record.enabled:
+            problem = "is disabled"
+        elif record.model_type != MODEL_TYPE:
+            problem = f"is a {record.model_type} model, not an embedding model"
+        if problem is None:
+            assert record is not None
+            return record
+        default = registry.ensure_default(MODEL_TYPE)
+        # Logged once per TTL period: the fallback is cached like any resolution.
+        log.warning("embedding model %r %s; using the default model %r instead", model_key, problem, default.key)
+        return default
+
+    def _resolve(self, model_key: str | None) -> tuple[ModelRecord, ProviderRecord]:
+        with self._lock:
+            now = self._clock()
+            ttl = self.settings.embeddings.config_ttl_seconds
+            if self._loaded_at is None or now - self._loaded_at >= ttl:
+                self._resolved.clear()
+                self._loaded_at = now
+            hit = self._resolved.get(model_key)
+            if hit is not None:
+                return hit
+            record = self._lookup(model_key)
+            provider_record = self.registry.get_provider(record.provider)
+            if provider_record is None:  # the FK makes this impossible short of manual edits
+                raise AgentloomError(f"provider {record.provider!r} of model {record.key!r} is missing from models.db.")
+            if self._loaded_at is None:  # a write during the lookup invalidated: start a new period
+                self._loaded_at = now
+            self._resolved[model_key] = (record, provider_record)
+            return record, provider_record
+
+    def model(self, model_key: str | None = None) -> ModelRecord:
+        """The model to use: the default for None; an unknown or disabled key falls back to it (logged)."""
+        return self._resolve(model_key)[0]
+
+    def _provider(self, record: ModelRecord, provider_record: ProviderRecord) -> Provider:
+        from agentloom.embeddings.providers import make_provider
+
+        version = (record.updated_at, record.fingerprint, provider_record.updated_at)
+        with self._lock:
+            entry = self._providers.get(record.id)
+            if entry is not None and entry[0] == version:
+                return entry[1]
+            # The old provider is not closed here: another thread may be mid-call with it.
+            # Local sessions are shared process-wide, so no model is ever loaded twice.
+            provider = make_provider(record, provider_record, self.settings, self.breakers)
+            self._providers[record.id] = (version, provider)
+            return provider
+
+    def _use(self, model_key: str | None) -> tuple[ModelRecord, Provider]:
+        record, provider_record = self._resolve(model_key)
+        return record, self._provider(record, provider_record)
+
+    # -- embedding ---------------------------------------------------------------------------
+    def embed_query(self, text: str, model_key: str | None = None) -> np.ndarray:
+        """One L2-normalised float32 vector (1-D). Repeated queries come from an LRU cache."""
+        if not isinstance(text, str):
+            raise AgentloomError(f"text must be a string, got {type(text).__name__}.")
+        record, provider = self._use(model_key)
+        cache_key = (record.id, record.fingerprint, text)
+        cached = self._query_cache.get(cache_key)
+        if cached is not None:
+            return cached.copy()
+        vector = provider.embed([text])[0]
+        vector.setflags(write=False)  # the cached array is shared: nobody may change it
+        self._query_cache.put(cache_key, vector)
+        return vector.copy()
+
+    def embed_documents(
+        self,
+        texts: Sequence[str],
+        model_key: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> np.ndarray:
+        """Vectors of shape (len(texts), dimensions), in input order; ``progress(done, total)`` per batch."""
+        import numpy as np
+
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise AgentloomError(f"texts[{i}] must be a string, got {type(text).__name__}.")
+        record, provider = self._use(model_key)
+        total = len(texts)
+        out = np.empty((total, record.dimensions), dtype=np.float32)
+        if total == 0:
+            return out
+        # Longest first, so similar lengths share a batch (less padding for the local model).
+        order = sorted(range(total), key=lambda i: len(texts[i]), reverse=True)
+        size = self.settings.embeddings.batch_size
+        done = 0
+        for start in range(0, total, size):
+            idx = order[start : start + size]
+            vectors = provider.embed([texts[i] for i in idx])
+            if vectors.shape != (len(idx), record.dimensions):
+                raise AgentloomError(
+                    f"model {record.key!r} returned an array of shape {vectors.shape}, "
+                    f"expected ({len(idx)}, {record.dimensions})."
+                )
+            out[idx] = vectors
+            done += len(idx)
+            if progress is not None:
+                progress(done, total)
+        return out
+
+    # -- helpers for chunkers and health -----------------------------------------------------
+    def tokenizer(self, model_key: str | None = None) -> Tokenizer | None:
+        """The model's tokenizer (local models), or None (API models: count some other way)."""
+        return self._use(model_key)[1].tokenizer
+
+    def max_tokens(self, model_key: str | None = None) -> int | None:
+        """The model's input limit in its tokenizer's tokens (special tokens included), or None."""
+        return self._use(model_key)[1].max_tokens
+
+    def prepare(self, model_key: str | None = None, progress: Callable[[str], None] | None = None) -> ModelRecord:
+        """Make the model ready now (FR-000): export and load the local model if needed.
+
+        Raises DependencyUnavailable / ConfigError whose message says how to fix the problem.
+        """
+        record, provider = self._use(model_key)
+        provider.prepare(progress)
+        return record
+
+    def check(self) -> dict[str, Any]:
+        """Health: load the default model and embed one word. Never raises."""
+        result: dict[str, Any] = {"ok": False, "model": None, "provider": None, "dimensions": None, "detail": ""}
+        try:
+            record, provider = self._use(None)
+            result.update(model=record.key, provider=record.kind, dimensions=record.dimensions)
+            started = time.perf_counter()
+            provider.prepare(None)
+            vector = provider.embed(["health"])
+            elapsed = (time.perf_counter() - started) * 1000
+            norm = float((vector[0] ** 2).sum()) ** 0.5 if vector.shape == (1, record.dimensions) else 0.0
+            if vector.shape != (1, record.dimensions) or not math.isclose(norm, 1.0, abs_tol=1e-3):
+                result["detail"] = f"unexpected output: shape {vector.shape}, norm {norm:.3f}"
+            else:
+                result.update(ok=True, detail=f"{record.dimensions}-d vector in {elapsed:.0f} ms")
+        except Exception as exc:  # noqa: BLE001 - health reports every failure instead of raising
+            result["detail"] = f"{type(exc).__name__}: {exc}"
+        return result
+
+    def close(self) -> None:
+        """Release every provider (HTTP clients); the service can still be used afterwards."""
+        with self._lock:
+            providers = [p for _, p in self._providers.values()]
+            self._providers.clear()
+        for provider in providers:
+            try:
+                provider.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                log.debug("closing provider %r failed", provider, exc_info=True)

@@ -1,0 +1,1 @@
+"""The MCP host: packs found through entry points, built-in tools, transports."""

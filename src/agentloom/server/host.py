@@ -1,0 +1,153 @@
+"""Builds the MCP server: built-in tools plus every enabled pack, each isolated from the others."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Literal
+
+from mcp.server.mcpserver import MCPServer
+
+from agentloom import __version__
+from agentloom.core.breakers import BreakerRegistry
+from agentloom.core.health import Check, directory_writable, modules_importable, summary
+from agentloom.core.settings import Settings
+from agentloom.embeddings import EmbeddingService
+from agentloom.server.packs import Pack, PackContext
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "agentloom.packs"
+INSTRUCTIONS = (
+    "agentloom gives you tools grouped in packs. Call `health` to see which packs are loaded "
+    "and whether their stores and the embedding model work."
+)
+
+PackStatus = Literal["loaded", "failed", "disabled", "not-installed"]
+
+
+@dataclass
+class PackReport:
+    name: str
+    status: PackStatus
+    reason: str | None = None
+    tools: list[str] = field(default_factory=list)
+    origin: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class PackLoadError(Exception):
+    pass
+
+
+class Host:
+    """One server process: settings, shared services, the MCP server and its packs."""
+
+    def __init__(self, settings: Settings, packs: list[EntryPoint] | None = None) -> None:
+        self.settings = settings
+        self.breakers = BreakerRegistry(
+            settings.breakers.failure_threshold, settings.breakers.reset_timeout_seconds
+        )
+        self.embeddings = EmbeddingService(settings, self.breakers)
+        self.server: MCPServer = MCPServer(
+            "agentloom", version=__version__, instructions=INSTRUCTIONS, log_level=settings.log_level
+        )
+        self.packs: dict[str, Pack] = {}
+        self.reports: list[PackReport] = []
+        self.tool_names: set[str] = set()
+
+        from agentloom.server.builtin import register_builtin_tools
+
+        register_builtin_tools(self)
+        self._load_packs(discover_packs() if packs is None else packs)
+
+    # -- packs -------------------------------------------------------------------
+    def _load_packs(self, found: list[EntryPoint]) -> None:
+        names = {ep.name for ep in found}
+        for ep in sorted(found, key=lambda e: e.name):
+            if not self.settings.pack_enabled(ep.name):
+                self.reports.append(PackReport(ep.name, "disabled", "disabled by configuration", origin=ep.value))
+                continue
+            self.reports.append(self._load_pack(ep))
+        for wanted in self.settings.packs or []:
+            if wanted not in names:
+                known = ", ".join(sorted(names)) or "none"
+                reason = f"no installed pack is called {wanted!r}; installed packs: {known}"
+                log.error("pack %s skipped: %s", wanted, reason)
+                self.reports.append(PackReport(wanted, "not-installed", reason))
+
+    def _load_pack(self, ep: EntryPoint) -> PackReport:
+        try:
+            pack = _resolve(ep)
+            missing = [m for m in pack.requires if importlib.util.find_spec(m) is None]
+            if missing:
+                raise PackLoadError(
+                    f"missing dependency {', '.join(missing)}: install it (pip install {' '.join(missing)})"
+                )
+            clashes = [t.name for t in pack.tools if t.name in self.tool_names]
+            if clashes:
+                raise PackLoadError(f"tool names already registered by another pack: {', '.join(clashes)}")
+            pack.start(PackContext(ep.name, self.settings, self.breakers, self.embeddings))
+            # Tools are added only after setup succeeded, so a failing pack leaves none behind.
+            for spec in pack.tools:
+                self.server.add_tool(
+                    spec.fn,
+                    name=spec.name,
+                    title=spec.title,
+                    description=spec.description,
+                    annotations=spec.annotations,
+                    structured_output=spec.structured_output,
+                )
+            self.tool_names.update(t.name for t in pack.tools)
+        except Exception as exc:  # a broken pack must never take the server down
+            reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, PackLoadError) else str(exc)
+            log.error("pack %s skipped: %s", ep.name, reason, exc_info=log.isEnabledFor(logging.DEBUG))
+            return PackReport(ep.name, "failed", reason, origin=ep.value)
+        self.packs[ep.name] = pack
+        log.info("pack %s loaded: %d tools", ep.name, len(pack.tools))
+        return PackReport(ep.name, "loaded", None, [t.name for t in pack.tools], ep.value)
+
+    # -- health ------------------------------------------------------------------
+    def health(self, *, check_model: bool = True) -> dict[str, object]:
+        checks: list[Check] = modules_importable()
+        checks.append(directory_writable(self.settings.data_dir))
+        if check_model:
+            model = self.embeddings.check()
+            detail = model["detail"] if model["ok"] else f"{model['detail']}"
+            checks.append(Check(f"embedding model {model.get('model')}", bool(model["ok"]), str(detail)))
+        for report in self.reports:
+            if report.status == "failed" or report.status == "not-installed":
+                checks.append(Check(f"pack {report.name}", False, report.reason or "failed"))
+        for name, pack in self.packs.items():
+            try:
+                checks.extend(pack.checks())
+            except Exception as exc:
+                checks.append(Check(f"pack {name} health", False, f"{type(exc).__name__}: {exc}"))
+        breakers = [b.as_dict() for b in self.breakers.statuses()]
+        for b in self.breakers.statuses():
+            if b.state != "closed":
+                checks.append(Check(f"breaker {b.name}", False, f"{b.state.value}: {b.reason}", required=False))
+        return {
+            "status": summary(checks),
+            "version": __version__,
+            "checks": [c.as_dict() for c in checks],
+            "packs": [r.as_dict() for r in self.reports],
+            "breakers": breakers,
+        }
+
+
+def discover_packs() -> list[EntryPoint]:
+    return list(entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _resolve(ep: EntryPoint) -> Pack:
+    obj = ep.load()
+    if not isinstance(obj, Pack) and callable(obj):
+        obj = obj()  # a factory
+    if not isinstance(obj, Pack):
+        raise PackLoadError(f"entry point {ep.value} is {type(obj).__name__}, expected agentloom Pack")
+    return obj

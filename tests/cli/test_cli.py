@@ -1,0 +1,81 @@
+"""The agentloom command, run as a user runs it: a real process, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.conftest import PYTHON
+from tests.server.testpacks import install_testpacks
+
+
+def agentloom(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**env, "COLUMNS": "250"}  # rich tables wrap at the terminal width
+    return subprocess.run([PYTHON, "-m", "agentloom", *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_doctor_passes_with_healthy_packs(server_env: dict[str, str]) -> None:
+    result = agentloom(server_env, "doctor", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert report["status"] == "ok"
+    assert checks["embedding model all-MiniLM-L6-v2"]["ok"] is True
+    assert checks["import onnxruntime"]["ok"] is True
+
+
+def test_doctor_fails_when_a_pack_is_broken(server_env: dict[str, str], tmp_path: Path) -> None:
+    server_env["PYTHONPATH"] = str(install_testpacks(tmp_path / "site"))
+    result = agentloom(server_env, "doctor")
+    assert result.returncode == 1
+    assert "database at 127.0.0.1:1 unreachable" in result.stdout
+    assert agentloom(server_env, "doctor", "--packs", "echo").returncode == 0
+
+
+def test_doctor_fails_when_the_data_directory_is_not_writable(server_env: dict[str, str], tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = agentloom(server_env, "doctor", "--json", "--data-dir", str(blocker / "data"))
+    assert result.returncode == 1
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["data directory writable"]["ok"] is False
+    assert "AGENTLOOM_DATA_DIR" in checks["data directory writable"]["detail"]
+
+
+def test_packs_lists_loaded_and_skipped(server_env: dict[str, str], tmp_path: Path) -> None:
+    server_env["PYTHONPATH"] = str(install_testpacks(tmp_path / "site"))
+    result = agentloom(server_env, "packs")
+    assert result.returncode == 0
+    assert "echo, echo_forget" in result.stdout
+    assert "missing dependency agentloom_no_such_lib" in result.stdout
+
+
+def test_models_add_switch_and_keep_the_old_default(server_env: dict[str, str]) -> None:
+    added = agentloom(
+        server_env, "models", "add", "nomic-embed-text", "--provider", "ollama", "--kind", "ollama",
+        "--base-url", "http://127.0.0.1:11434", "--dimensions", "768",
+    )
+    assert added.returncode == 0, added.stderr
+    models = json.loads(agentloom(server_env, "models", "list", "--json").stdout)
+    by_key = {m["model_key"]: m for m in models}
+    assert by_key["all-MiniLM-L6-v2"]["is_default"] and not by_key["nomic-embed-text"]["is_default"]
+    switched = agentloom(server_env, "models", "set-default", str(by_key["nomic-embed-text"]["id"]))
+    assert switched.returncode == 0, switched.stderr
+    models = {m["model_key"]: m for m in json.loads(agentloom(server_env, "models", "list", "--json").stdout)}
+    assert models["nomic-embed-text"]["is_default"] and not models["all-MiniLM-L6-v2"]["is_default"]
+
+
+def test_models_errors_are_clear(server_env: dict[str, str]) -> None:
+    result = agentloom(server_env, "models", "set-default", "999")
+    assert result.returncode == 1
+    assert "999" in result.stderr and "models list" in result.stderr
+    result = agentloom(server_env, "models", "add", "x", "--provider", "nowhere", "--dimensions", "3")
+    assert result.returncode == 1 and "nowhere" in result.stderr
+
+
+def test_invalid_configuration_is_reported_without_a_traceback(server_env: dict[str, str]) -> None:
+    server_env["AGENTLOOM_PORT"] = "not-a-port"
+    result = agentloom(server_env, "serve")
+    assert result.returncode == 2
+    assert "port" in result.stderr and "Traceback" not in result.stderr

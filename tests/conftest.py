@@ -1,0 +1,31 @@
+"""Fixtures shared by the whole suite."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for a spawned agentloom process: its own data directory, nothing inherited."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
+    env["AGENTLOOM_DATA_DIR"] = str(tmp_path / "data")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+PYTHON = sys.executable

@@ -1,0 +1,167 @@
+import logging
+
+import pytest
+
+from agentloom.core.breakers import (
+    BreakerRegistry,
+    CircuitBreaker,
+    CircuitOpenError,
+    DependencyFailure,
+    State,
+)
+from agentloom.core.errors import NotFoundError
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fail(breaker: CircuitBreaker, reason: str = "connection refused") -> None:
+    with pytest.raises(DependencyFailure):
+        with breaker.guard():
+            raise DependencyFailure(reason)
+
+
+def ok(breaker: CircuitBreaker) -> str:
+    return breaker.call(lambda: "fine")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def breaker(clock: Clock) -> CircuitBreaker:
+    return CircuitBreaker("flowise", failure_threshold=3, reset_timeout=300, clock=clock)
+
+
+def test_opens_after_three_consecutive_failures(breaker: CircuitBreaker) -> None:
+    fail(breaker)
+    fail(breaker)
+    assert breaker.state is State.CLOSED
+    fail(breaker, "HTTP 503")
+    status = breaker.status()
+    assert status.state is State.OPEN
+    assert status.reason == "HTTP 503"
+    assert status.retry_in_seconds == pytest.approx(300)
+
+
+def test_success_resets_the_count_while_closed(breaker: CircuitBreaker) -> None:
+    fail(breaker)
+    fail(breaker)
+    assert ok(breaker) == "fine"
+    fail(breaker)
+    fail(breaker)
+    assert breaker.state is State.CLOSED
+    assert breaker.status().failures == 2
+
+
+def test_caller_errors_never_count(breaker: CircuitBreaker) -> None:
+    for _ in range(5):
+        with pytest.raises(ValueError):
+            with breaker.guard():
+                raise ValueError("HTTP 404: no such chatflow")
+    assert breaker.state is State.CLOSED
+    assert breaker.status().failures == 0
+
+
+def test_open_breaker_fails_fast_without_calling(breaker: CircuitBreaker, clock: Clock) -> None:
+    for _ in range(3):
+        fail(breaker)
+    calls = []
+    clock.now += 120
+    with pytest.raises(CircuitOpenError) as err:
+        breaker.call(lambda: calls.append(1))
+    assert calls == []
+    assert "flowise unavailable" in str(err.value)
+    assert "retry in 180s" in str(err.value)
+    assert len(str(err.value).split()) < 50  # FR-037: compact
+
+
+def test_half_open_after_timeout_lets_one_trial_through(breaker: CircuitBreaker, clock: Clock) -> None:
+    for _ in range(3):
+        fail(breaker)
+    clock.now += 300
+    assert breaker.state is State.HALF_OPEN
+    breaker.before_call()  # the single trial
+    with pytest.raises(CircuitOpenError, match="trial call in progress"):
+        breaker.before_call()
+    breaker.record_success()
+    assert breaker.state is State.CLOSED
+    assert breaker.status().failures == 0
+
+
+def test_failed_trial_opens_again_for_a_full_timeout(breaker: CircuitBreaker, clock: Clock) -> None:
+    for _ in range(3):
+        fail(breaker)
+    clock.now += 301
+    fail(breaker, "still down")
+    status = breaker.status()
+    assert status.state is State.OPEN
+    assert status.retry_in_seconds == pytest.approx(300)
+
+
+def test_caller_error_during_trial_releases_the_trial(breaker: CircuitBreaker, clock: Clock) -> None:
+    for _ in range(3):
+        fail(breaker)
+    clock.now += 300
+    with pytest.raises(KeyError):
+        with breaker.guard():
+            raise KeyError("bad input")
+    assert breaker.state is State.HALF_OPEN
+    assert ok(breaker) == "fine"
+    assert breaker.state is State.CLOSED
+
+
+def test_manual_reset(breaker: CircuitBreaker) -> None:
+    for _ in range(3):
+        fail(breaker)
+    breaker.reset()
+    status = breaker.status()
+    assert (status.state, status.failures, status.reason, status.retry_in_seconds) == (State.CLOSED, 0, None, None)
+
+
+def test_every_transition_is_logged_with_a_timestamp(
+    breaker: CircuitBreaker, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="agentloom.core.breakers")
+    for _ in range(3):
+        fail(breaker)
+    clock.now += 300
+    fail(breaker)  # half-open -> open
+    clock.now += 300
+    ok(breaker)  # half-open -> closed
+    transitions = [r.getMessage() for r in caplog.records]
+    expected = ["closed -> open", "open -> half-open", "half-open -> open", "open -> half-open", "half-open -> closed"]
+    assert [next(e for e in expected if e in m) for m in transitions] == expected
+    assert all(" at 20" in m for m in transitions)  # ISO timestamp
+
+
+async def test_guard_works_around_awaits(breaker: CircuitBreaker) -> None:
+    async def remote() -> None:
+        raise DependencyFailure("timeout")
+
+    for _ in range(3):
+        with pytest.raises(DependencyFailure):
+            with breaker.guard():
+                await remote()
+    assert breaker.state is State.OPEN
+
+
+def test_registry_keeps_one_breaker_per_dependency_with_configured_thresholds(clock: Clock) -> None:
+    registry = BreakerRegistry(failure_threshold=2, reset_timeout=10, clock=clock)
+    a = registry.get("embeddings:openai")
+    assert registry.get("embeddings:openai") is a
+    b = registry.get("chroma")
+    fail(a)
+    fail(a)
+    assert a.state is State.OPEN and b.state is State.CLOSED
+    assert [s.name for s in registry.statuses()] == ["chroma", "embeddings:openai"]
+    assert registry.reset("embeddings:openai").state is State.CLOSED
+    with pytest.raises(NotFoundError, match="known breakers: chroma, embeddings:openai"):
+        registry.reset("flowise")

