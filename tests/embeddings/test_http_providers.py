@@ -8,7 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentloom.core.breakers import BreakerRegistry, CircuitOpenError, DependencyFailure, State
+from agentloom.core.breakers import (
+    BreakerRegistry,
+    CircuitOpenError,
+    DependencyFailure,
+    State,
+)
 from agentloom.core.errors import AgentloomError, ConfigError
 from agentloom.embeddings import ModelRegistry
 from agentloom.embeddings.providers import make_provider

@@ -25,7 +25,9 @@ def serve(
     with stdout_to_stderr():
         from agentloom.server.host import Host
 
-        server = Host(settings).server
+        loom = Host(settings)
+    loom.embeddings.prepare_in_background()
+    server = loom.server
     if http:
         import logging
 

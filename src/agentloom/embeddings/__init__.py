@@ -3,7 +3,8 @@
 Importing this package is cheap (no numpy, onnxruntime, httpx or torch at import time).
 """
 
-from agentloom.embeddings.registry import ModelRecord, ModelRegistry, ProviderRecord
+from agentloom.embeddings.records import ModelRecord, ProviderRecord
+from agentloom.embeddings.registry import ModelRegistry
 from agentloom.embeddings.service import EmbeddingService
 
 __all__ = ["EmbeddingService", "ModelRecord", "ModelRegistry", "ProviderRecord"]

@@ -9,30 +9,36 @@ the file is created with mode 0600 and no record ever prints or serialises a key
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from agentloom.core.errors import ConfigError, NotFoundError
+from agentloom.embeddings.records import (
+    DEFAULT_DIMENSIONS,
+    DEFAULT_MODEL_KEY,
+    DEFAULT_PROVIDER,
+    ENV_NAME,
+    PROVIDER_KINDS,
+    PROVIDER_NAME,
+    ModelRecord,
+    ProviderRecord,
+    check_base_url,
+    check_config,
+    check_dimensions,
+    check_model_key,
+    check_model_type,
+    now_iso,
+)
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PROVIDER = "local"
-DEFAULT_MODEL_KEY = "all-MiniLM-L6-v2"
-DEFAULT_DIMENSIONS = 384
-PROVIDER_KINDS = ("local", "openai", "ollama")
-DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS providers (
@@ -61,204 +67,6 @@ CREATE TABLE IF NOT EXISTS models (
 CREATE UNIQUE INDEX IF NOT EXISTS models_one_default ON models(model_type) WHERE is_default = 1;
 """
 
-_PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_MODEL_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-# Config keys accepted per provider kind, with the camelCase spellings of seed 003.
-_LOCAL_KEYS = {"model_path", "max_tokens"}
-_API_KEYS = {"api_endpoint", "timeout", "send_dimensions"}
-_ALIASES = {
-    "modelPath": "model_path",
-    "maxTokens": "max_tokens",
-    "apiEndpoint": "api_endpoint",
-    "sendDimensions": "send_dimensions",
-}
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-@dataclass(frozen=True)
-class ProviderRecord:
-    name: str
-    kind: str
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    api_key_env: str | None = None
-    created_at: str = ""
-    updated_at: str = ""
-
-    @property
-    def api_key_set(self) -> bool:
-        return bool(self.api_key) or bool(self.api_key_env and os.environ.get(self.api_key_env))
-
-    def resolve_api_key(self) -> str | None:
-        """The key itself: the stored one, else the environment variable it names."""
-        if self.api_key:
-            return self.api_key
-        if self.api_key_env:
-            return os.environ.get(self.api_key_env) or None
-        return None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "base_url": self.base_url,
-            "api_key_env": self.api_key_env,
-            "api_key_set": self.api_key_set,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
-
-    def __repr__(self) -> str:
-        key = "'***'" if self.api_key else "None"
-        return (
-            f"ProviderRecord(name={self.name!r}, kind={self.kind!r}, base_url={self.base_url!r}, "
-            f"api_key={key}, api_key_env={self.api_key_env!r})"
-        )
-
-
-@dataclass(frozen=True)
-class ModelRecord:
-    id: int
-    key: str
-    provider: str
-    kind: str
-    dimensions: int
-    config: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    is_default: bool = False
-    enabled: bool = True
-    model_type: str = "embedding"
-    base_url: str | None = None
-    api_key_set: bool = False
-    created_at: str = ""
-    updated_at: str = ""
-
-    @property
-    def fingerprint(self) -> str:
-        """Changes whenever the vectors this model produces could change (not on default/enabled flips)."""
-        blob = json.dumps(
-            [self.key, self.provider, self.kind, self.base_url, self.dimensions, dict(self.config)],
-            sort_keys=True,
-            default=str,
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "model_key": self.key,
-            "model_type": self.model_type,
-            "provider": self.provider,
-            "kind": self.kind,
-            "base_url": self.base_url,
-            "api_key_set": self.api_key_set,
-            "dimensions": self.dimensions,
-            "config": dict(self.config),
-            "is_default": self.is_default,
-            "enabled": self.enabled,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
-
-    def __repr__(self) -> str:
-        # The record never holds a key, but say so explicitly rather than rely on that.
-        return (
-            f"ModelRecord(id={self.id}, key={self.key!r}, provider={self.provider!r}, kind={self.kind!r}, "
-            f"dimensions={self.dimensions}, is_default={self.is_default}, enabled={self.enabled}, "
-            f"api_key_set={self.api_key_set})"
-        )
-
-
-# -- validation at the edge ---------------------------------------------------------------
-def _check_model_type(model_type: object) -> str:
-    if not isinstance(model_type, str) or not _MODEL_TYPE.match(model_type):
-        raise ConfigError(
-            f"model_type {model_type!r} is invalid: use a lowercase word such as 'embedding'."
-        )
-    return model_type
-
-
-def _check_model_key(model_key: object) -> str:
-    if not isinstance(model_key, str) or not model_key.strip():
-        raise ConfigError("model_key is empty: give the model's name, e.g. 'text-embedding-3-small'.")
-    if model_key != model_key.strip() or len(model_key) > 200:
-        raise ConfigError(
-            f"model_key {model_key!r} is invalid: no leading/trailing spaces and at most 200 characters."
-        )
-    return model_key
-
-
-def _check_dimensions(dimensions: object) -> int:
-    if isinstance(dimensions, bool) or not isinstance(dimensions, int) or not 1 <= dimensions <= 16384:
-        raise ConfigError(
-            f"dimensions {dimensions!r} is invalid: give the vector length the model returns "
-            "as an integer between 1 and 16384 (384 for all-MiniLM-L6-v2)."
-        )
-    return dimensions
-
-
-def _check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
-    if config is None:
-        return {}
-    if not isinstance(config, Mapping):
-        raise ConfigError(f"config must be a mapping of options, got {type(config).__name__}.")
-    out: dict[str, Any] = {}
-    for raw_key, value in config.items():
-        key = _ALIASES.get(raw_key, raw_key)
-        allowed = _LOCAL_KEYS if kind == "local" else _API_KEYS
-        if key not in allowed:
-            raise ConfigError(
-                f"config.{raw_key} is not an option of a {kind} model: allowed options are "
-                f"{', '.join(sorted(allowed))}."
-            )
-        out[key] = value
-    if "model_path" in out and out["model_path"] is not None:
-        if not isinstance(out["model_path"], str) or not out["model_path"].strip():
-            raise ConfigError("config.model_path must be a folder path (a non-empty string) or absent.")
-    if "max_tokens" in out and out["max_tokens"] is not None:
-        value = out["max_tokens"]
-        if isinstance(value, bool) or not isinstance(value, int) or not 8 <= value <= 512:
-            raise ConfigError(
-                f"config.max_tokens {value!r} is invalid: use an integer from 8 to 512 (BERT's limit)."
-            )
-    if "api_endpoint" in out:
-        value = out["api_endpoint"]
-        if not isinstance(value, str) or not value.startswith("/"):
-            raise ConfigError(
-                f"config.api_endpoint {value!r} is invalid: give a path starting with '/', e.g. '/embeddings'."
-            )
-    if "timeout" in out:
-        value = out["timeout"]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 600:
-            hint = ""
-            if isinstance(value, int | float) and value > 600:  # seed 003 writes milliseconds (10000)
-                hint = f" (it is in seconds: did you mean {value / 1000:g}?)"
-            raise ConfigError(f"config.timeout {value!r} is invalid: use seconds, above 0 and at most 600{hint}.")
-    if "send_dimensions" in out and not isinstance(out["send_dimensions"], bool):
-        raise ConfigError(f"config.send_dimensions must be true or false, got {out['send_dimensions']!r}.")
-    return out
-
-
-def _check_base_url(base_url: object, kind: str) -> str | None:
-    if kind == "local":
-        if base_url:
-            raise ConfigError("base_url is set on a local provider: local models need no URL, leave it empty.")
-        return None
-    if base_url is None or base_url == "":
-        if kind == "ollama":
-            return DEFAULT_OLLAMA_URL
-        raise ConfigError(
-            "base_url is missing for an openai provider: give the API root, e.g. 'https://api.openai.com/v1'."
-        )
-    if not isinstance(base_url, str) or not re.match(r"^https?://[^\s/]+", base_url):
-        raise ConfigError(f"base_url {base_url!r} is invalid: give an http:// or https:// URL.")
-    return base_url.rstrip("/")
-
-
-# -- the registry -------------------------------------------------------------------------
 class ModelRegistry:
     """Providers and models in SQLite. Reads open a short connection; writes are one transaction.
 
@@ -379,23 +187,23 @@ class ModelRegistry:
         api_key: str | None = None,
         api_key_env: str | None = None,
     ) -> ProviderRecord:
-        if not isinstance(name, str) or not _PROVIDER_NAME.match(name):
+        if not isinstance(name, str) or not PROVIDER_NAME.match(name):
             raise ConfigError(
                 f"provider name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-', e.g. 'openai'."
             )
         if kind not in PROVIDER_KINDS:
             raise ConfigError(f"provider kind {kind!r} is invalid: use one of {', '.join(PROVIDER_KINDS)}.")
-        base_url = _check_base_url(base_url, kind)
+        base_url = check_base_url(base_url, kind)
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
             raise ConfigError("api_key is empty: give the key, or leave it unset and use api_key_env.")
-        if api_key_env is not None and (not isinstance(api_key_env, str) or not _ENV_NAME.match(api_key_env)):
+        if api_key_env is not None and (not isinstance(api_key_env, str) or not ENV_NAME.match(api_key_env)):
             raise ConfigError(
                 f"api_key_env {api_key_env!r} is invalid: give the NAME of an environment variable, "
                 "e.g. 'OPENAI_API_KEY' (not the key itself)."
             )
         if kind == "local" and (api_key or api_key_env):
             raise ConfigError("api_key is set on a local provider: local models need no key, leave it empty.")
-        now = _now()
+        now = now_iso()
         with self._write() as conn:
             old = conn.execute("SELECT kind FROM providers WHERE name = ?", (name,)).fetchone()
             if old is None:
@@ -473,11 +281,11 @@ class ModelRegistry:
     # -- models: writes --------------------------------------------------------------------
     def ensure_default(self, model_type: str = "embedding") -> ModelRecord:
         """Make sure a default model exists: the local all-MiniLM-L6-v2 when none is configured."""
-        _check_model_type(model_type)
+        check_model_type(model_type)
         existing = self.default(model_type)
         if existing is not None:
             return existing
-        now = _now()
+        now = now_iso()
         with self._write() as conn:
             # Re-check inside the write lock: another process may have won the race.
             row = conn.execute(
@@ -521,12 +329,12 @@ class ModelRegistry:
         enabled: bool = True,
         model_type: str = "embedding",
     ) -> ModelRecord:
-        _check_model_key(model_key)
-        _check_dimensions(dimensions)
-        _check_model_type(model_type)
+        check_model_key(model_key)
+        check_dimensions(dimensions)
+        check_model_type(model_type)
         if is_default and not enabled:
             raise ConfigError("is_default=True with enabled=False: the default model must be enabled.")
-        now = _now()
+        now = now_iso()
         with self._write() as conn:
             prow = conn.execute("SELECT kind FROM providers WHERE name = ?", (provider,)).fetchone()
             if prow is None:
@@ -534,7 +342,7 @@ class ModelRegistry:
                     f"provider {provider!r} not found (known: {self._provider_names(conn)}): "
                     "create it first with upsert_provider()."
                 )
-            clean = _check_config(config, prow["kind"])
+            clean = check_config(config, prow["kind"])
             dup = conn.execute(
                 "SELECT id FROM models WHERE provider = ? AND model_key = ?", (provider, model_key)
             ).fetchone()
@@ -570,8 +378,8 @@ class ModelRegistry:
         dimensions: int | None = None,
     ) -> ModelRecord:
         if dimensions is not None:
-            _check_dimensions(dimensions)
-        now = _now()
+            check_dimensions(dimensions)
+        now = now_iso()
         with self._write() as conn:
             row = conn.execute(
                 "SELECT m.*, p.kind AS kind FROM models m JOIN providers p ON p.name = m.provider WHERE m.id = ?",
@@ -593,7 +401,7 @@ class ModelRegistry:
                 )
             sets: dict[str, Any] = {"updated_at": now}
             if config is not None:
-                sets["config"] = json.dumps(_check_config(config, row["kind"]))
+                sets["config"] = json.dumps(check_config(config, row["kind"]))
             if dimensions is not None:
                 sets["dimensions"] = dimensions
             if enabled is not None:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError
 from agentloom.embeddings.cache import LRUCache
-from agentloom.embeddings.registry import ModelRecord, ModelRegistry, ProviderRecord
+from agentloom.embeddings.records import ModelRecord, ProviderRecord
+from agentloom.embeddings.registry import ModelRegistry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -204,14 +205,37 @@ class EmbeddingService:
         provider.prepare(progress)
         return record
 
-    def check(self) -> dict[str, Any]:
-        """Health: load the default model and embed one word. Never raises."""
+    def prepare_in_background(self) -> threading.Thread:
+        """FR-000: on a first run, export the local model while the server already answers.
+
+        Does nothing when the model is ready on disk (the usual case). A failure is logged
+        with its fix; tools that need embeddings report it, every other tool keeps working.
+        """
+
+        def work() -> None:
+            try:
+                record, provider = self._use(None)
+                ready = getattr(provider, "ready_on_disk", None)
+                if ready is None or ready():
+                    return
+                log.warning("embedding model %s is not prepared yet: preparing it now (first run)", record.key)
+                provider.prepare(lambda message: log.info("embedding model %s: %s", record.key, message))
+                log.info("embedding model %s ready", record.key)
+            except Exception as exc:  # noqa: BLE001 - logged; the server keeps running
+                log.error("embedding model unavailable: %s", exc)
+
+        thread = threading.Thread(target=work, name="embedding-prepare", daemon=True)
+        thread.start()
+        return thread
+
+    def check(self, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Health: load (preparing if needed) the default model and embed one word. Never raises."""
         result: dict[str, Any] = {"ok": False, "model": None, "provider": None, "dimensions": None, "detail": ""}
         try:
             record, provider = self._use(None)
             result.update(model=record.key, provider=record.kind, dimensions=record.dimensions)
             started = time.perf_counter()
-            provider.prepare(None)
+            provider.prepare(progress)
             vector = provider.embed(["health"])
             elapsed = (time.perf_counter() - started) * 1000
             norm = float((vector[0] ** 2).sum()) ** 0.5 if vector.shape == (1, record.dimensions) else 0.0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+import anyio.from_thread
 import anyio.to_thread
+from mcp.server.mcpserver import Context
 from mcp_types import ToolAnnotations
 from typing_extensions import TypedDict
 
@@ -46,12 +48,19 @@ class HealthResult(TypedDict):
 def register_builtin_tools(host: Host) -> None:
     server = host.server
 
-    async def health(check_model: bool = True) -> HealthResult:
+    async def health(ctx: Context, check_model: bool = True) -> HealthResult:
         """Report the server's health: dependencies importable, data directory writable, the
         embedding model loading, each pack loaded or skipped (with the reason) and its stores
         reachable, and the state of every circuit breaker. `status` is ok, degraded (only
         optional checks failed) or error."""
-        report = await anyio.to_thread.run_sync(lambda: host.health(check_model=check_model))
+        steps = 0
+
+        def progress(message: str) -> None:  # the first run may export the model: say so
+            nonlocal steps
+            steps += 1
+            anyio.from_thread.run(ctx.report_progress, steps, None, message)
+
+        report = await anyio.to_thread.run_sync(lambda: host.health(check_model=check_model, progress=progress))
         return report  # type: ignore[return-value]
 
     async def breaker_reset(name: str) -> BreakerResult:

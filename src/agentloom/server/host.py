@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Literal
@@ -112,13 +113,12 @@ class Host:
         return PackReport(ep.name, "loaded", None, [t.name for t in pack.tools], ep.value)
 
     # -- health ------------------------------------------------------------------
-    def health(self, *, check_model: bool = True) -> dict[str, object]:
+    def health(self, *, check_model: bool = True, progress: Callable[[str], None] | None = None) -> dict[str, object]:
         checks: list[Check] = modules_importable()
         checks.append(directory_writable(self.settings.data_dir))
         if check_model:
-            model = self.embeddings.check()
-            detail = model["detail"] if model["ok"] else f"{model['detail']}"
-            checks.append(Check(f"embedding model {model.get('model')}", bool(model["ok"]), str(detail)))
+            model = self.embeddings.check(progress)
+            checks.append(Check(f"embedding model {model['model'] or '(default)'}", bool(model["ok"]), str(model["detail"])))
         for report in self.reports:
             if report.status == "failed" or report.status == "not-installed":
                 checks.append(Check(f"pack {report.name}", False, report.reason or "failed"))

@@ -12,7 +12,9 @@ import logging
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
-from mcp.shared._context_streams import create_context_streams  # same stream type the SDK's transports use
+from mcp.shared._context_streams import (
+    create_context_streams,  # same stream type the SDK's transports use
+)
 from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData, JSONRPCError
 from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from agentloom.core.breakers import BreakerRegistry
     from agentloom.core.settings import Settings
-    from agentloom.embeddings.registry import ModelRecord, ProviderRecord
+    from agentloom.embeddings.records import ModelRecord, ProviderRecord
 
 
 @runtime_checkable

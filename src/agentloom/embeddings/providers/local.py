@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
     from agentloom.core.settings import Settings
-    from agentloom.embeddings.registry import ModelRecord
+    from agentloom.embeddings.records import ModelRecord
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,13 @@ class LocalProvider:
     @property
     def max_tokens(self) -> int:
         return self._max_tokens
+
+    def ready_on_disk(self) -> bool:
+        """True when the ONNX file exists (shipped or cached): no export is needed."""
+        model_path = self.model_path()
+        if any((model_path / name).is_file() for name in SHIPPED_ONNX):
+            return True
+        return onnx_cache_path(model_path, self._cache_dir).is_file()
 
     def _find_onnx(self, model_path: Path, progress: Callable[[str], None] | None) -> Path:
         for name in SHIPPED_ONNX:

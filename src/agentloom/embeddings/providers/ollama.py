@@ -11,7 +11,7 @@ from typing import Any
 
 from agentloom.core.errors import AgentloomError
 from agentloom.embeddings.providers.openai import HTTPEmbeddingProvider
-from agentloom.embeddings.registry import DEFAULT_OLLAMA_URL
+from agentloom.embeddings.records import DEFAULT_OLLAMA_URL
 
 
 class OllamaProvider(HTTPEmbeddingProvider):

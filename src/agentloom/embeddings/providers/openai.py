@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from agentloom.core.breakers import BreakerRegistry
-    from agentloom.embeddings.registry import ModelRecord, ProviderRecord
+    from agentloom.embeddings.records import ModelRecord, ProviderRecord
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,220 @@
+"""Model and provider records, and the validation of what goes into them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agentloom.core.errors import ConfigError
+
+DEFAULT_PROVIDER = "local"
+DEFAULT_MODEL_KEY = "all-MiniLM-L6-v2"
+DEFAULT_DIMENSIONS = 384
+PROVIDER_KINDS = ("local", "openai", "ollama")
+DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+
+
+PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODEL_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# Config keys accepted per provider kind, with the camelCase spellings of seed 003.
+_LOCAL_KEYS = {"model_path", "max_tokens"}
+_API_KEYS = {"api_endpoint", "timeout", "send_dimensions"}
+_ALIASES = {
+    "modelPath": "model_path",
+    "maxTokens": "max_tokens",
+    "apiEndpoint": "api_endpoint",
+    "sendDimensions": "send_dimensions",
+}
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class ProviderRecord:
+    name: str
+    kind: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    api_key_env: str | None = None
+    created_at: str = ""
+    updated_at: str = ""
+
+    @property
+    def api_key_set(self) -> bool:
+        return bool(self.api_key) or bool(self.api_key_env and os.environ.get(self.api_key_env))
+
+    def resolve_api_key(self) -> str | None:
+        """The key itself: the stored one, else the environment variable it names."""
+        if self.api_key:
+            return self.api_key
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env) or None
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "api_key_set": self.api_key_set,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+    def __repr__(self) -> str:
+        key = "'***'" if self.api_key else "None"
+        return (
+            f"ProviderRecord(name={self.name!r}, kind={self.kind!r}, base_url={self.base_url!r}, "
+            f"api_key={key}, api_key_env={self.api_key_env!r})"
+        )
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    id: int
+    key: str
+    provider: str
+    kind: str
+    dimensions: int
+    config: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    is_default: bool = False
+    enabled: bool = True
+    model_type: str = "embedding"
+    base_url: str | None = None
+    api_key_set: bool = False
+    created_at: str = ""
+    updated_at: str = ""
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the vectors this model produces could change (not on default/enabled flips)."""
+        blob = json.dumps(
+            [self.key, self.provider, self.kind, self.base_url, self.dimensions, dict(self.config)],
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "model_key": self.key,
+            "model_type": self.model_type,
+            "provider": self.provider,
+            "kind": self.kind,
+            "base_url": self.base_url,
+            "api_key_set": self.api_key_set,
+            "dimensions": self.dimensions,
+            "config": dict(self.config),
+            "is_default": self.is_default,
+            "enabled": self.enabled,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+    def __repr__(self) -> str:
+        # The record never holds a key, but say so explicitly rather than rely on that.
+        return (
+            f"ModelRecord(id={self.id}, key={self.key!r}, provider={self.provider!r}, kind={self.kind!r}, "
+            f"dimensions={self.dimensions}, is_default={self.is_default}, enabled={self.enabled}, "
+            f"api_key_set={self.api_key_set})"
+        )
+
+
+# -- validation at the edge ---------------------------------------------------------------
+def check_model_type(model_type: object) -> str:
+    if not isinstance(model_type, str) or not _MODEL_TYPE.match(model_type):
+        raise ConfigError(
+            f"model_type {model_type!r} is invalid: use a lowercase word such as 'embedding'."
+        )
+    return model_type
+
+
+def check_model_key(model_key: object) -> str:
+    if not isinstance(model_key, str) or not model_key.strip():
+        raise ConfigError("model_key is empty: give the model's name, e.g. 'text-embedding-3-small'.")
+    if model_key != model_key.strip() or len(model_key) > 200:
+        raise ConfigError(
+            f"model_key {model_key!r} is invalid: no leading/trailing spaces and at most 200 characters."
+        )
+    return model_key
+
+
+def check_dimensions(dimensions: object) -> int:
+    if isinstance(dimensions, bool) or not isinstance(dimensions, int) or not 1 <= dimensions <= 16384:
+        raise ConfigError(
+            f"dimensions {dimensions!r} is invalid: give the vector length the model returns "
+            "as an integer between 1 and 16384 (384 for all-MiniLM-L6-v2)."
+        )
+    return dimensions
+
+
+def check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"config must be a mapping of options, got {type(config).__name__}.")
+    out: dict[str, Any] = {}
+    for raw_key, value in config.items():
+        key = _ALIASES.get(raw_key, raw_key)
+        allowed = _LOCAL_KEYS if kind == "local" else _API_KEYS
+        if key not in allowed:
+            raise ConfigError(
+                f"config.{raw_key} is not an option of a {kind} model: allowed options are "
+                f"{', '.join(sorted(allowed))}."
+            )
+        out[key] = value
+    if "model_path" in out and out["model_path"] is not None:
+        if not isinstance(out["model_path"], str) or not out["model_path"].strip():
+            raise ConfigError("config.model_path must be a folder path (a non-empty string) or absent.")
+    if "max_tokens" in out and out["max_tokens"] is not None:
+        value = out["max_tokens"]
+        if isinstance(value, bool) or not isinstance(value, int) or not 8 <= value <= 512:
+            raise ConfigError(
+                f"config.max_tokens {value!r} is invalid: use an integer from 8 to 512 (BERT's limit)."
+            )
+    if "api_endpoint" in out:
+        value = out["api_endpoint"]
+        if not isinstance(value, str) or not value.startswith("/"):
+            raise ConfigError(
+                f"config.api_endpoint {value!r} is invalid: give a path starting with '/', e.g. '/embeddings'."
+            )
+    if "timeout" in out:
+        value = out["timeout"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 600:
+            hint = ""
+            if isinstance(value, int | float) and value > 600:  # seed 003 writes milliseconds (10000)
+                hint = f" (it is in seconds: did you mean {value / 1000:g}?)"
+            raise ConfigError(f"config.timeout {value!r} is invalid: use seconds, above 0 and at most 600{hint}.")
+    if "send_dimensions" in out and not isinstance(out["send_dimensions"], bool):
+        raise ConfigError(f"config.send_dimensions must be true or false, got {out['send_dimensions']!r}.")
+    return out
+
+
+def check_base_url(base_url: object, kind: str) -> str | None:
+    if kind == "local":
+        if base_url:
+            raise ConfigError("base_url is set on a local provider: local models need no URL, leave it empty.")
+        return None
+    if base_url is None or base_url == "":
+        if kind == "ollama":
+            return DEFAULT_OLLAMA_URL
+        raise ConfigError(
+            "base_url is missing for an openai provider: give the API root, e.g. 'https://api.openai.com/v1'."
+        )
+    if not isinstance(base_url, str) or not re.match(r"^https?://[^\s/]+", base_url):
+        raise ConfigError(f"base_url {base_url!r} is invalid: give an http:// or https:// URL.")
+    return base_url.rstrip("/")
+
+
+# -- the registry -------------------------------------------------------------------------
