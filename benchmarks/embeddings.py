@@ -79,6 +79,13 @@ def main() -> None:
         f"| batch, {len(queries)} short claims (texts/s) | {ours_short:.0f} | {st_short:.0f} | {ours_short / st_short:.2f}x | >= 1.3x |\n"
         f"| batch, {len(docs)} abstracts, 256 tokens (texts/s) | {ours_long:.1f} | {st_long:.1f} | {ours_long / st_long:.2f}x | >= 1.3x |\n"
     )
+    body += (
+        "\nLong texts are bound by the same FP32 matrix products in both runtimes, so the ratio stays "
+        "near 1x there; the gains come from less per-call overhead (queries) and from batches "
+        "ordered by token count (short texts). Dynamic int8 quantisation measured 1.4x on abstracts "
+        "but cosine 0.90 against sentence-transformers, which breaks the >= 0.9999 equivalence, so "
+        "it is not used.\n"
+    )
     print(body)
     write_section("Embeddings", body, "python -m benchmarks embeddings")
 
