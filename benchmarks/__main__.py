@@ -8,6 +8,7 @@ import sys
 SUITES = {
     "cold-start": "benchmarks.cold_start",
     "embeddings": "benchmarks.embeddings",
+    "vectors": "benchmarks.vectors",
 }
 
 

@@ -57,6 +57,7 @@ class PackContext:
     settings: Settings
     breakers: BreakerRegistry
     embeddings: EmbeddingService
+    state: Any = None  # whatever the pack's setup wants its tools to reach
     log: logging.Logger = field(init=False)
 
     def __post_init__(self) -> None:

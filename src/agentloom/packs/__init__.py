@@ -1,0 +1,1 @@
+"""One subpackage per subsystem; each exposes a `Pack` through the `agentloom.packs` entry points."""

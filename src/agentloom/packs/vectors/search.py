@@ -1,0 +1,162 @@
+"""Search: filters applied before the vector search, optional hybrid (BM25 + vectors, RRF).
+
+Scores are cosine similarities in [0, 1] (negative similarities clamp to 0) for every
+result, hybrid ones included; hybrid changes the order (fused rank), not the meaning of
+the score.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from agentloom.core.errors import AgentloomError
+from agentloom.packs.vectors.filters import FilterPlan, parse_filter
+from agentloom.packs.vectors.lexical import LexicalIndex, reciprocal_rank_fusion
+from agentloom.packs.vectors.store import VectorStore
+
+if TYPE_CHECKING:
+    import numpy as np
+    from chromadb.api.models.Collection import Collection
+
+MAX_RESULTS = 100
+CANDIDATE_FACTOR = 5  # hybrid and per-document collapsing look deeper than n
+
+
+class Searcher:
+    def __init__(self, store: VectorStore) -> None:
+        self.store = store
+        self._lexical: dict[str, tuple[int, LexicalIndex]] = {}
+        self._lock = threading.Lock()
+        store.changed.append(self._forget)
+
+    def _forget(self, collection: str) -> None:
+        with self._lock:
+            self._lexical.pop(collection, None)
+
+    # -- lexical index, cached per collection and rebuilt when its size changes ------------------
+    def _lexical_index(self, collection: Collection) -> LexicalIndex:
+        count = self.store.connection.call(collection.count)
+        with self._lock:
+            cached = self._lexical.get(collection.name)
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        got = self.store.connection.call(lambda: collection.get(include=["documents"]))
+        index = LexicalIndex.build(got["ids"], got["documents"])
+        with self._lock:
+            self._lexical[collection.name] = (count, index)
+        return index
+
+    # -- search ----------------------------------------------------------------------------------
+    def search(
+        self,
+        collection_name: str,
+        query: str,
+        n: int = 5,
+        filter: Mapping[str, Any] | None = None,
+        document_contains: str | None = None,
+        hybrid: bool = False,
+        one_per_document: bool = False,
+    ) -> dict[str, Any]:
+        if not isinstance(query, str) or not query.strip():
+            raise AgentloomError("query is empty: pass the text to search for.")
+        if not 1 <= n <= MAX_RESULTS:
+            raise AgentloomError(f"n must be between 1 and {MAX_RESULTS}, got {n}.")
+        plan = parse_filter(filter, document_contains)
+        collection = self.store.collection(collection_name)
+        warnings = self.store.model_warnings(collection)
+        vector = self.store.embeddings.embed_query(query, self.store.settings.embedding_model)
+
+        allowed = self._candidates(collection, plan)
+        if allowed is not None and not allowed:
+            return _empty(collection_name, hybrid, warnings + ["the filters exclude every chunk of the collection"])
+        depth = n * CANDIDATE_FACTOR if (hybrid or one_per_document) else n
+        hits = self._vector_hits(collection, vector, plan, allowed, depth)
+        if hybrid:
+            lexical = self._lexical_index(collection).search(query, depth, allowed)
+            order = [i for i, _ in reciprocal_rank_fusion([[h["id"] for h in hits], [i for i, _ in lexical]])]
+            missing = [i for i in order if i not in {h["id"] for h in hits}]
+            hits_by_id = {h["id"]: h for h in hits}
+            for extra in self._fetch(collection, missing, vector):
+                hits_by_id[extra["id"]] = extra
+            hits = [hits_by_id[i] for i in order if i in hits_by_id]
+        hits = self._current_only(collection_name, hits)
+        if one_per_document:
+            seen: set[str] = set()
+            hits = [h for h in hits if not (h["document_id"] in seen or seen.add(h["document_id"]))]
+        results = [
+            {k: h[k] for k in ("document_id", "chunk_id", "text", "metadata", "score")} for h in hits[:n]
+        ]
+        if not results:
+            filtered = allowed is not None or plan.where is not None or plan.document_contains is not None
+            if filtered:
+                warnings = warnings + ["the filters exclude every chunk: loosen or remove them"]
+            return _empty(collection_name, hybrid, warnings, "no chunk matched the filters" if filtered else None)
+        return {"collection": collection_name, "mode": "hybrid" if hybrid else "vector", "results": results,
+                "message": None, "warnings": warnings}
+
+    def _candidates(self, collection: Collection, plan: FilterPlan) -> list[str] | None:
+        """Ids allowed by filters Chroma cannot apply itself (substring of metadata); None = no restriction."""
+        if not plan.substrings:
+            return None
+        got = self.store.connection.call(
+            lambda: collection.get(where=plan.where, where_document=_where_document(plan), include=["metadatas"])
+        )
+        return [i for i, m in zip(got["ids"], got["metadatas"]) if plan.matches(m)]
+
+    def _vector_hits(
+        self, collection: Collection, vector: np.ndarray, plan: FilterPlan, allowed: list[str] | None, depth: int
+    ) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"query_embeddings": [vector], "n_results": depth,
+                                  "include": ["documents", "metadatas", "distances"]}
+        if allowed is not None:
+            kwargs["ids"] = allowed
+        else:
+            if plan.where:
+                kwargs["where"] = plan.where
+            if plan.document_contains:
+                kwargs["where_document"] = _where_document(plan)
+        got = self.store.connection.call(lambda: collection.query(**kwargs))
+        return [
+            _hit(i, d, m, 1.0 - dist)
+            for i, d, m, dist in zip(got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0])
+        ]
+
+    def _fetch(self, collection: Collection, ids: list[str], vector: np.ndarray) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        got = self.store.connection.call(
+            lambda: collection.get(ids=ids, include=["documents", "metadatas", "embeddings"])
+        )
+        return [
+            _hit(i, d, m, float(vector @ e))
+            for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"])
+        ]
+
+    def _current_only(self, collection_name: str, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Drop chunks of superseded or deleted generations (see store.py)."""
+        current = self.store.current_generations(collection_name, {h["document_id"] for h in hits})
+        return [h for h in hits if current.get(h["document_id"]) == h["generation"]]
+
+
+def _where_document(plan: FilterPlan) -> dict[str, Any] | None:
+    return {"$contains": plan.document_contains} if plan.document_contains else None
+
+
+def _hit(chunk_id: str, text: str, meta: Mapping[str, Any], similarity: float) -> dict[str, Any]:
+    meta = dict(meta)
+    return {
+        "id": chunk_id,
+        "chunk_id": chunk_id,
+        "document_id": meta.get("document_id"),
+        "generation": meta.get("generation"),
+        "text": text,
+        "metadata": meta,
+        "score": round(min(1.0, max(0.0, float(similarity))), 6),
+    }
+
+
+def _empty(collection: str, hybrid: bool, warnings: list[str], message: str | None = None) -> dict[str, Any]:
+    return {"collection": collection, "mode": "hybrid" if hybrid else "vector", "results": [],
+            "message": message or "no results", "warnings": warnings}

@@ -1,0 +1,36 @@
+"""Settings of the vectors pack: ``[pack_settings.vectors]`` or ``AGENTLOOM_VECTORS__<KEY>``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+
+class VectorSettings(BaseModel):
+    mode: Literal["embedded", "remote"] = Field("embedded", description="Embedded Chroma on disk, or a Chroma server.")
+    path: Path | None = Field(None, description="Embedded store folder (default <data_dir>/vectors/chroma).")
+    host: str = Field("127.0.0.1", description="Chroma server host (remote mode).")
+    port: int = Field(8000, ge=1, le=65535, description="Chroma server port (remote mode).")
+    ssl: bool = Field(False, description="Use HTTPS for the Chroma server.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. auth) for the server.")
+    timeout_seconds: float = Field(10.0, gt=0, description="Remote call timeout.")
+    chunk_size: int = Field(200, ge=16, le=510, description="Target chunk size in the embedding model's tokens.")
+    chunk_overlap: int = Field(30, ge=0, description="Tokens shared by consecutive chunks.")
+    embedding_model: str | None = Field(None, description="Registry key of the model (default: the default model).")
+    hnsw_ef_search: int = Field(200, ge=10, description="HNSW search breadth: higher is closer to exact search.")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> VectorSettings:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size}); "
+                "lower AGENTLOOM_VECTORS__CHUNK_OVERLAP"
+            )
+        return self
+
+    def describe(self) -> str:
+        if self.mode == "remote":
+            return f"Chroma server at {'https' if self.ssl else 'http'}://{self.host}:{self.port}"
+        return f"embedded Chroma at {self.path}"

@@ -1,0 +1,391 @@
+"""Collections and documents in Chroma, with all-or-nothing document writes.
+
+A document is a set of chunks tagged with the document id and a *generation*. The
+manifest (a small Chroma collection of its own) names the current generation of every
+document; it is the commit point. Adding or updating writes the new generation's chunks,
+then flips the manifest, then removes the old chunks. Search ignores chunks whose
+generation is not the manifest's, so a reader never sees a mix of old and new, and a
+failure at any step leaves the previous version whole.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
+from agentloom.embeddings import EmbeddingService
+from agentloom.packs.vectors.chunking import chunk_text
+from agentloom.packs.vectors.connection import ChromaConnection
+from agentloom.packs.vectors.settings import VectorSettings
+
+if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "agentloom-documents"
+SYSTEM_FIELDS = frozenset(
+    {"document_id", "chunk_index", "start", "end", "tokens", "created_at", "updated_at", "embedding_model", "generation"}
+)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,61}[A-Za-z0-9]$")
+_DUMMY = [0.0]  # manifest rows carry no meaningful vector
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
+
+
+def check_collection_name(name: object) -> str:
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+        raise AgentloomError(
+            f"collection name {name!r} is invalid: use 3-63 characters from letters, digits, '.', '_' and '-', "
+            "starting and ending with a letter or digit (e.g. 'project-notes')."
+        )
+    if name == MANIFEST:
+        raise AgentloomError(f"collection name {name!r} is reserved by agentloom; choose another name.")
+    return name
+
+
+def check_metadata(metadata: Mapping[str, Any] | None, field: str = "metadata") -> dict[str, Any]:
+    clean: dict[str, Any] = {}
+    for key, value in (metadata or {}).items():
+        if not isinstance(key, str) or not key or key.startswith("$"):
+            raise AgentloomError(f"{field} key {key!r} is invalid: keys are non-empty strings not starting with '$'.")
+        if key in SYSTEM_FIELDS:
+            raise AgentloomError(
+                f"{field}[{key!r}] is set by agentloom ({', '.join(sorted(SYSTEM_FIELDS))}); rename your key."
+            )
+        if not isinstance(value, (str, int, float, bool)) or value is None:
+            raise AgentloomError(
+                f"{field}[{key!r}] must be a string, number or boolean, got {type(value).__name__}; "
+                "flatten nested values or store them as a JSON string."
+            )
+        clean[key] = value
+    return clean
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    collection: str
+    document_id: str
+    generation: int
+    chunk_count: int
+    created_at: float
+    updated_at: float
+    embedding_model: str
+    metadata: dict[str, Any]
+
+
+class VectorStore:
+    def __init__(self, settings: VectorSettings, connection: ChromaConnection, embeddings: EmbeddingService) -> None:
+        self.settings = settings
+        self.connection = connection
+        self.embeddings = embeddings
+        self._write_lock = threading.Lock()  # one document write at a time: generations stay ordered
+        self.changed: list[Callable[[str], None]] = []  # listeners (the lexical index cache)
+
+    # -- model -------------------------------------------------------------------------
+    def model(self) -> tuple[str, int]:
+        record = self.embeddings.model(self.settings.embedding_model)
+        return record.key, record.dimensions
+
+    def _ef(self) -> Any:
+        from agentloom.packs.vectors.embedding_function import ServiceEmbeddingFunction
+
+        return ServiceEmbeddingFunction(self.embeddings, self.settings.embedding_model)
+
+    def model_warnings(self, collection: Collection) -> list[str]:
+        """Refuse a dimension mismatch; warn when the model differs from the collection's."""
+        key, dims = self.model()
+        meta = collection.metadata or {}
+        built_with, built_dims = meta.get("embedding_model"), meta.get("embedding_dimensions")
+        if built_dims is not None and int(built_dims) != dims:
+            raise AgentloomError(
+                f"collection {collection.name!r} holds {built_dims}-dimensional vectors from {built_with!r}, but the "
+                f"current model {key!r} makes {dims}-dimensional ones; they cannot be compared. Switch back to "
+                f"{built_with!r} (agentloom models set-default) or re-create the collection with the new model."
+            )
+        if built_with and built_with != key:
+            return [
+                f"collection {collection.name!r} was built with {built_with!r} but the current model is {key!r}: "
+                "scores across models are not comparable; re-index for reliable results."
+            ]
+        return []
+
+    # -- collections -------------------------------------------------------------------
+    def _client(self) -> Any:
+        return self.connection.call(self.connection.client)
+
+    def manifest(self) -> Collection:
+        return self.connection.call(lambda: self._client().get_or_create_collection(MANIFEST))
+
+    def collection(self, name: str) -> Collection:
+        check_collection_name(name)
+        client = self._client()
+
+        def get() -> Collection:
+            try:
+                return client.get_collection(name, embedding_function=self._ef())
+            except Exception as exc:
+                if "does not exist" in str(exc) or type(exc).__name__ == "NotFoundError":
+                    raise NotFoundError(
+                        f"collection {name!r} not found; vector_list_collections shows the existing ones."
+                    ) from None
+                raise
+
+        return self.connection.call(get)
+
+    def create_collection(self, name: str, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        check_collection_name(name)
+        user = check_metadata(metadata)
+        key, dims = self.model()
+        meta = {**user, "embedding_model": key, "embedding_dimensions": dims, "created_at": time.time()}
+        client = self._client()
+
+        def create() -> Collection:
+            try:
+                return client.create_collection(
+                    name,
+                    metadata=meta,
+                    embedding_function=self._ef(),
+                    configuration={"hnsw": {"space": "cosine", "ef_search": self.settings.hnsw_ef_search}},
+                )
+            except Exception as exc:
+                if "already exists" in str(exc):
+                    raise AgentloomError(
+                        f"collection {name!r} already exists; choose another name or delete it first."
+                    ) from None
+                raise
+
+        collection = self.connection.call(create)
+        return self.describe(collection)
+
+    def describe(self, collection: Collection) -> dict[str, Any]:
+        meta = dict(collection.metadata or {})
+        documents = self.connection.call(
+            lambda: len(self.manifest().get(where={"collection": collection.name}, include=[])["ids"])
+        )
+        return {
+            "name": collection.name,
+            "chunk_count": self.connection.call(collection.count),
+            "document_count": documents,
+            "embedding_model": meta.pop("embedding_model", None),
+            "embedding_dimensions": meta.pop("embedding_dimensions", None),
+            "created_at": iso(meta.pop("created_at")) if "created_at" in meta else None,
+            "metadata": meta,
+        }
+
+    def list_collections(self) -> list[dict[str, Any]]:
+        client = self._client()
+        names = sorted(c.name for c in self.connection.call(client.list_collections) if c.name != MANIFEST)
+        return [self.describe(self.collection(name)) for name in names]
+
+    def delete_collection(self, name: str) -> dict[str, Any]:
+        self.collection(name)  # not found -> clear error
+        client = self._client()
+        with self._write_lock:
+            self.connection.call(lambda: client.delete_collection(name))
+            self.connection.call(lambda: self.manifest().delete(where={"collection": name}))
+        self._notify(name)
+        return {"name": name, "deleted": True}
+
+    # -- documents ---------------------------------------------------------------------
+    def document(self, collection: str, document_id: str) -> DocumentRecord | None:
+        got = self.connection.call(
+            lambda: self.manifest().get(ids=[_manifest_id(collection, document_id)], include=["metadatas"])
+        )
+        if not got["ids"]:
+            return None
+        return _record(got["metadatas"][0])
+
+    def current_generations(self, collection: str, document_ids: set[str]) -> dict[str, int]:
+        if not document_ids:
+            return {}
+        got = self.connection.call(
+            lambda: self.manifest().get(ids=[_manifest_id(collection, d) for d in document_ids], include=["metadatas"])
+        )
+        return {m["document_id"]: int(m["generation"]) for m in got["metadatas"]}
+
+    def add_document(
+        self,
+        collection_name: str,
+        text: str,
+        document_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        *,
+        must_exist: bool = False,
+    ) -> dict[str, Any]:
+        if not isinstance(text, str) or not text.strip():
+            raise AgentloomError("text is empty: pass the document's text (at least one non-space character).")
+        doc_id = document_id if document_id is not None else uuid.uuid4().hex
+        if not isinstance(doc_id, str) or not doc_id.strip() or len(doc_id) > 512:
+            raise AgentloomError("document_id must be a non-empty string of at most 512 characters.")
+        user = check_metadata(metadata)
+        collection = self.collection(collection_name)
+        warnings = self.model_warnings(collection)
+        key, _ = self.model()
+        size = chunk_size or self.settings.chunk_size
+        overlap = self.settings.chunk_overlap if chunk_overlap is None else chunk_overlap
+        if overlap >= size:
+            raise ConfigError(f"chunk_overlap ({overlap}) must be smaller than chunk_size ({size}).")
+        max_tokens = self.embeddings.max_tokens(self.settings.embedding_model) or 8192
+        chunks = chunk_text(
+            text,
+            tokenizer=self.embeddings.tokenizer(self.settings.embedding_model),
+            chunk_tokens=min(size, max_tokens - 2),
+            overlap_tokens=overlap,
+            max_tokens=max_tokens,
+        )
+        vectors = self.embeddings.embed_documents([c.text for c in chunks], self.settings.embedding_model)
+
+        with self._write_lock:
+            previous = self.document(collection_name, doc_id)
+            if must_exist and previous is None:
+                raise NotFoundError(
+                    f"document {doc_id!r} not found in collection {collection_name!r}; add it with vector_add_document."
+                )
+            now = time.time()
+            created = previous.created_at if previous else now
+            generation = (previous.generation + 1) if previous else 1
+            ids = [f"{doc_id}:{generation}:{c.index}" for c in chunks]
+            metadatas = [
+                {
+                    **user,
+                    "document_id": doc_id,
+                    "chunk_index": c.index,
+                    "start": c.start,
+                    "end": c.end,
+                    "tokens": c.tokens,
+                    "created_at": created,
+                    "updated_at": now,
+                    "embedding_model": key,
+                    "generation": generation,
+                }
+                for c in chunks
+            ]
+            try:
+                batch = max(1, int(self.connection.call(self._client().get_max_batch_size)))
+                for start in range(0, len(ids), batch):
+                    part = slice(start, start + batch)
+                    self.connection.call(
+                        lambda part=part: collection.add(
+                            ids=ids[part],
+                            embeddings=vectors[part],
+                            documents=[c.text for c in chunks[part]],
+                            metadatas=metadatas[part],
+                        )
+                    )
+                manifest = {
+                    "collection": collection_name,
+                    "document_id": doc_id,
+                    "generation": generation,
+                    "chunk_count": len(chunks),
+                    "created_at": created,
+                    "updated_at": now,
+                    "embedding_model": key,
+                    "metadata_json": json.dumps(user, sort_keys=True),
+                }
+                self.connection.call(
+                    lambda: self.manifest().upsert(
+                        ids=[_manifest_id(collection_name, doc_id)], embeddings=[_DUMMY], metadatas=[manifest]
+                    )
+                )
+            except Exception:
+                # Roll back this generation; the previous one (if any) is still the current one.
+                self._drop_chunks(collection, doc_id, keep=None, only=generation)
+                raise
+            if previous is not None:
+                self._drop_chunks(collection, doc_id, keep=generation)
+        self._notify(collection_name)
+        return {
+            "document_id": doc_id,
+            "chunk_count": len(chunks),
+            "chunk_ids": ids,
+            "replaced": previous is not None,
+            "embedding_model": key,
+            "warnings": warnings,
+        }
+
+    def _drop_chunks(self, collection: Collection, doc_id: str, keep: int | None, only: int | None = None) -> None:
+        """Best effort: leftovers are invisible to search (wrong generation), so failure is only logged."""
+        where: dict[str, Any]
+        if only is not None:
+            where = {"$and": [{"document_id": doc_id}, {"generation": only}]}
+        else:
+            where = {"$and": [{"document_id": doc_id}, {"generation": {"$ne": keep}}]}
+        try:
+            self.connection.call(lambda: collection.delete(where=where))
+        except Exception as exc:  # noqa: BLE001 - see docstring
+            log.warning("could not remove stale chunks of %s in %s: %s", doc_id, collection.name, exc)
+
+    def delete_document(self, collection_name: str, document_id: str) -> dict[str, Any]:
+        collection = self.collection(collection_name)
+        with self._write_lock:
+            record = self.document(collection_name, document_id)
+            if record is None:
+                raise NotFoundError(f"document {document_id!r} not found in collection {collection_name!r}.")
+            # The manifest row is the commit point: once it is gone, no chunk of the document is visible.
+            self.connection.call(lambda: self.manifest().delete(ids=[_manifest_id(collection_name, document_id)]))
+            self._drop_chunks(collection, document_id, keep=-1)
+        self._notify(collection_name)
+        return {"document_id": document_id, "deleted_chunks": record.chunk_count}
+
+    def document_info(self, collection_name: str, document_id: str) -> dict[str, Any]:
+        collection = self.collection(collection_name)
+        record = self.document(collection_name, document_id)
+        if record is None:
+            raise NotFoundError(f"document {document_id!r} not found in collection {collection_name!r}.")
+        got = self.connection.call(
+            lambda: collection.get(
+                where={"$and": [{"document_id": document_id}, {"generation": record.generation}]},
+                include=["metadatas", "documents"],
+            )
+        )
+        tokens = [int(m["tokens"]) for m in got["metadatas"]]
+        chars = [len(d) for d in got["documents"]]
+        return {
+            "document_id": document_id,
+            "collection": collection_name,
+            "metadata": record.metadata,
+            "embedding_model": record.embedding_model,
+            "created_at": iso(record.created_at),
+            "updated_at": iso(record.updated_at),
+            "chunk_count": len(tokens),
+            "chunk_ids": [i for _, i in sorted(zip([m["chunk_index"] for m in got["metadatas"]], got["ids"]))],
+            "total_characters": max((m["end"] for m in got["metadatas"]), default=0),
+            "chunk_tokens": {"min": min(tokens, default=0), "max": max(tokens, default=0),
+                             "mean": round(sum(tokens) / len(tokens), 1) if tokens else 0},
+            "chunk_characters": {"min": min(chars, default=0), "max": max(chars, default=0)},
+        }
+
+    def _notify(self, collection: str) -> None:
+        for listener in self.changed:
+            listener(collection)
+
+
+def _manifest_id(collection: str, document_id: str) -> str:
+    return json.dumps([collection, document_id])  # unambiguous whatever the characters
+
+
+def _record(meta: Mapping[str, Any]) -> DocumentRecord:
+    return DocumentRecord(
+        collection=meta["collection"],
+        document_id=meta["document_id"],
+        generation=int(meta["generation"]),
+        chunk_count=int(meta["chunk_count"]),
+        created_at=float(meta["created_at"]),
+        updated_at=float(meta["updated_at"]),
+        embedding_model=meta["embedding_model"],
+        metadata=json.loads(meta.get("metadata_json") or "{}"),
+    )

@@ -1,0 +1,74 @@
+"""Store guarantees that need a look behind the tools: generations, models, connection failures."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from mcp.client import Client
+
+from agentloom.core.breakers import State
+from tests.conftest import free_port
+from tests.packs.vectors.conftest import vectors_host
+
+
+def collection_name() -> str:
+    return f"c-{uuid.uuid4().hex[:10]}"
+
+
+async def test_leftover_chunks_of_an_interrupted_write_are_invisible(tmp_path: Path) -> None:
+    host = vectors_host(tmp_path)
+    store = host.packs["vectors"].context.state[0]
+    name = collection_name()
+    store.create_collection(name)
+    store.add_document(name, "The capital of France is Paris.", "geo")
+    # What a crash between writing new chunks and committing the manifest leaves behind:
+    col = store.collection(name)
+    vector = store.embeddings.embed_documents(["The capital of France is Lyon."])
+    col.add(ids=["geo:2:0"], embeddings=vector, documents=["The capital of France is Lyon."],
+            metadatas=[{"document_id": "geo", "generation": 2, "chunk_index": 0}])
+    async with Client(host.server) as client:
+        res = (await client.call_tool("vector_search", {"collection": name, "query": "capital of France Lyon",
+                                                         "n": 5})).structured_content
+    assert [r["text"] for r in res["results"]] == ["The capital of France is Paris."]
+    # The next update supersedes both and cleans up.
+    store.add_document(name, "The capital of France is Paris, on the Seine.", "geo")
+    assert col.count() == 1
+
+
+async def test_dimension_mismatch_is_refused_and_model_change_warns(tmp_path: Path) -> None:
+    host = vectors_host(tmp_path)
+    store = host.packs["vectors"].context.state[0]
+    client = store.connection.client()
+    wide = collection_name()
+    client.create_collection(wide, metadata={"embedding_model": "text-embedding-3-small", "embedding_dimensions": 1536},
+                             embedding_function=store._ef())
+    other = collection_name()
+    client.create_collection(other, metadata={"embedding_model": "paraphrase-MiniLM", "embedding_dimensions": 384},
+                             embedding_function=store._ef())
+    async with Client(host.server) as c:
+        refused = await c.call_tool("vector_add_document", {"collection": wide, "text": "hello"})
+        warned = await c.call_tool("vector_add_document", {"collection": other, "text": "hello"})
+    assert refused.is_error and "1536-dimensional" in refused.content[0].text and "384" in refused.content[0].text
+    assert not warned.is_error
+    assert "paraphrase-MiniLM" in warned.structured_content["warnings"][0]
+
+
+async def test_unreachable_server_gives_a_short_error_and_opens_the_breaker(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    host = vectors_host(tmp_path, mode="remote", host="127.0.0.1", port=port)
+    assert host.packs["vectors"]  # configuration is fine: the pack loads, calls fail clearly
+    async with Client(host.server) as c:
+        messages = [(await c.call_tool("vector_list_collections", {})).content[0].text for _ in range(4)]
+    assert f"127.0.0.1:{port} is unreachable" in messages[0]
+    assert "Traceback" not in messages[0] and len(messages[0]) < 400
+    assert host.breakers.get("chroma").state is State.OPEN
+    assert "circuit open" in messages[3]
+
+
+def test_broken_configuration_disables_only_this_pack(tmp_path: Path) -> None:
+    host = vectors_host(tmp_path, mode="cloud", chunk_size=10)
+    report = {r.name: r for r in host.reports}["vectors"]
+    assert report.status == "failed"
+    assert "mode" in report.reason and "chunk_size" in report.reason
+    assert "health" in host.tool_names and "vector_search" not in host.tool_names
