@@ -1,0 +1,26 @@
+"""The vectors pack in the real server process, over stdio, as an MCP client launches it."""
+
+from __future__ import annotations
+
+from tests.server.clients import stdio_client_session
+
+
+async def test_vectors_over_stdio(server_env: dict[str, str]) -> None:
+    async with stdio_client_session(server_env, "--packs", "vectors") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert {"vector_create_collection", "vector_list_collections", "vector_delete_collection",
+                "vector_add_document", "vector_add_files", "vector_search", "vector_update_document",
+                "vector_delete_document", "vector_document_info"} <= set(tools)
+        assert tools["vector_search"].annotations.read_only_hint is True
+        assert tools["vector_delete_collection"].annotations.destructive_hint is True
+        assert all(t.output_schema for name, t in tools.items() if name.startswith("vector_"))
+        await client.call_tool("vector_create_collection", {"name": "notes"})
+        added = (await client.call_tool("vector_add_document", {
+            "collection": "notes", "document_id": "n1", "text": "The deploy script lives in ops/deploy.sh."})).structured_content
+        assert added["chunk_count"] == 1 and added["chunk_ids"]
+        found = (await client.call_tool("vector_search", {"collection": "notes", "query": "where is the deploy script"})
+                 ).structured_content
+        health = (await client.call_tool("health", {"check_model": False})).structured_content
+    assert found["results"][0]["document_id"] == "n1" and found["results"][0]["score"] > 0.5
+    checks = {c["name"]: c for c in health["checks"]}
+    assert any(name.startswith("vector store (embedded Chroma") and c["ok"] for name, c in checks.items())
