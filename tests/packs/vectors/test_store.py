@@ -25,15 +25,16 @@ async def test_leftover_chunks_of_an_interrupted_write_are_invisible(tmp_path: P
     # What a crash between writing new chunks and committing the manifest leaves behind:
     col = store.collection(name)
     vector = store.embeddings.embed_documents(["The capital of France is Lyon."])
-    col.add(ids=["geo:2:0"], embeddings=vector, documents=["The capital of France is Lyon."],
-            metadatas=[{"document_id": "geo", "generation": 2, "chunk_index": 0}])
+    leftover = store.document(name, "geo").generation + 1  # the id the next write would use if it counted up
+    col.add(ids=[f"geo:{leftover}:0"], embeddings=vector, documents=["The capital of France is Lyon."],
+            metadatas=[{"document_id": "geo", "generation": leftover, "chunk_index": 0}])
     async with Client(host.server) as client:
         res = (await client.call_tool("vector_search", {"collection": name, "query": "capital of France Lyon",
                                                          "n": 5})).structured_content
     assert [r["text"] for r in res["results"]] == ["The capital of France is Paris."]
     # The next update supersedes both and cleans up.
     store.add_document(name, "The capital of France is Paris, on the Seine.", "geo")
-    assert col.count() == 1
+    assert col.get(include=["documents"])["documents"] == ["The capital of France is Paris, on the Seine."]
 
 
 async def test_dimension_mismatch_is_refused_and_model_change_warns(tmp_path: Path) -> None:

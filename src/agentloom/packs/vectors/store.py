@@ -91,6 +91,9 @@ class VectorStore:
         self.connection = connection
         self.embeddings = embeddings
         self._write_lock = threading.Lock()  # one document write at a time: generations stay ordered
+        # Embedded Chroma has one writer (this process), so current generations can be remembered;
+        # a server may have other writers, so there every search asks the manifest.
+        self._generations: dict[tuple[str, str], int | None] | None = {} if settings.mode == "embedded" else None
         self.changed: list[Callable[[str], None]] = []  # listeners (the lexical index cache)
 
     # -- model -------------------------------------------------------------------------
@@ -195,6 +198,7 @@ class VectorStore:
         with self._write_lock:
             self.connection.call(lambda: client.delete_collection(name))
             self.connection.call(lambda: self.manifest().delete(where={"collection": name}))
+            self._remember(name, None, None)
         self._notify(name)
         return {"name": name, "deleted": True}
 
@@ -208,12 +212,30 @@ class VectorStore:
         return _record(got["metadatas"][0])
 
     def current_generations(self, collection: str, document_ids: set[str]) -> dict[str, int]:
-        if not document_ids:
-            return {}
-        got = self.connection.call(
-            lambda: self.manifest().get(ids=[_manifest_id(collection, d) for d in document_ids], include=["metadatas"])
-        )
-        return {m["document_id"]: int(m["generation"]) for m in got["metadatas"]}
+        known = self._generations
+        wanted = document_ids if known is None else {d for d in document_ids if (collection, d) not in known}
+        fetched: dict[str, int] = {}
+        if wanted:
+            got = self.connection.call(
+                lambda: self.manifest().get(ids=[_manifest_id(collection, d) for d in wanted], include=["metadatas"])
+            )
+            fetched = {m["document_id"]: int(m["generation"]) for m in got["metadatas"]}
+        if known is None:
+            return fetched
+        with self._write_lock:
+            for d in wanted:
+                known.setdefault((collection, d), fetched.get(d))
+            return {d: g for d in document_ids if (g := known.get((collection, d))) is not None}
+
+    def _remember(self, collection: str, document_id: str | None, generation: int | None) -> None:
+        """Record a committed write (callers hold the write lock); None forgets a whole collection."""
+        if self._generations is None:
+            return
+        if document_id is None:
+            for key in [k for k in self._generations if k[0] == collection]:
+                del self._generations[key]
+        else:
+            self._generations[(collection, document_id)] = generation
 
     def add_document(
         self,
@@ -257,7 +279,8 @@ class VectorStore:
                 )
             now = time.time()
             created = previous.created_at if previous else now
-            generation = (previous.generation + 1) if previous else 1
+            # Unique, not previous + 1: a crash may have left chunks of an uncommitted "next" generation.
+            generation = max(time.time_ns(), previous.generation + 1 if previous else 0)
             ids = [f"{doc_id}:{generation}:{c.index}" for c in chunks]
             metadatas = [
                 {
@@ -305,6 +328,7 @@ class VectorStore:
                 # Roll back this generation; the previous one (if any) is still the current one.
                 self._drop_chunks(collection, doc_id, keep=None, only=generation)
                 raise
+            self._remember(collection_name, doc_id, generation)
             if previous is not None:
                 self._drop_chunks(collection, doc_id, keep=generation)
         self._notify(collection_name)
@@ -337,6 +361,7 @@ class VectorStore:
                 raise NotFoundError(f"document {document_id!r} not found in collection {collection_name!r}.")
             # The manifest row is the commit point: once it is gone, no chunk of the document is visible.
             self.connection.call(lambda: self.manifest().delete(ids=[_manifest_id(collection_name, document_id)]))
+            self._remember(collection_name, document_id, None)
             self._drop_chunks(collection, document_id, keep=-1)
         self._notify(collection_name)
         return {"document_id": document_id, "deleted_chunks": record.chunk_count}
