@@ -120,15 +120,15 @@ class Host:
             model = self.embeddings.check(progress)
             checks.append(Check(f"embedding model {model['model'] or '(default)'}", bool(model["ok"]), str(model["detail"])))
         for report in self.reports:
-            if report.status == "failed" or report.status == "not-installed":
+            if report.status in ("failed", "not-installed"):
                 checks.append(Check(f"pack {report.name}", False, report.reason or "failed"))
         for name, pack in self.packs.items():
             try:
                 checks.extend(pack.checks())
             except Exception as exc:
                 checks.append(Check(f"pack {name} health", False, f"{type(exc).__name__}: {exc}"))
-        breakers = [b.as_dict() for b in self.breakers.statuses()]
-        for b in self.breakers.statuses():
+        breakers = self.breakers.statuses()
+        for b in breakers:
             if b.state != "closed":
                 checks.append(Check(f"breaker {b.name}", False, f"{b.state.value}: {b.reason}", required=False))
         return {
@@ -136,7 +136,7 @@ class Host:
             "version": __version__,
             "checks": [c.as_dict() for c in checks],
             "packs": [r.as_dict() for r in self.reports],
-            "breakers": breakers,
+            "breakers": [b.as_dict() for b in breakers],
         }
 
 

@@ -76,8 +76,8 @@ class Searcher:
         if hybrid:
             lexical = self._lexical_index(collection).search(query, depth, allowed)
             order = [i for i, _ in reciprocal_rank_fusion([[h["id"] for h in hits], [i for i, _ in lexical]])]
-            missing = [i for i in order if i not in {h["id"] for h in hits}]
             hits_by_id = {h["id"]: h for h in hits}
+            missing = [i for i in order if i not in hits_by_id]
             for extra in self._fetch(collection, missing, vector):
                 hits_by_id[extra["id"]] = extra
             hits = [hits_by_id[i] for i in order if i in hits_by_id]
