@@ -48,22 +48,31 @@ class PackLoadError(Exception):
 class Host:
     """One server process: settings, shared services, the MCP server and its packs."""
 
-    def __init__(self, settings: Settings, packs: list[EntryPoint] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        packs: list[EntryPoint] | None = None,
+        *,
+        name: str = "agentloom",
+        instructions: str = INSTRUCTIONS,
+        builtins: bool = True,
+    ) -> None:
         self.settings = settings
         self.breakers = BreakerRegistry(
             settings.breakers.failure_threshold, settings.breakers.reset_timeout_seconds
         )
         self.embeddings = EmbeddingService(settings, self.breakers)
         self.server: MCPServer = MCPServer(
-            "agentloom", version=__version__, instructions=INSTRUCTIONS, log_level=settings.log_level
+            name, version=__version__, instructions=instructions, log_level=settings.log_level
         )
         self.packs: dict[str, Pack] = {}
         self.reports: list[PackReport] = []
         self.tool_names: set[str] = set()
 
-        from agentloom.server.builtin import register_builtin_tools
+        if builtins:
+            from agentloom.server.builtin import register_builtin_tools
 
-        register_builtin_tools(self)
+            register_builtin_tools(self)
         self._load_packs(discover_packs() if packs is None else packs)
 
     # -- packs -------------------------------------------------------------------

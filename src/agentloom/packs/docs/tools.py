@@ -1,0 +1,109 @@
+"""The MCP tools of the docs pack: ``search_docs`` and ``list_docsets``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from mcp_types import CallToolResult, TextContent
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from agentloom.core.errors import NotFoundError
+from agentloom.core.health import Check
+from agentloom.packs.docs.config import Project
+from agentloom.packs.docs.discovery import ConfigWatcher
+from agentloom.packs.docs.instructions import instruction
+from agentloom.packs.docs.names import MAX_KEYWORD_LENGTH, MAX_KEYWORDS, check_keywords, check_name
+from agentloom.packs.docs.settings import DocsSettings
+from agentloom.server.packs import Pack, PackContext
+
+pack = Pack("docs", "Documentation navigation: where to look for what, from .knowledge/config.yaml", requires=["yaml"])
+
+
+class DocsetInfo(TypedDict):
+    name: str
+    version: str | None
+    aliases: list[str]
+    local_path: str
+    description: str | None
+    web_sources: list[str]
+
+
+@pack.setup
+def setup(ctx: PackContext) -> None:
+    settings = ctx.config(DocsSettings)
+    watcher = ConfigWatcher(settings.project_dir, config_path=settings.config_file)
+    ctx.state = _Listing(watcher)
+    try:
+        project = watcher.current()
+        ctx.log.info("docs: %d docsets from %s", len(project.docsets), project.config_path)
+    except Exception as exc:  # the tools report it on every call until the file is fixed
+        ctx.log.warning("docs: %s", exc)
+
+
+@pack.health
+def health(ctx: PackContext) -> list[Check]:
+    try:
+        project = ctx.state.watcher.current()
+    except Exception as exc:
+        return [Check("docs configuration", False, str(exc), required=False)]
+    return [Check("docs configuration", True, f"{len(project.docsets)} docsets in {project.config_path}")]
+
+
+class _Listing:
+    """The watcher, plus list_docsets' answer built once per loaded configuration."""
+
+    def __init__(self, watcher: ConfigWatcher) -> None:
+        self.watcher = watcher
+        self._for: Project | None = None
+        self._result: CallToolResult | None = None
+
+    def result(self) -> CallToolResult:
+        project = self.watcher.current()
+        if project is not self._for or self._result is None:
+            docsets = [d.as_dict() for d in project.docsets]
+            self._result = CallToolResult(
+                content=[TextContent(type="text", text=json.dumps(docsets, indent=2))],
+                structured_content={"result": docsets},
+            )
+            self._for = project
+        return self._result
+
+
+def _watcher() -> ConfigWatcher:
+    assert pack.context is not None
+    return pack.context.state.watcher
+
+
+@pack.tool(read_only=True)
+async def search_docs(
+    docset: Annotated[str, Field(description="Docset name or alias, as list_docsets shows it.")],
+    keywords: Annotated[
+        list[str],
+        Field(description=f"The specific terms to look for, most specific first (1 to {MAX_KEYWORDS}, each under {MAX_KEYWORD_LENGTH + 1} characters)."),
+    ],
+    generalized_keywords: Annotated[
+        list[str],
+        Field(description="Broader or related terms to try when the specific ones find nothing (may be empty)."),
+    ] = [],  # noqa: B006 - never mutated; the schema shows the default
+) -> str:
+    """Tell you where a docset's files are and how to search them with your own text-search tools."""
+    check_name(docset, "docset")
+    keywords = check_keywords(keywords, "keywords", required=True)
+    generalized = check_keywords(generalized_keywords, "generalized_keywords", required=False)
+    project = _watcher().current()
+    found = project.get(docset)
+    if found is None:
+        raise NotFoundError(
+            f"docset: no docset is called {docset!r}. Available docsets: {project.available()}. "
+            f"Call list_docsets, or add {docset!r} to {project.config_path}"
+        )
+    return instruction(found, keywords, generalized)
+
+
+@pack.tool(read_only=True)
+async def list_docsets() -> list[DocsetInfo]:
+    """List the configured docsets: name, version, aliases and the folder (local_path) holding their files."""
+    assert pack.context is not None
+    return pack.context.state.result()  # type: ignore[no-any-return]  # a CallToolResult: one JSON array as text

@@ -1,0 +1,157 @@
+"""search_docs and list_docsets through a real MCP client (REQ-1, REQ-2, REQ-6, REQ-7, REQ-9)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from mcp.client import Client
+
+from agentloom.packs.docs.names import MAX_KEYWORDS
+from tests.packs.docs.conftest import docs_host, write_config
+
+CONFIG = """\
+docsets:
+  - name: react
+    version: "18.2"
+    aliases: [reactjs]
+  - name: vue
+    version: 3.4
+    template: "Look in {local_path} for {keywords} ({docset} {version}); else {generalized_keywords}. {unknown} {{keywords}}"
+"""
+
+
+def text(result) -> str:  # type: ignore[no-untyped-def]
+    return "\n".join(block.text for block in result.content)
+
+
+async def test_search_docs_returns_the_default_instruction_word_for_word(project: Path, tmp_path: Path) -> None:
+    write_config(project, CONFIG)
+    async with Client(docs_host(project, tmp_path / "data").server) as client:
+        result = await client.call_tool(
+            "search_docs",
+            {"docset": "react", "keywords": ["useEffect", "cleanup"], "generalized_keywords": ["hooks", "lifecycle"]},
+        )
+    assert not result.is_error
+    local_path = f"{project.as_posix()}/.knowledge/docs/react-18.2/"
+    assert text(result) == (
+        f"Search for 'useEffect, cleanup' in folder {local_path}. Use your normal text search tools to do this. "
+        "If the search results don't help you, try to find 'hooks, lifecycle'. "
+        "If this still doesn't help, ask the user to rephrase it."
+    )
+
+
+async def test_aliases_and_custom_templates(project: Path, tmp_path: Path) -> None:
+    write_config(project, CONFIG)
+    async with Client(docs_host(project, tmp_path / "data").server) as client:
+        by_alias = await client.call_tool("search_docs", {"docset": "reactjs", "keywords": ["state"]})
+        custom = await client.call_tool(
+            "search_docs", {"docset": "vue", "keywords": ["ref", "reactive"], "generalized_keywords": ["state"]}
+        )
+    assert f"in folder {project.as_posix()}/.knowledge/docs/react-18.2/" in text(by_alias)
+    assert text(custom) == (
+        f"Look in {project.as_posix()}/.knowledge/docs/vue-3.4/ for ref, reactive (vue 3.4); else state. "
+        "{unknown} {{keywords}}"
+    )
+
+
+async def test_errors_are_specific_and_name_the_fix(project: Path, tmp_path: Path) -> None:
+    write_config(project, CONFIG)
+    async with Client(docs_host(project, tmp_path / "data").server) as client:
+        unknown = await client.call_tool("search_docs", {"docset": "angular", "keywords": ["x"]})
+        invalid = await client.call_tool("search_docs", {"docset": "../secrets", "keywords": ["x"]})
+        empty = await client.call_tool("search_docs", {"docset": "react", "keywords": []})
+        blank = await client.call_tool("search_docs", {"docset": "react", "keywords": ["ok", "  "]})
+        too_many = await client.call_tool("search_docs", {"docset": "react", "keywords": ["k"] * (MAX_KEYWORDS + 1)})
+        too_long = await client.call_tool("search_docs", {"docset": "react", "keywords": ["x" * 1000]})
+        wrong_type = await client.call_tool("search_docs", {"docset": "react", "keywords": 5})
+    assert all(r.is_error for r in (unknown, invalid, empty, blank, too_many, too_long, wrong_type))
+    assert "no docset is called 'angular'" in text(unknown)
+    assert "Available docsets: react (aliases: reactjs), vue" in text(unknown)
+    assert "is not a valid docset name" in text(invalid) and "not" in text(invalid)
+    assert not (project / ".knowledge" / "docs").exists()  # an invalid name touches nothing
+    assert "keywords: give at least one keyword" in text(empty)
+    assert "keywords[1]: is blank" in text(blank)
+    assert f"give at most {MAX_KEYWORDS}" in text(too_many)
+    assert "keywords[0]: is 1000 characters long" in text(too_long)
+    assert "keywords" in text(wrong_type)
+
+
+async def test_list_docsets_is_one_json_array(project: Path, tmp_path: Path) -> None:
+    write_config(project, CONFIG)
+    async with Client(docs_host(project, tmp_path / "data").server) as client:
+        result = await client.call_tool("list_docsets", {})
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    docsets = json.loads(text(result))
+    assert [d["name"] for d in docsets] == ["react", "vue"]
+    assert docsets[0] == {
+        "name": "react",
+        "version": "18.2",
+        "aliases": ["reactjs"],
+        "local_path": f"{project.as_posix()}/.knowledge/docs/react-18.2/",
+        "description": None,
+        "web_sources": [],
+    }
+    assert docsets[1]["version"] == "3.4"
+    assert result.structured_content == {"result": docsets}
+    assert tools["list_docsets"].annotations.read_only_hint
+    assert tools["search_docs"].input_schema["required"] == ["docset", "keywords"]
+
+
+async def test_list_docsets_with_no_docsets_is_empty(project: Path, tmp_path: Path) -> None:
+    write_config(project, "docsets: []\n")
+    async with Client(docs_host(project, tmp_path / "data").server) as client:
+        result = await client.call_tool("list_docsets", {})
+    assert not result.is_error
+    assert json.loads(text(result)) == []
+
+
+async def test_without_a_config_the_tools_explain_how_to_create_one(project: Path, tmp_path: Path) -> None:
+    host = docs_host(project, tmp_path / "data")
+    assert [r.status for r in host.reports if r.name == "docs"] == ["loaded"]
+    async with Client(host.server) as client:
+        result = await client.call_tool("list_docsets", {})
+        assert result.is_error
+        assert "no .knowledge/config.yaml found" in text(result) and "Create .knowledge/config.yaml" in text(result)
+        write_config(project, CONFIG)  # appears later: picked up without a restart
+        result = await client.call_tool("list_docsets", {})
+        assert [d["name"] for d in json.loads(text(result))] == ["react", "vue"]
+
+
+async def test_config_changes_are_seen_by_the_next_call(project: Path, tmp_path: Path) -> None:
+    path = write_config(project, CONFIG)
+    async with Client(docs_host(project, tmp_path / "data").server) as client:
+        await client.call_tool("list_docsets", {})
+        # Same size, same coarse timestamp tick: only the content differs.
+        path.write_text(CONFIG.replace('"18.2"', '"18.3"'))
+        started = time.perf_counter()
+        result = await client.call_tool("search_docs", {"docset": "react", "keywords": ["x"]})
+        assert time.perf_counter() - started < 0.1
+        assert "react-18.3/" in text(result)
+
+        path.write_text("docsets:\n  - name: react\n\tversion: broken\n")
+        broken = await client.call_tool("list_docsets", {})
+        assert broken.is_error and "YAML syntax error at line 3" in text(broken)
+
+        path.write_text(CONFIG.replace("vue", "svelte"))
+        old = time.time() - 60
+        os.utime(path, (old, old))  # an old timestamp must not hide the change either
+        recovered = await client.call_tool("list_docsets", {})
+        assert [d["name"] for d in json.loads(text(recovered))] == ["react", "svelte"]
+
+
+async def test_an_unreadable_config_is_a_file_access_error(project: Path, tmp_path: Path) -> None:
+    write_config(project, "")
+    (project / ".knowledge" / "config.yaml").write_bytes(b"docsets:\n  - name: \xff\xfe\n")
+    async with Client(docs_host(project, tmp_path / "data").server) as client:
+        result = await client.call_tool("list_docsets", {})
+    assert result.is_error and "not UTF-8 text" in text(result)
+
+
+async def test_health_reports_the_configuration(project: Path, tmp_path: Path) -> None:
+    write_config(project, CONFIG)
+    host = docs_host(project, tmp_path / "data")
+    checks = {c["name"]: c for c in host.health(check_model=False)["checks"]}  # type: ignore[index]
+    assert checks["docs configuration"]["ok"] and "2 docsets" in checks["docs configuration"]["detail"]
