@@ -9,6 +9,7 @@ SUITES = {
     "cold-start": "benchmarks.cold_start",
     "embeddings": "benchmarks.embeddings",
     "vectors": "benchmarks.vectors",
+    "docs": "benchmarks.docs",
 }
 
 

@@ -95,7 +95,7 @@ async def test_list_docsets_is_one_json_array(project: Path, tmp_path: Path) -> 
         "web_sources": [],
     }
     assert docsets[1]["version"] == "3.4"
-    assert result.structured_content == {"result": docsets}
+    assert tools["list_docsets"].output_schema is None  # clients would re-validate every docset per call
     assert tools["list_docsets"].annotations.read_only_hint
     assert tools["search_docs"].input_schema["required"] == ["docset", "keywords"]
 

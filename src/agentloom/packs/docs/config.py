@@ -45,13 +45,16 @@ DEFAULT_TEMPLATE = (
 )
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that keeps numbers as written: ``version: 18.10`` stays "18.10", never 18.1."""
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: about 10x faster
+
+
+class _Loader(_SafeLoader):  # type: ignore[misc, valid-type]
+    """A safe loader that keeps numbers as written: ``version: 18.10`` stays "18.10", never 18.1."""
 
 
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
 }
 
 
