@@ -1,0 +1,172 @@
+"""Checks a React Flow graph once, when a flow is saved, and works out how it runs.
+
+Fan-out scopes: the nodes after a Splitter run once per array element, on their own path,
+until a Collector closes that Splitter's scope. Each node's *scope* is the stack of Splitters
+whose paths it runs on, so a node at scope ``(s1, s2)`` runs at paths ``[i, j]``. Instance
+keys follow the ``nodeId_0`` convention (``nodeId_0_1`` when nested); node states also store
+``node_id`` and ``path``, so the engine never parses a key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from agentloom.stitch.models import Graph, NodeType, StitchNode
+
+
+class GraphError(ValueError):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def instance_key(node_id: str, path: tuple[int, ...] | list[int]) -> str:
+    return node_id if not path else node_id + "".join(f"_{i}" for i in path)
+
+
+@dataclass(frozen=True)
+class Plan:
+    nodes: dict[str, StitchNode]
+    upstream: dict[str, list[str]]  # in edge order: it decides the input merge order
+    downstream: dict[str, list[str]]
+    scope: dict[str, tuple[str, ...]]
+    closes: dict[str, str]  # Collector -> the Splitter whose paths it gathers
+    inside: dict[str, frozenset[str]] = field(default_factory=dict)  # Collector -> nodes on its paths
+    roots: list[str] = field(default_factory=list)
+
+    def kind(self, node_id: str) -> NodeType:
+        return self.nodes[node_id].type
+
+    def collectors_of(self, splitter: str) -> list[str]:
+        return [c for c, s in self.closes.items() if s == splitter]
+
+    def collectors_over(self, node_id: str) -> list[str]:
+        """Collectors whose paths run through ``node_id``."""
+        return [c for c, members in self.inside.items() if node_id in members]
+
+
+def analyse(graph: Graph) -> Plan:
+    """Validate and plan; every problem found is reported at once, each naming the node or edge."""
+    problems: list[str] = []
+    nodes: dict[str, StitchNode] = {}
+    for node in graph.nodes:
+        if node.id in nodes:
+            problems.append(f"node id {node.id!r} is used twice; node ids must be unique")
+        nodes[node.id] = node
+        problems.extend(_config_problems(node))
+    if not graph.nodes:
+        problems.append("graph.nodes is empty; a flow needs at least one node")
+    upstream: dict[str, list[str]] = {n: [] for n in nodes}
+    downstream: dict[str, list[str]] = {n: [] for n in nodes}
+    edge_ids: set[str] = set()
+    for edge in graph.edges:
+        if edge.id in edge_ids:
+            problems.append(f"edge id {edge.id!r} is used twice")
+        edge_ids.add(edge.id)
+        missing = [end for end in (edge.source, edge.target) if end not in nodes]
+        if missing:
+            problems.append(f"edge {edge.id!r} points to missing node {missing[0]!r} (dangling edge)")
+            continue
+        if edge.target in downstream[edge.source]:
+            continue  # a second edge between the same nodes adds nothing
+        downstream[edge.source].append(edge.target)
+        upstream[edge.target].append(edge.source)
+    if problems:
+        raise GraphError(problems)
+
+    order = _topological(nodes, upstream, downstream)
+    scope: dict[str, tuple[str, ...]] = {}
+    closes: dict[str, str] = {}
+    for node_id in order:
+        outer = {_scope_after(u, nodes, scope) for u in upstream[node_id]}
+        if len(outer) > 1:
+            problems.append(
+                f"node {node_id!r} joins paths of different fan-outs ({', '.join(sorted(upstream[node_id]))}); "
+                "close each Splitter with a Collector before joining"
+            )
+            scope[node_id] = ()
+            continue
+        incoming = outer.pop() if outer else ()
+        if nodes[node_id].type is NodeType.COLLECTOR:
+            if not incoming:
+                problems.append(f"Collector {node_id!r} has no Splitter upstream to collect from")
+                scope[node_id] = ()
+                continue
+            closes[node_id] = incoming[-1]
+            incoming = incoming[:-1]
+        scope[node_id] = incoming
+    problems.extend(_key_collisions(nodes, scope))
+    if problems:
+        raise GraphError(problems)
+    inside = {c: frozenset(_between(s, c, upstream)) for c, s in closes.items()}
+    roots = [n for n in order if not upstream[n]]
+    return Plan(nodes, upstream, downstream, scope, closes, inside, roots)
+
+
+def _scope_after(node_id: str, nodes: dict[str, StitchNode], scope: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The scope a node's successors run in."""
+    inner = scope.get(node_id, ())
+    return (*inner, node_id) if nodes[node_id].type is NodeType.SPLITTER else inner
+
+
+def _topological(nodes: dict[str, StitchNode], upstream: dict[str, list[str]], downstream: dict[str, list[str]]) -> list[str]:
+    indegree = {n: len(upstream[n]) for n in nodes}
+    ready = deque(n for n in nodes if indegree[n] == 0)
+    order = []
+    while ready:
+        node = ready.popleft()
+        order.append(node)
+        for target in downstream[node]:
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                ready.append(target)
+    if len(order) != len(nodes):
+        cycle = sorted(n for n in nodes if indegree[n] > 0)
+        raise GraphError([f"the graph has a cycle through {', '.join(map(repr, cycle))}; flows must be acyclic"])
+    return order
+
+
+def _between(splitter: str, collector: str, upstream: dict[str, list[str]]) -> set[str]:
+    """Nodes on the paths from ``splitter`` to ``collector`` (both excluded)."""
+    found: set[str] = set()
+    stack = [u for u in upstream[collector] if u != splitter]
+    while stack:
+        node = stack.pop()
+        if node in found or node == splitter:
+            continue
+        found.add(node)
+        stack.extend(upstream[node])
+    return found
+
+
+def _config_problems(node: StitchNode) -> list[str]:
+    data = node.data
+    if node.type is NodeType.WORKER:
+        url = data.get("webhookUrl")
+        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+            return [f"Worker {node.id!r} needs data.webhookUrl, an http(s) URL (got {url!r})"]
+    if node.type is NodeType.SPLITTER:
+        path = data.get("arrayPath")
+        if path is not None and not isinstance(path, str):
+            return [f"Splitter {node.id!r}: data.arrayPath must be a dotted path such as 'items' (got {path!r})"]
+    return []
+
+
+_SUFFIX = re.compile(r"(_\d+)+")
+
+
+def _key_collisions(nodes: dict[str, StitchNode], scope: dict[str, tuple[str, ...]]) -> list[str]:
+    problems = []
+    for node_id, stack in scope.items():
+        if not stack:
+            continue
+        for other in nodes:
+            if other.startswith(node_id + "_") and _SUFFIX.fullmatch(other[len(node_id) :]):
+                problems.append(
+                    f"node id {other!r} would clash with the fan-out paths of {node_id!r} "
+                    f"({node_id}_0, {node_id}_1, ...); rename one of them"
+                )
+    return problems
