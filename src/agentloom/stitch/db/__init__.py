@@ -1,0 +1,71 @@
+"""The database behind Stitch: one interface, one module per SQL dialect."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+from sqlalchemy import Connection, Engine, RowMapping, select
+from sqlalchemy.engine import make_url
+
+from agentloom.stitch.db import migrations, postgres, schema, sqlite
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        parsed = make_url(normalise_url(url))
+        self.url = parsed
+        self.dialect: ModuleType = postgres if parsed.get_backend_name() == "postgresql" else sqlite
+        if self.dialect is sqlite and parsed.database not in (None, "", ":memory:"):
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = self.dialect.engine(parsed)
+        self.version = migrations.migrate(self.engine)
+
+    @property
+    def name(self) -> str:
+        return str(self.url.get_backend_name())
+
+    def describe(self) -> str:
+        return self.url.render_as_string(hide_password=True)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        with self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def locked_run(self, run_id: str) -> Iterator[tuple[Connection, RowMapping | None]]:
+        """One event's transaction: the run row, locked against every other writer of this run."""
+        with self.engine.begin() as conn:
+            yield conn, conn.execute(self.dialect.lock_run(run_id)).mappings().first()
+
+    def claim_due(self, now: float, lease_seconds: float, limit: int = 100) -> list[RowMapping]:
+        with self.engine.begin() as conn:
+            params = {"now": now, "until": now + lease_seconds, "limit": limit}
+            return list(conn.execute(self.dialect.CLAIM, params).mappings().all())
+
+    def setting(self, key: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(select(schema.settings.c.value).where(schema.settings.c.key == key)).scalar()
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def normalise_url(url: str) -> str:
+    """``postgresql://`` means psycopg 3; a plain path means a SQLite file."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    if "://" not in url:
+        return "sqlite:///" + os.path.abspath(url)
+    return url
+
+
+def default_url(data_dir: Path) -> str:
+    return f"sqlite:///{(data_dir / 'stitch' / 'stitch.db').absolute()}"
+
+
+__all__ = ["Database", "default_url", "normalise_url", "schema"]

@@ -1,0 +1,47 @@
+"""Creates and upgrades the schema: numbered steps, applied once each, on either database.
+
+Servers sharing a PostgreSQL database may start together, so the steps run under an
+advisory lock there (SQLite's BEGIN IMMEDIATE serialises them already).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+
+from sqlalchemy import Connection, Engine, inspect, text
+
+from agentloom.stitch.db import schema
+
+log = logging.getLogger(__name__)
+LOCK_ID = 0x57_17_C4  # pg_advisory_xact_lock key for migrations
+
+
+def _v1(conn: Connection) -> None:
+    schema.metadata.create_all(conn)
+    # The callback-signing secret lives in the database so every server on it agrees.
+    conn.execute(schema.settings.insert().values(key="callback_secret", value=secrets.token_hex(32)))
+
+
+STEPS: list[tuple[int, str, Callable[[Connection], None]]] = [
+    (1, "flows, runs, outbox, events, settings", _v1),
+]
+
+
+def migrate(engine: Engine) -> int:
+    """Bring the schema to the latest version; returns it."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LOCK_ID})
+        conn.execute(text("CREATE TABLE IF NOT EXISTS stitch_schema_version (version INTEGER NOT NULL)"))
+        current = conn.execute(text("SELECT MAX(version) FROM stitch_schema_version")).scalar() or 0
+        if current == 0 and inspect(conn).has_table("stitch_flows"):
+            raise RuntimeError("stitch tables exist without a schema version; they were not made by this program")
+        for version, summary, step in STEPS:
+            if version > current:
+                log.info("stitch schema: applying %d (%s)", version, summary)
+                step(conn)
+                conn.execute(text("INSERT INTO stitch_schema_version (version) VALUES (:v)"), {"v": version})
+                current = version
+    return current
