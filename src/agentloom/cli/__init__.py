@@ -7,6 +7,7 @@ import typer
 from agentloom.cli.doctor import doctor, packs
 from agentloom.cli.models import models_app
 from agentloom.cli.serve import serve
+from agentloom.cli.stitch import stitch_app
 from agentloom.packs.docs.cli import app as docs_app
 
 app = typer.Typer(
@@ -20,6 +21,7 @@ app.command()(serve)
 app.command()(doctor)
 app.command()(packs)
 app.add_typer(models_app, name="models")
+app.add_typer(stitch_app, name="stitch")
 app.add_typer(docs_app, name="docs", help="Documentation sets: init, refresh, status (same as agentic-knowledge).")
 
 

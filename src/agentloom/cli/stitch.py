@@ -1,0 +1,42 @@
+"""``agentloom stitch serve``: the Stitch HTTP API and its dispatcher."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from agentloom.cli.common import DataDir, load_settings
+
+stitch_app = typer.Typer(help="Stitch: run React Flow graphs with external workers.", no_args_is_help=True)
+
+
+@stitch_app.command("serve")
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on; anything but loopback needs STITCH_API_KEY.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    database: Annotated[
+        str | None, typer.Option("--database", help="sqlite:///file.db or postgresql://user@host/db (default: SQLite in the data dir).")
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Serve /api/stitch (OpenAPI docs at /docs). Needs STITCH_BASE_URL: where workers reach this server."""
+    import logging
+
+    import uvicorn
+
+    from agentloom.core.logs import configure_logging
+    from agentloom.stitch.api import create_app
+    from agentloom.stitch.db import default_url
+    from agentloom.stitch.settings import StitchConfigError, StitchSettings
+
+    settings = load_settings(data_dir=data_dir)
+    configure_logging(settings.log_level)
+    try:
+        stitch = StitchSettings().checked(host)
+    except StitchConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    url = database or stitch.database_url or default_url(settings.data_dir)
+    logging.getLogger(__name__).info("stitch on http://%s:%d/api/stitch, callbacks via %s", host, port, stitch.base_url)
+    uvicorn.run(create_app(stitch, url), host=host, port=port, log_config=None, log_level=settings.log_level.lower())

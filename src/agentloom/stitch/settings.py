@@ -1,0 +1,46 @@
+"""Stitch's settings, from ``STITCH_*`` environment variables (and the CLI)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+class StitchConfigError(RuntimeError):
+    pass
+
+
+class StitchSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="STITCH_", extra="ignore", populate_by_name=True)
+
+    base_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("STITCH_BASE_URL", "NEXT_PUBLIC_BASE_URL", "base_url"),
+        description="The URL workers reach this server at; callback URLs start with it.",
+    )
+    database_url: str | None = Field(None, description="sqlite:///path or postgresql://... (default: SQLite in the data dir).")
+    api_key: str | None = Field(None, description="Required on management endpoints when set; must be set off loopback.")
+    secret: str | None = Field(None, description="Callback-signing key (default: one kept in the database).")
+    worker_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a worker to accept a webhook.")
+    poll_interval: float = Field(1.0, gt=0, description="Seconds between reconciler rounds.")
+
+    def checked(self, host: str) -> StitchSettings:
+        """Refuse to start without a usable base URL, or off loopback without an API key."""
+        if not self.base_url:
+            raise StitchConfigError(
+                "STITCH_BASE_URL is not set: set it (or NEXT_PUBLIC_BASE_URL) to the URL workers can reach "
+                "this server at, for example STITCH_BASE_URL=http://127.0.0.1:8000"
+            )
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise StitchConfigError(f"STITCH_BASE_URL={self.base_url!r} is not an http(s) URL such as http://127.0.0.1:8000")
+        if host not in LOOPBACK and not self.api_key:
+            raise StitchConfigError(
+                f"listening on {host} needs an API key: set STITCH_API_KEY (clients send it as "
+                "'Authorization: Bearer <key>'), or listen on 127.0.0.1"
+            )
+        return self

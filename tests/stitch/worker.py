@@ -1,0 +1,71 @@
+"""A real HTTP worker on 127.0.0.1 for the tests and the benchmark.
+
+It accepts Stitch's webhook and calls back according to ``config.mode``: ``echo`` (at once,
+output = input), ``late`` (after ``config.delay`` seconds), ``twice`` (the same callback two
+times), ``fail`` (status failed), ``never`` (accept and stay silent), ``reject`` (answer 500).
+Every webhook received is recorded, so tests can count dispatches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tests.conftest import free_port
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/work"
+        self.received: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._client: httpx.AsyncClient | None = None
+        self._server = uvicorn.Server(
+            uvicorn.Config(Starlette(routes=[Route("/work", self._work, methods=["POST"])]),
+                           host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        )
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def __enter__(self) -> Worker:
+        self._thread.start()
+        while not self._server.started:
+            threading.Event().wait(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    async def _work(self, request: Request) -> Response:
+        payload = await request.json()
+        with self._lock:
+            self.received.append(payload)
+        mode = payload["config"].get("mode", "echo")
+        if mode == "reject":
+            return Response("nope", status_code=500)
+        if mode != "never":
+            asyncio.get_running_loop().create_task(self._answer(payload, mode))
+        return JSONResponse({"accepted": True})
+
+    async def _answer(self, payload: dict[str, Any], mode: str) -> None:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=30)
+        if mode == "late":
+            await asyncio.sleep(float(payload["config"].get("delay", 0.5)))
+        status = "failed" if mode == "fail" else "completed"
+        body = {"status": status, "output": payload["input"], "error": "the worker was told to fail" if status == "failed" else None}
+        for _ in range(2 if mode == "twice" else 1):
+            await self._client.post(payload["callbackUrl"], json=body)
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return [p["nodeId"] for p in self.received]
