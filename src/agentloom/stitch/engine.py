@@ -187,9 +187,9 @@ class Engine:
             with self.db.transaction() as conn:
                 conn.execute(update(outbox).where(outbox.c.id.in_(outbox_ids)).values(state="sent"))
 
-    def claim_due(self, limit: int = 100) -> list[Sending]:
+    def claim_due(self, limit: int = 100, now: float | None = None) -> list[Sending]:
         """Dispatches whose sender died or never started: leased again to this process."""
-        rows = self.db.claim_due(time.time(), LEASE_SECONDS, limit)
+        rows = self.db.claim_due(time.time() if now is None else now, LEASE_SECONDS, limit)
         return [_sending(r) for r in rows]
 
     def pending_dispatches(self) -> int:

@@ -44,8 +44,7 @@ class Database:
 
     def claim_due(self, now: float, lease_seconds: float, limit: int = 100) -> list[RowMapping]:
         with self.engine.begin() as conn:
-            params = {"now": now, "until": now + lease_seconds, "limit": limit}
-            return list(conn.execute(self.dialect.CLAIM, params).mappings().all())
+            return list(conn.execute(self.dialect.claim(now, now + lease_seconds, limit)).mappings().all())
 
     def setting(self, key: str) -> str | None:
         with self.engine.connect() as conn:

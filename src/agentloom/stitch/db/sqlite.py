@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Engine, Select, create_engine, event, select, text
+from sqlalchemy import Engine, Select, Update, create_engine, event, select, update
 from sqlalchemy.engine import URL
 
-from agentloom.stitch.db.schema import runs
+from agentloom.stitch.db.schema import outbox, runs
 
-CLAIM = text(
-    "UPDATE stitch_outbox SET lease_until = :until, tries = tries + 1 WHERE id IN ("
-    " SELECT id FROM stitch_outbox WHERE state = 'pending' AND lease_until < :now ORDER BY id LIMIT :limit)"
-    " RETURNING id, run_id, node_key, attempt, url, payload"
-)
+def claim(now: float, until: float, limit: int) -> Update:
+    due = (
+        select(outbox.c.id).where(outbox.c.state == "pending", outbox.c.lease_until < now)
+        .order_by(outbox.c.id).limit(limit)
+    )
+    return (
+        update(outbox).where(outbox.c.id.in_(due.scalar_subquery()))
+        .values(lease_until=until, tries=outbox.c.tries + 1)
+        .returning(outbox.c.id, outbox.c.run_id, outbox.c.node_key, outbox.c.attempt, outbox.c.url, outbox.c.payload)
+    )
 
 
 def engine(url: str | URL) -> Engine:
