@@ -1,8 +1,12 @@
 """A real HTTP worker on 127.0.0.1 for the tests and the benchmark.
 
 It accepts Stitch's webhook and calls back according to ``config.mode``: ``echo`` (at once,
-output = input), ``late`` (after ``config.delay`` seconds), ``twice`` (the same callback two
-times), ``fail`` (status failed), ``never`` (accept and stay silent), ``reject`` (answer 500).
+output = input), ``late`` (after ``config.delay`` seconds, times the input when
+``config.delayByInput``), ``twice`` (the same callback two times), ``fail`` (status failed),
+``flaky`` (fails the first time it sees a node, then echoes), ``never`` (accept and stay
+silent), ``reject`` (answer 500), ``slow`` (answer the webhook itself only after
+``config.delay`` seconds), ``spray`` (post the callback to every base URL in
+``config.servers`` at once). ``config.failOn`` fails the paths whose input equals it.
 Every webhook received is recorded, so tests can count dispatches.
 """
 
@@ -52,6 +56,13 @@ class Worker:
         mode = payload["config"].get("mode", "echo")
         if mode == "reject":
             return Response("nope", status_code=500)
+        if mode == "slow":
+            await asyncio.sleep(float(payload["config"].get("delay", 5)))
+            return JSONResponse({"accepted": True})
+        if mode == "flaky":
+            with self._lock:
+                seen = sum(1 for p in self.received if p["nodeId"] == payload["nodeId"])
+            mode = "fail" if seen == 1 else "echo"
         if mode != "never":
             asyncio.get_running_loop().create_task(self._answer(payload, mode))
         return JSONResponse({"accepted": True})
@@ -59,12 +70,20 @@ class Worker:
     async def _answer(self, payload: dict[str, Any], mode: str) -> None:
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=30)
+        config = payload["config"]
         if mode == "late":
-            await asyncio.sleep(float(payload["config"].get("delay", 0.5)))
-        status = "failed" if mode == "fail" else "completed"
-        body = {"status": status, "output": payload["input"], "error": "the worker was told to fail" if status == "failed" else None}
+            delay = float(config.get("delay", 0.5))
+            await asyncio.sleep(delay * float(payload["input"]) if config.get("delayByInput") else delay)
+        failed = mode == "fail" or ("failOn" in config and payload["input"] == config["failOn"])
+        status = "failed" if failed else "completed"
+        body = {"status": status, "output": payload["input"], "error": "the worker was told to fail" if failed else None}
+        url = payload["callbackUrl"]
+        if mode == "spray":
+            path = url.split("/api/stitch/", 1)[1]
+            await asyncio.gather(*(self._client.post(f"{base}/api/stitch/{path}", json=body) for base in config["servers"]))
+            return
         for _ in range(2 if mode == "twice" else 1):
-            await self._client.post(payload["callbackUrl"], json=body)
+            await self._client.post(url, json=body)
 
     def keys(self) -> list[str]:
         with self._lock:

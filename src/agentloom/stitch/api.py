@@ -44,7 +44,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = await anyio.to_thread.run_sync(Database, database_url)
-        engine = Engine(db, settings.base_url or "", settings.secret)
+        engine = Engine(db, settings.base_url or "", settings.secret, settings.lease_seconds)
         dispatcher = Dispatcher(engine, timeout=settings.worker_timeout, poll_interval=settings.poll_interval)
         app.state.engine, app.state.dispatcher = engine, dispatcher
         async with anyio.create_task_group() as tg:

@@ -46,8 +46,9 @@ def now() -> datetime:
 
 
 class Engine:
-    def __init__(self, db: Database, base_url: str, secret: str | None = None) -> None:
+    def __init__(self, db: Database, base_url: str, secret: str | None = None, lease_seconds: float = LEASE_SECONDS) -> None:
         self.db = db
+        self.lease_seconds = lease_seconds
         self.signer = Signer(secret or db.setting("callback_secret") or "", base_url)
 
     # -- flows -------------------------------------------------------------------
@@ -175,7 +176,7 @@ class Engine:
         outbox_id = conn.execute(
             insert(outbox).values(
                 run_id=run_id, node_key=dispatch.key, attempt=dispatch.attempt, url=dispatch.url,
-                payload=dispatch.payload, state="pending", lease_until=time.time() + LEASE_SECONDS, tries=1,
+                payload=dispatch.payload, state="pending", lease_until=time.time() + self.lease_seconds, tries=1,
                 created_at=stamp,
             ).returning(outbox.c.id)
         ).scalar_one()
@@ -189,7 +190,7 @@ class Engine:
 
     def claim_due(self, limit: int = 100, now: float | None = None) -> list[Sending]:
         """Dispatches whose sender died or never started: leased again to this process."""
-        rows = self.db.claim_due(time.time() if now is None else now, LEASE_SECONDS, limit)
+        rows = self.db.claim_due(time.time() if now is None else now, self.lease_seconds, limit)
         return [_sending(r) for r in rows]
 
     def pending_dispatches(self) -> int:

@@ -27,6 +27,7 @@ class StitchSettings(BaseSettings):
     secret: str | None = Field(None, description="Callback-signing key (default: one kept in the database).")
     worker_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a worker to accept a webhook.")
     poll_interval: float = Field(1.0, gt=0, description="Seconds between reconciler rounds.")
+    lease_seconds: float = Field(30.0, gt=0, description="A dispatch not confirmed sent within this is sent again.")
 
     def checked(self, host: str) -> StitchSettings:
         """Refuse to start without a usable base URL, or off loopback without an API key."""
@@ -38,6 +39,11 @@ class StitchSettings(BaseSettings):
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise StitchConfigError(f"STITCH_BASE_URL={self.base_url!r} is not an http(s) URL such as http://127.0.0.1:8000")
+        if self.lease_seconds <= self.worker_timeout:
+            raise StitchConfigError(
+                f"STITCH_LEASE_SECONDS ({self.lease_seconds:g}) must exceed STITCH_WORKER_TIMEOUT ({self.worker_timeout:g}), "
+                "or dispatches still in flight would be sent twice"
+            )
         if host not in LOOPBACK and not self.api_key:
             raise StitchConfigError(
                 f"listening on {host} needs an API key: set STITCH_API_KEY (clients send it as "
