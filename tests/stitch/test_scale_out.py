@@ -1,0 +1,41 @@
+"""Two API server processes on one PostgreSQL database, receiving the same callbacks at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.stitch.conftest import StitchServer, drop_pg_database, fresh_pg_database
+from tests.stitch.graphs import Builder
+from tests.stitch.worker import Worker
+
+
+def test_two_servers_share_one_database(postgres: str, tmp_path: Path, worker: Worker) -> None:
+    url = fresh_pg_database(postgres)
+    one = StitchServer(url, tmp_path).start()
+    two = StitchServer(url, tmp_path).start()
+    try:
+        servers = [one.base, two.base]
+        b = Builder(worker.url)
+        b.chain(
+            b.node("Splitter", "s", arrayPath=""),
+            b.node("Worker", "w", mode="spray", servers=servers),  # every callback hits both servers at once
+            b.node("Collector", "c"),
+            b.node("Worker", "after", mode="spray", servers=servers),
+        )
+        flow_id = one.http.post("/flows", json={"name": "wide", "graph": b.graph()}).json()["id"]
+        items = list(range(40))
+        runs = [(one if i % 2 else two).http.post(f"/flows/{flow_id}/runs", json={"input": items}).json()["id"] for i in range(4)]
+        for run_id in runs:
+            run = one.wait_for(run_id, timeout=60)
+            assert run["status"] == "completed", run["node_states"]
+            assert run["node_states"]["c"]["output"] == items
+            events = [(e["node_key"], e["status"]) for e in two.http.get(f"/runs/{run_id}/events").json()]
+            assert events.count(("c", "completed")) == 1
+            assert events.count(("after", "running")) == 1
+        per_run = {r: [p["nodeId"] for p in worker.received if p["runId"] == r] for r in runs}
+        for run_id, keys in per_run.items():
+            assert sorted(keys) == sorted([f"w_{i}" for i in items] + ["after"]), run_id  # each dispatched once
+    finally:
+        one.stop()
+        two.stop()
+        drop_pg_database(postgres, url)
