@@ -10,6 +10,7 @@ SUITES = {
     "embeddings": "benchmarks.embeddings",
     "vectors": "benchmarks.vectors",
     "docs": "benchmarks.docs",
+    "stitch": "benchmarks.stitch",
 }
 
 

@@ -77,14 +77,14 @@ class Engine:
             return {**row, **values}
 
     def get_flow(self, flow_id: str) -> dict[str, Any]:
-        with self.db.engine.connect() as conn:
+        with self.db.reading() as conn:
             row = conn.execute(select(flows).where(flows.c.id == flow_id)).mappings().first()
         if row is None:
             raise NotFound(f"no flow {flow_id}")
         return dict(row)
 
     def list_flows(self) -> list[dict[str, Any]]:
-        with self.db.engine.connect() as conn:
+        with self.db.reading() as conn:
             rows = conn.execute(select(flows).order_by(flows.c.created_at)).mappings().all()
         return [dict(r) for r in rows]
 
@@ -107,7 +107,7 @@ class Engine:
         return row, sendings
 
     def get_run(self, run_id: str) -> dict[str, Any]:
-        with self.db.engine.connect() as conn:
+        with self.db.reading() as conn:
             row = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
         if row is None:
             raise NotFound(f"no run {run_id}")
@@ -117,12 +117,12 @@ class Engine:
         query = select(runs.c.id, runs.c.flow_id, runs.c.status, runs.c.created_at, runs.c.updated_at)
         if flow_id is not None:
             query = query.where(runs.c.flow_id == flow_id)
-        with self.db.engine.connect() as conn:
+        with self.db.reading() as conn:
             rows = conn.execute(query.order_by(runs.c.created_at.desc()).limit(limit)).mappings().all()
         return [dict(r) for r in rows]
 
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
-        with self.db.engine.connect() as conn:
+        with self.db.reading() as conn:
             rows = conn.execute(select(events).where(events.c.run_id == run_id).order_by(events.c.id)).mappings().all()
         return [dict(r) for r in rows]
 
@@ -196,7 +196,7 @@ class Engine:
     def pending_dispatches(self) -> int:
         from sqlalchemy import func
 
-        with self.db.engine.connect() as conn:
+        with self.db.reading() as conn:
             return int(conn.execute(select(func.count()).select_from(outbox).where(outbox.c.state == "pending")).scalar() or 0)
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from types import ModuleType
 
@@ -22,6 +23,9 @@ class Database:
         if self.dialect is sqlite and parsed.database not in (None, "", ":memory:"):
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         self.engine: Engine = self.dialect.engine(parsed)
+        # SQLite has one writer at a time; queueing this process's writers on a lock is fair
+        # and prompt, where SQLite's busy handler would sleep and retry.
+        self._writer = threading.Lock() if self.dialect is sqlite else nullcontext()
         self.version = migrations.migrate(self.engine)
 
     @property
@@ -33,21 +37,26 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
-        with self.engine.begin() as conn:
+        with self._writer, self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        with self.engine.connect().execution_options(read_only=True) as conn:
             yield conn
 
     @contextmanager
     def locked_run(self, run_id: str) -> Iterator[tuple[Connection, RowMapping | None]]:
         """One event's transaction: the run row, locked against every other writer of this run."""
-        with self.engine.begin() as conn:
+        with self.transaction() as conn:
             yield conn, conn.execute(self.dialect.lock_run(run_id)).mappings().first()
 
     def claim_due(self, now: float, lease_seconds: float, limit: int = 100) -> list[RowMapping]:
-        with self.engine.begin() as conn:
+        with self.transaction() as conn:
             return list(conn.execute(self.dialect.claim(now, now + lease_seconds, limit)).mappings().all())
 
     def setting(self, key: str) -> str | None:
-        with self.engine.connect() as conn:
+        with self.reading() as conn:
             return conn.execute(select(schema.settings.c.value).where(schema.settings.c.key == key)).scalar()
 
     def dispose(self) -> None:

@@ -34,7 +34,8 @@ def engine(url: str | URL) -> Engine:
 
     @event.listens_for(made, "begin")
     def _begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Writers take the lock at once (no deadlock on upgrade); readers never block them (WAL).
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("read_only") else "BEGIN IMMEDIATE")
 
     return made
 
