@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from agentloom.core.errors import ConfigError
-from agentloom.packs.docs.content.urls import url_problem
+from agentloom.packs.docs.urls import url_problem
 from agentloom.packs.docs.names import name_problem
 
 KNOWLEDGE_DIR = ".knowledge"

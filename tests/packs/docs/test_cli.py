@@ -1,0 +1,98 @@
+"""`agentic-knowledge init | refresh | status` through the real command (REQ-12, REQ-14)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.conftest import PYTHON
+from tests.packs.docs.conftest import write_config
+from tests.packs.docs.repos import Repo
+
+CLI = str(Path(PYTHON).with_name("agentic-knowledge"))
+
+
+def run(cwd: Path, *args: str, command: tuple[str, ...] = (CLI,)) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_init_refresh_status(tmp_path: Path) -> None:
+    react = Repo(tmp_path / "react", {"README.md": "# React", "docs/hooks.md": "# Hooks", "src/index.js": "x"})
+    vue = Repo(tmp_path / "vue", {"guide/intro.md": "# Vue"})
+    project = tmp_path / "project"
+    write_config(
+        project,
+        "docsets:\n"
+        f"  - name: react\n    aliases: [reactjs]\n    web_sources:\n      - type: git_repo\n        url: {react.url}\n"
+        f"  - name: vue\n    web_sources:\n      - type: git_repo\n        url: {vue.url}\n        paths: [guide]\n"
+        "  - name: local\n    version: '1.0'\n",
+    )
+    (project / "sub").mkdir()
+
+    init = run(project / "sub", "init", "reactjs")  # an alias, from a subfolder
+    assert init.returncode == 0, init.stderr
+    assert "react" in init.stdout and "2 files" in init.stdout
+    react_dir = project / ".knowledge" / "docsets" / "react"
+    assert sorted(p.name for p in react_dir.rglob("*.md")) == ["README.md", "hooks.md"]
+    assert (project / ".knowledge" / ".gitignore").read_text() == "docsets/\n"
+
+    status = json.loads(run(project, "status", "--json").stdout)
+    by_name = {d["docset"]: d for d in status["docsets"]}
+    assert by_name["react"]["sources"][0]["last_fetched"] and by_name["react"]["sources"][0]["files"] == 2
+    assert by_name["vue"]["sources"][0]["last_fetched"] is None
+    assert by_name["local"]["local_path"].endswith("/.knowledge/docs/local-1.0/") and not by_name["local"]["exists"]
+    table = run(project, "status")
+    assert table.returncode == 0 and "react" in table.stdout and "never" in table.stdout
+
+    react.commit({"docs/effects.md": "# Effects"})
+    refresh = run(project, "refresh")  # every docset with web sources
+    assert refresh.returncode == 0, refresh.stderr
+    assert (react_dir / "docs" / "effects.md").exists()
+    assert (project / ".knowledge" / "docsets" / "vue" / "guide" / "intro.md").exists()
+    assert "updated" in refresh.stdout
+
+    again = run(project, "refresh", "vue")
+    assert again.returncode == 0 and "unchanged" in again.stdout and "react" not in again.stdout
+
+    local = run(project, "init", "local")
+    assert local.returncode == 0 and (project / ".knowledge" / "docs" / "local-1.0").is_dir()
+
+    via_agentloom = run(project, "docs", "status", "--json", command=(PYTHON, "-m", "agentloom"))
+    assert json.loads(via_agentloom.stdout)["docsets"][0]["docset"] == "react"
+
+
+def test_a_failing_source_is_reported_and_the_rest_continue(tmp_path: Path) -> None:
+    good = Repo(tmp_path / "good", {"README.md": "ok"})
+    project = tmp_path / "project"
+    missing = (tmp_path / "missing.git").as_uri()
+    write_config(
+        project,
+        "docsets:\n  - name: mixed\n    web_sources:\n"
+        f"      - type: git_repo\n        url: {missing}\n"
+        f"      - type: git_repo\n        url: {good.url}\n",
+    )
+    result = run(project, "refresh")
+    assert result.returncode == 1
+    assert "no repository at this URL" in result.stdout
+    assert (project / ".knowledge" / "docsets" / "mixed" / "README.md").read_text() == "ok"
+    status = json.loads(run(project, "status", "--json").stdout)["docsets"][0]["sources"]
+    assert status[0]["error"] and status[1]["error"] is None
+
+
+def test_wrong_arguments_and_configuration_exit_2(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    nothing = run(project, "status")
+    assert nothing.returncode == 2 and "no .knowledge/config.yaml found" in nothing.stderr
+    write_config(project, "docsets:\n  - name: react\n")
+    unknown = run(project, "init", "angular")
+    assert unknown.returncode == 2 and "Available docsets: react" in unknown.stderr
+    invalid = run(project, "init", "../etc")
+    assert invalid.returncode == 2 and "not a valid docset name" in invalid.stderr
+    assert not (project / ".knowledge" / "etc").exists()
+    local_refresh = run(project, "refresh", "react")
+    assert local_refresh.returncode == 2 and "no web_sources" in local_refresh.stderr
+    write_config(project, "docsets:\n  - name: react\n\tversion: x\n")
+    broken = run(project, "status")
+    assert broken.returncode == 2 and "line 3" in broken.stderr
