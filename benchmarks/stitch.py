@@ -69,21 +69,28 @@ def measure(database_url: str, tmp: Path) -> dict[str, float]:
             subprocess.Popen(["py-spy", "record", "--pid", str(server.pid), "-d", "4", "-r", "250", "-f", "raw",
                               "-o", os.environ["STITCH_BENCH_PROFILE"]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
+        before = {name: cpu_seconds(proc.pid) for name, proc in (("server", server), ("worker", worker))}
         started = time.perf_counter()
         runs = [api.post(f"/flows/{flow_id}/runs", json={"input": {"n": i}}).json()["id"] for i in range(RUNS)]
         wait_done(api, runs)
         elapsed = time.perf_counter() - started
+        cpu = {name: cpu_seconds(proc.pid) - before[name] for name, proc in (("server", server), ("worker", worker))}
         stats = httpx.get(f"http://127.0.0.1:{worker_port}/stats").json()
         gaps = []
         for run_id in runs:
             for i in range(CHAIN - 1):
                 gaps.append(stats["received"][f"{run_id}/step{i + 1}"] - stats["answered"][f"{run_id}/step{i}"])
         return {"throughput": RUNS * CHAIN / elapsed, "p50": percentile(gaps, 50) * 1000, "p95": percentile(gaps, 95) * 1000,
-                "elapsed": elapsed}
+                "elapsed": elapsed, "server_cpu": cpu["server"] / elapsed, "worker_cpu": cpu["worker"] / elapsed}
     finally:
         for proc in (server, worker):
             proc.terminate()
             proc.wait(timeout=20)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_done(api: httpx.Client, runs: list[str]) -> None:
