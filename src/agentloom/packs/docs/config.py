@@ -21,17 +21,17 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from agentloom.core.errors import ConfigError
-from agentloom.packs.docs.urls import url_problem
 from agentloom.packs.docs.names import name_problem
+from agentloom.packs.docs.urls import url_problem
 
 KNOWLEDGE_DIR = ".knowledge"
 CONFIG_NAME = "config.yaml"
@@ -45,17 +45,19 @@ DEFAULT_TEMPLATE = (
 )
 
 
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: about 10x faster
+@functools.cache
+def _loader() -> type:
+    """A safe loader that keeps numbers as written: ``version: 18.10`` stays "18.10", never 18.1.
+    (Built on first use: importing yaml costs 20 ms of the server's start.)"""
+    import yaml
 
-
-class _Loader(_SafeLoader):  # type: ignore[misc, valid-type]
-    """A safe loader that keeps numbers as written: ``version: 18.10`` stays "18.10", never 18.1."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
-    for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
-}
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: about 10x faster
+    loader = type("VersionKeepingLoader", (base,), {})
+    loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+        for first, resolvers in base.yaml_implicit_resolvers.items()
+    }
+    return loader
 
 
 class _Model(BaseModel):
@@ -244,8 +246,10 @@ def load_project(config_path: Path, text: str | None = None) -> Project:
     config_path = config_path.absolute()
     if text is None:
         text = read_config_text(config_path)
+    import yaml
+
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
