@@ -111,6 +111,8 @@ async def test_list_docsets_with_no_docsets_is_empty(project: Path, tmp_path: Pa
 async def test_without_a_config_the_tools_explain_how_to_create_one(project: Path, tmp_path: Path) -> None:
     host = docs_host(project, tmp_path / "data")
     assert [r.status for r in host.reports if r.name == "docs"] == ["loaded"]
+    check = next(c for c in host.health(check_model=False)["checks"] if c["name"] == "docs configuration")  # type: ignore[union-attr]
+    assert check["ok"] and "no .knowledge/config.yaml" in check["detail"]  # unconfigured is not a fault
     async with Client(host.server) as client:
         result = await client.call_tool("list_docsets", {})
         assert result.is_error

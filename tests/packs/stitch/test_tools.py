@@ -67,6 +67,15 @@ async def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
     async with Client(stitch_host(tmp_path, url).server) as client:
         result = await client.call_tool("stitch_list_flows", {})
     assert result.is_error and f"Stitch server at {url} is unreachable" in result.content[0].text
+    check = next(c for c in stitch_host(tmp_path, url).health(check_model=False)["checks"] if c["name"] == "stitch server")  # type: ignore[union-attr]
+    assert not check["ok"] and not check["required"]  # asked for, not there: degraded
+
+
+def test_no_server_at_the_default_url_is_not_a_fault(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", packs=["stitch"])
+    host = Host(settings, [ep for ep in discover_packs() if ep.name == "stitch"])
+    check = next(c for c in host.health(check_model=False)["checks"] if c["name"] == "stitch server")  # type: ignore[union-attr]
+    assert check["ok"]
 
 
 async def _until(client: Client, run_id: str, status: str, include_outputs: bool = False) -> dict:  # type: ignore[type-arg]

@@ -34,9 +34,12 @@ def setup(ctx: PackContext) -> None:
 
 @pack.health
 def health(ctx: PackContext) -> list[Check]:
+    watcher = ctx.state.watcher
     try:
-        project = ctx.state.watcher.current()
+        project = watcher.current()
     except Exception as exc:
+        if watcher.path is None:  # no project here: the tools explain how to create one
+            return [Check("docs configuration", True, f"no .knowledge/config.yaml at or above {watcher.start}")]
         return [Check("docs configuration", False, str(exc), required=False)]
     return [Check("docs configuration", True, f"{len(project.docsets)} docsets in {project.config_path}")]
 
