@@ -18,10 +18,12 @@ def serve(
     database: Annotated[
         str | None, typer.Option("--database", help="sqlite:///file.db or postgresql://user@host/db (default: SQLite in the data dir).")
     ] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Server processes sharing the port (all state is in the database).")] = 1,
     data_dir: DataDir = None,
 ) -> None:
     """Serve /api/stitch (OpenAPI docs at /docs). Needs STITCH_BASE_URL: where workers reach this server."""
     import logging
+    import os
 
     import uvicorn
 
@@ -39,4 +41,14 @@ def serve(
         raise typer.Exit(2) from None
     url = database or stitch.database_url or default_url(settings.data_dir)
     logging.getLogger(__name__).info("stitch on http://%s:%d/api/stitch, callbacks via %s", host, port, stitch.base_url)
-    uvicorn.run(create_app(stitch, url), host=host, port=port, log_config=None, log_level=settings.log_level.lower())
+    options = {"host": host, "port": port, "log_config": None, "log_level": settings.log_level.lower()}
+    if workers == 1:
+        uvicorn.run(create_app(stitch, url), **options)
+        return
+    # Each process builds its own app from the environment; the migrations run once, up front.
+    from agentloom.stitch.db import Database
+
+    Database(url).dispose()
+    os.environ["STITCH_DATABASE_URL"] = url
+    os.environ["STITCH_BASE_URL"] = stitch.base_url or ""
+    uvicorn.run("agentloom.stitch.api:app_from_environment", factory=True, workers=workers, **options)

@@ -38,6 +38,14 @@ class RunIn(BaseModel):
     input: Any = None
 
 
+def app_from_environment() -> FastAPI:
+    """The app for each of several server processes (``--workers``): settings from the environment."""
+    settings = StitchSettings()
+    if not settings.database_url:
+        raise RuntimeError("STITCH_DATABASE_URL is not set")
+    return create_app(settings, settings.database_url)
+
+
 def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     """An app bound to one database; the lifespan opens it and runs the dispatcher."""
 
