@@ -71,10 +71,6 @@ def measure(database_url: str, tmp: Path, workers: int) -> dict[str, float]:
         warm = api.post(f"/flows/{flow_id}/runs", json={"input": {"n": -1}}).json()["id"]
         wait_done(api, [warm])
         httpx.post(f"http://127.0.0.1:{worker_port}/reset")
-        if os.environ.get("STITCH_BENCH_PROFILE"):  # py-spy's folded stacks of the server, to find hot spots
-            subprocess.Popen(["py-spy", "record", "--pid", str(server.pid), "-d", "4", "-r", "250", "-f", "raw",
-                              "-o", os.environ["STITCH_BENCH_PROFILE"]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(1)
         pids = {"server": server.pid, "worker": worker.pid}
         before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         started = time.perf_counter()

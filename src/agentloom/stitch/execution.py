@@ -163,12 +163,13 @@ class Execution:
             self._fire(node_id, path, key, state, value)
 
     def _input(self, node_id: str, path: tuple[int, ...]) -> Any:
+        """The merged upstream outputs at ``path`` (a Collector reads each of its inner paths)."""
         upstream = self.plan.upstream[node_id]
         if not upstream:
             return self.run_input
         parts = []
         for source in upstream:
-            if self.plan.kind(source) is NodeType.SPLITTER and self.plan.closes.get(node_id) != source:
+            if self.plan.kind(source) is NodeType.SPLITTER:  # a path reads its element of the array
                 split = self.states.get(instance_key(source, path[:-1]))
                 if split is None or split["status"] != Status.COMPLETED:
                     return _WAIT
@@ -199,7 +200,7 @@ class Execution:
                 return
         gathered = []
         for i in range(split["fanout"]):
-            value = self._input_at(node_id, splitter, (*path, i), split)
+            value = self._input(node_id, (*path, i))
             if value is _WAIT:
                 return
             gathered.append(value)
@@ -207,18 +208,6 @@ class Execution:
         fresh["attempt"] = fresh.get("attempt", 0) + 1
         self._set(key, fresh, Status.COMPLETED, output=gathered)
         self._walk(node_id, path)
-
-    def _input_at(self, node_id: str, splitter: str, path: tuple[int, ...], split: dict[str, Any]) -> Any:
-        parts = []
-        for source in self.plan.upstream[node_id]:
-            if source == splitter:
-                parts.append((source, split["output"][path[-1]]))
-                continue
-            done = self.states.get(instance_key(source, path))
-            if done is None or done["status"] != Status.COMPLETED:
-                return _WAIT
-            parts.append((source, done["output"]))
-        return merge(parts)
 
     def _fire(self, node_id: str, path: tuple[int, ...], key: str, state: dict[str, Any] | None, value: Any) -> None:
         node = self.plan.nodes[node_id]

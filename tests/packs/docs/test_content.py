@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -181,5 +180,3 @@ class AuthServer:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
 
-
-_ = socket

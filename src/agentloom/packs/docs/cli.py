@@ -86,7 +86,8 @@ def _fetch(project: Project, docsets: list[Docset]) -> list[DocsetResult]:
         for docset in docsets:
             tasks: dict[str, TaskID] = {}
 
-            def progress(source: str, phase: str, fraction: float | None, _name: str = docset.name) -> None:
+            def progress(source: str, phase: str, fraction: float | None, _name: str = docset.name,
+                         tasks: dict[str, TaskID] = tasks) -> None:
                 task = tasks.get(source)
                 if task is None:
                     task = tasks[source] = bars.add_task(phase, total=1.0, label=f"{_name}: {source}")
