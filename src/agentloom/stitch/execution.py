@@ -24,15 +24,17 @@ CallbackUrl = Callable[[str, str, int], str]  # (run_id, key, attempt) -> signed
 
 
 class Outcome(Enum):
-    APPLIED = 200
-    DUPLICATE = 200 + 1  # answered 200, nothing changed
-    BAD_REQUEST = 400
-    NOT_FOUND = 404
-    CONFLICT = 409
+    """What an event did, and the HTTP status it answers with."""
+
+    APPLIED = (200, "applied")
+    DUPLICATE = (200, "duplicate")  # a replay: answered 200, nothing changed
+    BAD_REQUEST = (400, "bad request")
+    NOT_FOUND = (404, "not found")
+    CONFLICT = (409, "conflict")
 
     @property
     def http_status(self) -> int:
-        return 200 if self is Outcome.DUPLICATE else self.value
+        return self.value[0]
 
 
 @dataclass(frozen=True)
