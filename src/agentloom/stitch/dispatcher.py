@@ -17,11 +17,10 @@ log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    def __init__(self, engine: Engine, *, timeout: float = 10.0, poll_interval: float = 1.0, concurrency: int = 64) -> None:
+    def __init__(self, engine: Engine, *, timeout: float = 10.0, poll_interval: float = 1.0) -> None:
         self.engine = engine
         self.timeout = timeout
         self.poll_interval = poll_interval
-        self._limit = anyio.CapacityLimiter(concurrency)
         self._sent: list[int] = []
         self._flush_due = anyio.Event()
         self._tasks: TaskGroup | None = None
@@ -73,20 +72,7 @@ class Dispatcher:
                 log.exception("could not mark %d dispatches sent", len(batch))
 
     async def _send(self, sending: Sending) -> None:
-        assert self._client is not None
-        reason = None
-        async with self._limit:
-            try:
-                async with self._client.post(sending.url, json=sending.payload) as response:
-                    if not 200 <= response.status < 300:
-                        text = (await response.text(errors="replace"))[:200]
-                        reason = f"worker at {sending.url} answered HTTP {response.status}: {text}"
-                    else:
-                        await response.read()
-            except TimeoutError:
-                reason = f"worker at {sending.url} did not answer within {self.timeout:g} s"
-            except (aiohttp.ClientError, OSError) as exc:
-                reason = f"worker at {sending.url} is unreachable ({type(exc).__name__}: {exc})"
+        reason = await self._post(sending)
         if reason is None:
             self._sent.append(sending.outbox_id)
             self._flush_due.set()
@@ -96,3 +82,18 @@ class Dispatcher:
             self.engine.dispatch_failed, sending.outbox_id, sending.run_id, sending.key, sending.attempt, reason
         )
         self.submit(more)
+
+    async def _post(self, sending: Sending) -> str | None:
+        """Deliver one webhook; the reason it failed, or None. (The connector bounds concurrency.)"""
+        assert self._client is not None
+        try:
+            async with self._client.post(sending.url, json=sending.payload) as response:
+                if 200 <= response.status < 300:
+                    await response.read()
+                    return None
+                text = (await response.text(errors="replace"))[:200]
+                return f"worker at {sending.url} answered HTTP {response.status}: {text}"
+        except TimeoutError:
+            return f"worker at {sending.url} did not answer within {self.timeout:g} s"
+        except (aiohttp.ClientError, OSError) as exc:
+            return f"worker at {sending.url} is unreachable ({type(exc).__name__}: {exc})"
