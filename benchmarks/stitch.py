@@ -130,9 +130,9 @@ def wait_done(api: httpx.Client, runs: list[str]) -> None:
 def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        # SQLite has one writer at a time: a second process only adds lock waits. PostgreSQL
-        # locks per run, so two processes (one per core) share the load.
-        rows.append(("SQLite", 1, measure(f"sqlite:///{tmp}/stitch.db", Path(tmp), 1), 300))
+        # Two server processes, one per core: HTTP work runs in parallel; SQLite writes queue
+        # one at a time, PostgreSQL's lock per run.
+        rows.append(("SQLite", 2, measure(f"sqlite:///{tmp}/stitch.db", Path(tmp), 2), 300))
         name = f"stitch_bench_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')

@@ -67,7 +67,7 @@ class StitchServer:
     """`agentloom stitch serve` as a child process."""
 
     def __init__(self, database_url: str, tmp_path: Path, *, port: int | None = None, api_key: str | None = None,
-                 poll_interval: float = 0.2, worker_timeout: float = 5.0) -> None:
+                 poll_interval: float = 0.2, worker_timeout: float = 5.0, workers: int = 1) -> None:
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.database_url = database_url
@@ -77,6 +77,7 @@ class StitchServer:
                         STITCH_WORKER_TIMEOUT=str(worker_timeout), AGENTLOOM_DATA_DIR=str(tmp_path / "data"))
         if api_key:
             self.env["STITCH_API_KEY"] = api_key
+        self.workers = workers
         self.proc: subprocess.Popen[bytes] | None = None
         self.http = httpx.Client(base_url=self.base + "/api/stitch", timeout=30,
                                  headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
@@ -84,7 +85,8 @@ class StitchServer:
     def start(self) -> StitchServer:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [PYTHON, "-m", "agentloom", "stitch", "serve", "--port", str(self.port), "--database", self.database_url],
+                [PYTHON, "-m", "agentloom", "stitch", "serve", "--port", str(self.port), "--database", self.database_url,
+                 "--workers", str(self.workers)],
                 env=self.env, stdout=log, stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 60

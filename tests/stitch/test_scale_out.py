@@ -1,4 +1,4 @@
-"""Two API server processes on one PostgreSQL database, receiving the same callbacks at once."""
+"""Several server processes on one database (PostgreSQL, or one SQLite file), receiving the same callbacks at once."""
 
 from __future__ import annotations
 
@@ -39,3 +39,24 @@ def test_two_servers_share_one_database(postgres: str, tmp_path: Path, worker: W
         one.stop()
         two.stop()
         drop_pg_database(postgres, url)
+
+
+def test_several_processes_share_one_sqlite_file(tmp_path: Path, worker: Worker) -> None:
+    server = StitchServer(f"sqlite:///{tmp_path / 'stitch.db'}", tmp_path, workers=2).start()
+    try:
+        b = Builder(worker.url)
+        b.chain(
+            b.node("Splitter", "s", arrayPath=""),
+            b.node("Worker", "w", mode="spray", servers=[server.base, server.base]),  # each callback twice at once
+            b.node("Collector", "c"),
+        )
+        flow_id = server.http.post("/flows", json={"name": "wide", "graph": b.graph()}).json()["id"]
+        runs = [server.http.post(f"/flows/{flow_id}/runs", json={"input": list(range(30))}).json()["id"] for _ in range(3)]
+        for run_id in runs:
+            run = server.wait_for(run_id, timeout=60)
+            assert run["status"] == "completed" and run["node_states"]["c"]["output"] == list(range(30))
+            events = [(e["node_key"], e["status"]) for e in server.http.get(f"/runs/{run_id}/events").json()]
+            assert events.count(("c", "completed")) == 1
+        assert len(worker.received) == 90 and len({(p["runId"], p["nodeId"]) for p in worker.received}) == 90
+    finally:
+        server.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -25,7 +24,7 @@ class Database:
         self.engine: Engine = self.dialect.engine(parsed)
         # SQLite has one writer at a time; queueing this process's writers on a lock is fair
         # and prompt, where SQLite's busy handler would sleep and retry.
-        self._writer = threading.Lock() if self.dialect is sqlite else nullcontext()
+        self._writer = sqlite.WriterQueue(parsed.database) if self.dialect is sqlite else nullcontext()
         self.version = migrations.migrate(self.engine)
 
     @property

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
 from typing import Any
 
 from sqlalchemy import Engine, Select, Update, create_engine, event, select, update
@@ -38,6 +41,29 @@ def engine(url: str | URL) -> Engine:
         conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("read_only") else "BEGIN IMMEDIATE")
 
     return made
+
+
+class WriterQueue:
+    """One writer at a time, handed over at once: a thread lock within this process, and an
+    flock on a file beside the database between processes (``--workers``). SQLite's own busy
+    handler would sleep and retry instead, leaving the database idle between writers."""
+
+    def __init__(self, database: str | None) -> None:
+        self._thread_lock = threading.Lock()
+        self._path = f"{database}.writer-lock" if database and database != ":memory:" else None
+        self._file: int | None = None
+
+    def __enter__(self) -> None:
+        self._thread_lock.acquire()
+        if self._path is not None:
+            if self._file is None:
+                self._file = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._file, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+        self._thread_lock.release()
 
 
 def lock_run(run_id: str) -> Select[Any]:
