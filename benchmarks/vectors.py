@@ -78,7 +78,7 @@ async def run() -> str:
     with tempfile.TemporaryDirectory() as data:
         settings = Settings(data_dir=Path(data), packs=["vectors"], embeddings={"query_cache_size": 0})
         host = Host(settings, [ep for ep in discover_packs() if ep.name == "vectors"])
-        store = host.packs["vectors"].context.state[0]
+        store = host.packs["vectors"].state.store
         store.create_collection(COLLECTION)
         start = time.perf_counter()
         chunks = 0

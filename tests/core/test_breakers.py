@@ -1,3 +1,4 @@
+from collections.abc import Callable
 import logging
 
 import pytest
@@ -9,7 +10,8 @@ from agentloom.core.breakers import (
     DependencyFailure,
     State,
 )
-from agentloom.core.errors import NotFoundError
+from agentloom.core.dependency import Dependency
+from agentloom.core.errors import DependencyUnavailable, NotFoundError
 
 
 class Clock:
@@ -20,14 +22,24 @@ class Clock:
         return self.now
 
 
+def guarded(breaker: CircuitBreaker) -> Dependency:
+    return Dependency(breaker.name, breaker, is_failure=lambda exc: False, describe=str)
+
+
+def raises(exc: Exception) -> Callable[[], None]:
+    def fn() -> None:
+        raise exc
+
+    return fn
+
+
 def fail(breaker: CircuitBreaker, reason: str = "connection refused") -> None:
-    with pytest.raises(DependencyFailure):
-        with breaker.guard():
-            raise DependencyFailure(reason)
+    with pytest.raises(DependencyUnavailable, match=reason):
+        guarded(breaker).call(raises(DependencyFailure(reason)))
 
 
 def ok(breaker: CircuitBreaker) -> str:
-    return breaker.call(lambda: "fine")
+    return guarded(breaker).call(lambda: "fine")
 
 
 @pytest.fixture
@@ -64,8 +76,7 @@ def test_success_resets_the_count_while_closed(breaker: CircuitBreaker) -> None:
 def test_caller_errors_never_count(breaker: CircuitBreaker) -> None:
     for _ in range(5):
         with pytest.raises(ValueError):
-            with breaker.guard():
-                raise ValueError("HTTP 404: no such chatflow")
+            guarded(breaker).call(raises(ValueError("HTTP 404: no such chatflow")))
     assert breaker.state is State.CLOSED
     assert breaker.status().failures == 0
 
@@ -76,7 +87,7 @@ def test_open_breaker_fails_fast_without_calling(breaker: CircuitBreaker, clock:
     calls = []
     clock.now += 120
     with pytest.raises(CircuitOpenError) as err:
-        breaker.call(lambda: calls.append(1))
+        guarded(breaker).call(lambda: calls.append(1))
     assert calls == []
     assert "flowise unavailable" in str(err.value)
     assert "retry in 180s" in str(err.value)
@@ -111,8 +122,7 @@ def test_caller_error_during_trial_releases_the_trial(breaker: CircuitBreaker, c
         fail(breaker)
     clock.now += 300
     with pytest.raises(KeyError):
-        with breaker.guard():
-            raise KeyError("bad input")
+        guarded(breaker).call(raises(KeyError("bad input")))
     assert breaker.state is State.HALF_OPEN
     assert ok(breaker) == "fine"
     assert breaker.state is State.CLOSED
@@ -140,17 +150,6 @@ def test_every_transition_is_logged_with_a_timestamp(
     expected = ["closed -> open", "open -> half-open", "half-open -> open", "open -> half-open", "half-open -> closed"]
     assert [next(e for e in expected if e in m) for m in transitions] == expected
     assert all(" at 20" in m for m in transitions)  # ISO timestamp
-
-
-async def test_guard_works_around_awaits(breaker: CircuitBreaker) -> None:
-    async def remote() -> None:
-        raise DependencyFailure("timeout")
-
-    for _ in range(3):
-        with pytest.raises(DependencyFailure):
-            with breaker.guard():
-                await remote()
-    assert breaker.state is State.OPEN
 
 
 def test_registry_keeps_one_breaker_per_dependency_with_configured_thresholds(clock: Clock) -> None:

@@ -11,10 +11,9 @@ import pytest
 from agentloom.core.breakers import (
     BreakerRegistry,
     CircuitOpenError,
-    DependencyFailure,
     State,
 )
-from agentloom.core.errors import AgentloomError, ConfigError
+from agentloom.core.errors import AgentloomError, ConfigError, DependencyUnavailable
 from agentloom.embeddings import ModelRegistry
 from agentloom.embeddings.providers import make_provider
 
@@ -123,7 +122,7 @@ def test_three_500s_open_the_breaker_and_the_fourth_fails_fast(tmp_path: Path, h
     breakers = BreakerRegistry(failure_threshold=3)
     provider = _provider(tmp_path, breakers, "openai", url + "/v1")
     for _ in range(3):
-        with pytest.raises(DependencyFailure, match="HTTP 500"):
+        with pytest.raises(DependencyUnavailable, match="HTTP 500"):
             provider.embed(["hello"])
     assert breakers.get("embeddings:remote").state is State.OPEN
     with pytest.raises(CircuitOpenError, match="embeddings:remote unavailable"):
@@ -135,7 +134,7 @@ def test_connection_refused_opens_the_breaker(tmp_path: Path, closed_port_url: s
     breakers = BreakerRegistry(failure_threshold=3)
     provider = _provider(tmp_path, breakers, "openai", closed_port_url + "/v1")
     for _ in range(3):
-        with pytest.raises(DependencyFailure, match="unreachable"):
+        with pytest.raises(DependencyUnavailable, match="unreachable"):
             provider.embed(["hello"])
     with pytest.raises(CircuitOpenError):
         provider.embed(["hello"])
@@ -146,7 +145,7 @@ def test_timeout_counts_as_a_failure(tmp_path: Path, http_server: tuple[str, Ser
     state.delay = 0.5
     breakers = BreakerRegistry(failure_threshold=3)
     provider = _provider(tmp_path, breakers, "openai", url + "/v1", config={"timeout": 0.1})
-    with pytest.raises(DependencyFailure, match="timed out after 0.1s"):
+    with pytest.raises(DependencyUnavailable, match="timed out after 0.1s"):
         provider.embed(["slow"])
     assert breakers.get("embeddings:remote").status().failures == 1
 
@@ -157,7 +156,7 @@ def test_success_resets_the_failure_count(tmp_path: Path, http_server: tuple[str
     provider = _provider(tmp_path, breakers, "openai", url + "/v1")
     state.mode = "error:503"
     for _ in range(2):
-        with pytest.raises(DependencyFailure):
+        with pytest.raises(DependencyUnavailable):
             provider.embed(["x"])
     state.mode = "ok"
     provider.embed(["x"])
@@ -195,7 +194,7 @@ def test_ollama_failures_open_the_breaker(tmp_path: Path, http_server: tuple[str
     breakers = BreakerRegistry(failure_threshold=3)
     provider = _provider(tmp_path, breakers, "ollama", url, key=None, model="nomic-embed-text", dims=16)
     for _ in range(3):
-        with pytest.raises(DependencyFailure, match="HTTP 502"):
+        with pytest.raises(DependencyUnavailable, match="HTTP 502"):
             provider.embed(["x"])
     with pytest.raises(CircuitOpenError):
         provider.embed(["x"])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 PACK_MODULE = '''
 import sys
+from dataclasses import dataclass
 
 from typing_extensions import TypedDict
 
@@ -40,9 +41,19 @@ def echo_forget(key: str) -> str:
     return "forgot " + key
 
 
+@dataclass
+class EchoStore:
+    path: str
+
+
+@echo_pack.setup
+def echo_setup(ctx: PackContext) -> EchoStore:
+    return EchoStore(str(ctx.data_dir))
+
+
 @echo_pack.health
-def echo_health(ctx: PackContext) -> list[Check]:
-    return [Check("echo store reachable", True, str(ctx.data_dir))]
+def echo_health(store: EchoStore) -> list[Check]:
+    return [Check("echo store reachable", True, store.path)]
 
 
 broken_pack = Pack("broken", "Fails during setup")

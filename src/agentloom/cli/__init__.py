@@ -1,14 +1,23 @@
-"""The ``agentloom`` command: one CLI over the same core the MCP server uses."""
+"""The ``agentloom`` command: one CLI over the same core the MCP server uses.
+
+The core commands live here; each installed pack that declares ``cli="module:app"`` adds
+its typer app as ``agentloom <pack> ...``, found through the same entry points the
+server uses, so this module imports no pack's CLI by name.
+"""
 
 from __future__ import annotations
+
+import importlib
+import logging
+from importlib.metadata import entry_points
 
 import typer
 
 from agentloom.cli.doctor import doctor, packs
 from agentloom.cli.models import models_app
 from agentloom.cli.serve import serve
-from agentloom.cli.stitch import stitch_app
-from agentloom.packs.docs.cli import app as docs_app
+
+log = logging.getLogger(__name__)
 
 app = typer.Typer(
     name="agentloom",
@@ -21,8 +30,29 @@ app.command()(serve)
 app.command()(doctor)
 app.command()(packs)
 app.add_typer(models_app, name="models")
-app.add_typer(stitch_app, name="stitch")
-app.add_typer(docs_app, name="docs", help="Documentation sets: init, refresh, status (same as agentic-knowledge).")
+CORE_COMMANDS = {"serve", "doctor", "packs", "models"}
+
+
+def add_pack_commands(root: typer.Typer) -> None:
+    from agentloom.server.host import ENTRY_POINT_GROUP
+    from agentloom.server.packs import Pack
+
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            pack = ep.load()
+            if not isinstance(pack, Pack) or pack.cli is None:
+                continue
+            if pack.name in CORE_COMMANDS:
+                raise ValueError(f"the name {pack.name!r} is taken by a core command")
+            module, _, attribute = pack.cli.partition(":")
+            sub = getattr(importlib.import_module(module), attribute)
+        except Exception as exc:  # a broken pack must not take the whole command line down
+            log.debug("pack %s: its commands are left out (%s: %s)", ep.name, type(exc).__name__, exc)
+            continue
+        root.add_typer(sub, name=pack.name, help=sub.info.help or pack.description)
+
+
+add_pack_commands(app)
 
 
 def main() -> None:

@@ -33,7 +33,9 @@ def serve(
 
         import uvicorn
 
-        app = server.streamable_http_app(streamable_http_path="/mcp", host=settings.host)
+        from agentloom.server.http import http_app
+
+        app = http_app(server, settings.host)
         logging.getLogger(__name__).info("serving streamable HTTP on http://%s:%d/mcp", settings.host, settings.port)
         # log_config=None: uvicorn's own config would log requests to stdout.
         uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level=settings.log_level.lower())

@@ -4,8 +4,8 @@ One breaker per dependency. It opens after ``failure_threshold`` consecutive
 dependency-level failures (network error, timeout, 5xx), stays open for
 ``reset_timeout`` seconds, then lets a single trial call through (half-open).
 A success closes it and resets the count; a failed trial opens it again.
-Caller mistakes (4xx, validation) never count: raise anything that is not a
-:class:`DependencyFailure` and the breaker ignores it.
+Caller mistakes (4xx, validation) never count. Calls go through
+:class:`agentloom.core.dependency.Dependency`, which drives this state machine.
 
 No maintained library fits: pybreaker has no injectable clock, no per-call
 classification beyond exception types, and no asyncio support.
@@ -17,16 +17,13 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
 
 from agentloom.core.errors import DependencyUnavailable, NotFoundError
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class State(enum.StrEnum):
@@ -159,25 +156,6 @@ class CircuitBreaker:
             self._trial_in_flight = False
             if self._state is not State.CLOSED:
                 self._transition(State.CLOSED)
-
-    @contextmanager
-    def guard(self) -> Iterator[None]:
-        """``with breaker.guard(): ...`` counts :class:`DependencyFailure` only."""
-        self.before_call()
-        try:
-            yield
-        except DependencyFailure as exc:
-            self.record_failure(str(exc) or type(exc).__name__)
-            raise
-        except BaseException:
-            self.record_ignored()
-            raise
-        else:
-            self.record_success()
-
-    def call(self, fn: Callable[[], T]) -> T:
-        with self.guard():
-            return fn()
 
 
 class BreakerRegistry:

@@ -1,4 +1,4 @@
-"""Builds the MCP server: built-in tools plus every enabled pack, each isolated from the others."""
+"""Builds the MCP server: every enabled pack (the core pack's health tools included), each isolated from the others."""
 
 from __future__ import annotations
 
@@ -7,20 +7,22 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import Literal
-
-from mcp.server.mcpserver import MCPServer
+from typing import Any, Literal
 
 from agentloom import __version__
 from agentloom.core.breakers import BreakerRegistry
+from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check, directory_writable, modules_importable, summary
 from agentloom.core.settings import Settings
 from agentloom.embeddings import EmbeddingService
-from agentloom.server.packs import Pack, PackContext
+from agentloom.server.calls import LoomServer
+from agentloom.server.packs import LoadedPack, Pack, PackContext
+from agentloom.server.protocol import configure_protocol
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "agentloom.packs"
+CORE_PACK = "core"  # health and breaker_reset: loaded whatever --packs says, unless disabled by name
 INSTRUCTIONS = (
     "agentloom gives you tools grouped in packs. Call `health` to see which packs are loaded "
     "and whether their stores and the embedding model work."
@@ -55,31 +57,23 @@ class Host:
         *,
         name: str = "agentloom",
         instructions: str = INSTRUCTIONS,
-        builtins: bool = True,
     ) -> None:
         self.settings = settings
         self.breakers = BreakerRegistry(
             settings.breakers.failure_threshold, settings.breakers.reset_timeout_seconds
         )
         self.embeddings = EmbeddingService(settings, self.breakers)
-        self.server: MCPServer = MCPServer(
-            name, version=__version__, instructions=instructions, log_level=settings.log_level
-        )
-        self.packs: dict[str, Pack] = {}
+        self.server = LoomServer(name, version=__version__, instructions=instructions, log_level=settings.log_level)
+        self.packs: dict[str, LoadedPack[Any]] = {}
         self.reports: list[PackReport] = []
-        self.tool_names: set[str] = set()
-
-        if builtins:
-            from agentloom.server.builtin import register_builtin_tools
-
-            register_builtin_tools(self)
         self._load_packs(discover_packs() if packs is None else packs)
+        configure_protocol(self.server)
 
     # -- packs -------------------------------------------------------------------
     def _load_packs(self, found: list[EntryPoint]) -> None:
         names = {ep.name for ep in found}
-        for ep in sorted(found, key=lambda e: e.name):
-            if not self.settings.pack_enabled(ep.name):
+        for ep in sorted(found, key=lambda e: (e.name != CORE_PACK, e.name)):
+            if not self._enabled(ep.name):
                 self.reports.append(PackReport(ep.name, "disabled", "disabled by configuration", origin=ep.value))
                 continue
             self.reports.append(self._load_pack(ep))
@@ -98,13 +92,14 @@ class Host:
                 raise PackLoadError(
                     f"missing dependency {', '.join(missing)}: install it (pip install {' '.join(missing)})"
                 )
-            clashes = [t.name for t in pack.tools if t.name in self.tool_names]
+            taken = set(self.server.tool_names())
+            clashes = [t.name for t in pack.tools if t.name in taken]
             if clashes:
                 raise PackLoadError(f"tool names already registered by another pack: {', '.join(clashes)}")
-            pack.start(PackContext(ep.name, self.settings, self.breakers, self.embeddings))
+            loaded = pack.start(PackContext(ep.name, self.settings, self.breakers, self.embeddings, self))
             # Tools are added only after setup succeeded, so a failing pack leaves none behind.
-            for spec in pack.tools:
-                self.server.add_tool(
+            for spec in loaded.tools:
+                self.server.add_strict_tool(
                     spec.fn,
                     name=spec.name,
                     title=spec.title,
@@ -112,14 +107,22 @@ class Host:
                     annotations=spec.annotations,
                     structured_output=spec.structured_output,
                 )
-            self.tool_names.update(t.name for t in pack.tools)
         except Exception as exc:  # a broken pack must never take the server down
-            reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, PackLoadError) else str(exc)
+            reason = str(exc) if isinstance(exc, (PackLoadError, AgentloomError)) else f"{type(exc).__name__}: {exc}"
             log.error("pack %s skipped: %s", ep.name, reason, exc_info=log.isEnabledFor(logging.DEBUG))
             return PackReport(ep.name, "failed", reason, origin=ep.value)
-        self.packs[ep.name] = pack
+        self.packs[ep.name] = loaded
         log.info("pack %s loaded: %d tools", ep.name, len(pack.tools))
         return PackReport(ep.name, "loaded", None, [t.name for t in pack.tools], ep.value)
+
+    def _enabled(self, name: str) -> bool:
+        if name == CORE_PACK:
+            return name not in self.settings.disabled_packs
+        return self.settings.pack_enabled(name)
+
+    @property
+    def tool_names(self) -> set[str]:
+        return set(self.server.tool_names())
 
     # -- health ------------------------------------------------------------------
     def health(self, *, check_model: bool = True, progress: Callable[[str], None] | None = None) -> dict[str, object]:
@@ -153,7 +156,7 @@ def discover_packs() -> list[EntryPoint]:
     return list(entry_points(group=ENTRY_POINT_GROUP))
 
 
-def _resolve(ep: EntryPoint) -> Pack:
+def _resolve(ep: EntryPoint) -> Pack[Any]:
     obj = ep.load()
     if not isinstance(obj, Pack) and callable(obj):
         obj = obj()  # a factory

@@ -1,33 +1,48 @@
 """The pack interface: what a subsystem gives the server.
 
 A pack is a :class:`Pack` object exposed through the ``agentloom.packs`` entry-point
-group. Its tools are plain typed functions, exactly as with ``MCPServer.tool``::
+group. Setup returns the pack's own typed state; a tool that names that type as a
+parameter receives it, and every other parameter is the tool's input schema, exactly as
+with ``MCPServer.tool``::
 
-    pack = Pack("notes", "Keep notes", requires=["sqlite3"])
+    pack = Pack("notes", "Keep notes", cli="notes_pack.cli:app")
 
     @pack.setup
-    def open_store(ctx: PackContext) -> None:
-        ...  # validate configuration, open stores; raise to be skipped
+    def open_store(ctx: PackContext) -> Notes:
+        return Notes(ctx.data_dir / "notes.db")     # raise to be skipped
 
     @pack.tool(read_only=True)
-    def notes_search(query: str) -> SearchResult:
-        ...
+    def notes_search(notes: Notes, query: str) -> SearchResult:
+        return notes.search(query)
+
+    @pack.health
+    def check(notes: Notes) -> list[Check]:
+        return [Check("notes store", notes.ok(), str(notes.path))]
+
+The :class:`Pack` holds only declarations. Each server (:class:`~agentloom.server.host.Host`)
+runs setup itself and binds the resulting state into its own copies of the tools, so two
+servers in one process never share or overwrite a pack's state.
 
 Setup runs at server start, so it must be quick: import heavy libraries inside
-functions, and leave slow checks to the pack's health hook.
+functions, and leave slow checks to the health hook. ``cli`` names a typer app
+(``"module:attribute"``, imported only when the command line needs it) that appears as
+``agentloom <pack> ...``.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from agentloom.core.errors import ConfigError
 from agentloom.core.health import Check
 
 if TYPE_CHECKING:
@@ -37,6 +52,13 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 M = TypeVar("M", bound=BaseModel)
+S = TypeVar("S")
+
+
+class HostServices(Protocol):
+    """What a server offers its packs beyond settings, breakers and embeddings."""
+
+    def health(self, *, check_model: bool = True, progress: Callable[[str], None] | None = None) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -51,13 +73,13 @@ class ToolSpec:
 
 @dataclass
 class PackContext:
-    """What a pack's setup and tools may use; one per pack."""
+    """What a pack's setup may use; one per pack and server."""
 
     name: str
     settings: Settings
     breakers: BreakerRegistry
     embeddings: EmbeddingService
-    state: Any = None  # whatever the pack's setup wants its tools to reach
+    host: HostServices
     log: logging.Logger = field(init=False)
 
     def __post_init__(self) -> None:
@@ -71,19 +93,29 @@ class PackContext:
         return path
 
     def config(self, model: type[M]) -> M:
-        """The pack's settings: ``[pack_settings.<name>]`` and ``AGENTLOOM_<NAME>__*`` variables."""
-        return self.settings.for_pack(self.name, model)
+        """The pack's settings: ``[pack_settings.<name>]`` and ``AGENTLOOM_<NAME>__*`` variables.
+
+        A bad value raises :class:`ConfigError` naming the setting as a user writes it."""
+        try:
+            return self.settings.for_pack(self.name, model)
+        except ValidationError as exc:
+            problems = []
+            for item in exc.errors(include_url=False):
+                key = ".".join(str(p) for p in item["loc"])
+                variable = f"AGENTLOOM_{self.name.upper()}__{key.upper().replace('.', '__')}"
+                problems.append(f"{variable} ({key} in [pack_settings.{self.name}]): {item['msg']} (got {item.get('input')!r})")
+            raise ConfigError(f"{self.name} settings: " + "; ".join(problems)) from None
 
 
-class Pack:
-    def __init__(self, name: str, description: str, *, requires: Sequence[str] = ()) -> None:
+class Pack(Generic[S]):
+    def __init__(self, name: str, description: str, *, requires: Sequence[str] = (), cli: str | None = None) -> None:
         self.name = name
         self.description = description
         self.requires = tuple(requires)
+        self.cli = cli
         self.tools: list[ToolSpec] = []
-        self._setup: Callable[[PackContext], Any] | None = None
-        self._health: Callable[[PackContext], list[Check]] | None = None
-        self.context: PackContext | None = None
+        self._setup: Callable[[PackContext], S] | None = None
+        self._health: Callable[[S], list[Check]] | None = None
 
     def tool(
         self,
@@ -113,23 +145,71 @@ class Pack:
 
         return decorator
 
-    def setup(self, fn: Callable[[PackContext], Any]) -> Callable[[PackContext], Any]:
+    def setup(self, fn: Callable[[PackContext], S]) -> Callable[[PackContext], S]:
         self._setup = fn
         return fn
 
-    def health(self, fn: Callable[[PackContext], list[Check]]) -> Callable[[PackContext], list[Check]]:
+    def health(self, fn: Callable[[S], list[Check]]) -> Callable[[S], list[Check]]:
         self._health = fn
         return fn
 
-    def start(self, ctx: PackContext) -> None:
-        self.context = ctx
-        if self._setup is not None:
-            self._setup(ctx)
+    def start(self, ctx: PackContext) -> LoadedPack[S]:
+        """Run setup for one server; the result carries the state and the tools bound to it."""
+        state = self._setup(ctx) if self._setup is not None else None
+        state_type = self._state_type()
+        tools = [_bind(spec, state_type, state) for spec in self.tools]
+        return LoadedPack(self, state, tools)  # type: ignore[arg-type]
 
-    def checks(self) -> list[Check]:
-        if self._health is None or self.context is None:
-            return []
-        return self._health(self.context)
+    def _state_type(self) -> Any:
+        if self._setup is None:
+            return None
+        returns = inspect.signature(self._setup, eval_str=True).return_annotation
+        return None if returns in (inspect.Signature.empty, None, type(None)) else returns
 
     def __repr__(self) -> str:
         return f"Pack({self.name!r}, tools={[t.name for t in self.tools]})"
+
+
+@dataclass(frozen=True)
+class LoadedPack(Generic[S]):
+    """A pack as one server runs it: its state and its tools with that state bound in."""
+
+    pack: Pack[S]
+    state: S
+    tools: list[ToolSpec]
+
+    def checks(self) -> list[Check]:
+        if self.pack._health is None:
+            return []
+        return self.pack._health(self.state)
+
+
+def _bind(spec: ToolSpec, state_type: Any, state: Any) -> ToolSpec:
+    """A copy of the tool whose state parameter is filled in and hidden from the schema."""
+    signature = inspect.signature(spec.fn, eval_str=True)
+    injected = [p.name for p in signature.parameters.values() if state_type is not None and p.annotation is state_type]
+    if not injected:
+        return spec
+    fn = spec.fn
+    values = {name: state for name in injected}
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def bound(*args: Any, **kwargs: Any) -> Any:
+            return await fn(*args, **values, **kwargs)
+
+    else:
+
+        @functools.wraps(fn)
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **values, **kwargs)
+
+    # The SDK builds the input schema from this signature, and finds the Context parameter
+    # through these (already resolved) annotations: the state is not an argument.
+    kept = [p for p in signature.parameters.values() if p.name not in values]
+    bound.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
+    bound.__annotations__ = {p.name: p.annotation for p in kept if p.annotation is not inspect.Parameter.empty}
+    if signature.return_annotation is not inspect.Signature.empty:
+        bound.__annotations__["return"] = signature.return_annotation
+    del bound.__wrapped__  # type: ignore[attr-defined]
+    return ToolSpec(bound, spec.name, spec.title, spec.description, spec.annotations, spec.structured_output)

@@ -48,14 +48,16 @@ async def test_start_follow_complete_and_retry(server: StitchServer, worker: Wor
         run_id = started["run_id"]  # type: ignore[index]
         status = await _until(client, run_id, "waiting_for_user")
         assert status["nodes"]["review"] == {"status": "waiting_for_user"}
-        done = (await client.call_tool("stitch_complete", {"run_id": run_id, "node_id": "review", "output": {"ok": True}})).structured_content
-        assert done["ok"]  # type: ignore[index]
-        again = (await client.call_tool("stitch_complete", {"run_id": run_id, "node_id": "review", "output": {}})).structured_content
-        assert not again["ok"] and "not waiting_for_user" in again["detail"]  # type: ignore[index]
+        done = await client.call_tool("stitch_complete", {"run_id": run_id, "node_id": "review", "output": {"ok": True}})
+        assert not done.is_error and done.structured_content["node_id"] == "review"  # type: ignore[index]
+        again = await client.call_tool("stitch_complete", {"run_id": run_id, "node_id": "review", "output": {}})
+        assert again.is_error and "not waiting_for_user" in again.content[0].text  # type: ignore[union-attr]  # a refusal is an error
         failed = await _until(client, run_id, "failed")
         assert failed["nodes"]["publish"]["error"] == "the worker was told to fail"
-        retried = (await client.call_tool("stitch_retry", {"run_id": run_id, "node_id": "publish"})).structured_content
-        assert retried["ok"]  # type: ignore[index]
+        retried = await client.call_tool("stitch_retry", {"run_id": run_id, "node_id": "publish"})
+        assert not retried.is_error, retried.content
+        again = await client.call_tool("stitch_retry", {"run_id": run_id, "node_id": "draft"})
+        assert again.is_error and "Stitch refused" in again.content[0].text  # type: ignore[union-attr]
         final = await _until(client, run_id, "completed", include_outputs=True)
         assert final["nodes"]["publish"]["output"] == {"ok": True}
         missing = await client.call_tool("stitch_run_status", {"run_id": "nope"})

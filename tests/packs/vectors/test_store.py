@@ -18,7 +18,7 @@ def collection_name() -> str:
 
 async def test_leftover_chunks_of_an_interrupted_write_are_invisible(tmp_path: Path) -> None:
     host = vectors_host(tmp_path)
-    store = host.packs["vectors"].context.state[0]
+    store = host.packs["vectors"].state.store
     name = collection_name()
     store.create_collection(name)
     store.add_document(name, "The capital of France is Paris.", "geo")
@@ -39,7 +39,7 @@ async def test_leftover_chunks_of_an_interrupted_write_are_invisible(tmp_path: P
 
 async def test_dimension_mismatch_is_refused_and_model_change_warns(tmp_path: Path) -> None:
     host = vectors_host(tmp_path)
-    store = host.packs["vectors"].context.state[0]
+    store = host.packs["vectors"].state.store
     client = store.connection.client()
     wide = collection_name()
     client.create_collection(wide, metadata={"embedding_model": "text-embedding-3-small", "embedding_dimensions": 1536},
@@ -71,5 +71,6 @@ def test_broken_configuration_disables_only_this_pack(tmp_path: Path) -> None:
     host = vectors_host(tmp_path, mode="cloud", chunk_size=10)
     report = {r.name: r for r in host.reports}["vectors"]
     assert report.status == "failed"
-    assert "mode" in report.reason and "chunk_size" in report.reason
-    assert "health" in host.tool_names and "vector_search" not in host.tool_names
+    assert "AGENTLOOM_VECTORS__MODE (mode in [pack_settings.vectors]): Input should be 'embedded' or 'remote'" in report.reason
+    assert "AGENTLOOM_VECTORS__CHUNK_SIZE" in report.reason and "pydantic" not in report.reason
+    assert "vector_search" not in host.tool_names

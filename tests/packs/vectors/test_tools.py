@@ -184,3 +184,43 @@ async def test_validation_errors_name_the_field(vhost: Host, name: str) -> None:
         assert "n must be between" in await error(client, "vector_search", collection=name, query="x", n=0)
         assert "chunk_overlap" in await error(client, "vector_add_document", collection=name, text="x",
                                               chunk_size=50, chunk_overlap=60)
+
+
+def _numbers(value: Any) -> list[int | float]:
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _numbers(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _numbers(v)]
+    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+async def test_chroma_style_arguments_are_refused_not_ignored(vhost: Host, name: str) -> None:
+    async with Client(vhost.server) as client:
+        await seed(client, name)
+        text = await error(client, "vector_search", collection=name, query="cats", where={"topic": "rust"}, n_results=1)
+        assert text.startswith("vector_search does not take `where`, `n_results`. Accepted arguments: collection, query, n, filter")
+        # The accepted spelling works: the filter really applies.
+        hits = (await call(client, "vector_search", collection=name, query="cats", filter={"topic": "rust"}, n=1))["results"]
+        assert [h["document_id"] for h in hits] == ["rust"]
+
+
+async def test_replies_hold_no_integer_a_javascript_client_would_round(vhost: Host, name: str) -> None:
+    async with Client(vhost.server) as client:
+        await seed(client, name)
+        replies = [
+            await call(client, "vector_search", collection=name, query="bread", n=3),
+            await call(client, "vector_search", collection=name, query="bread", n=3, hybrid=True),
+            await call(client, "vector_document_info", collection=name, document_id="bread"),
+            await call(client, "vector_list_collections"),
+        ]
+    for reply in replies:
+        assert all(abs(n) <= 2**53 for n in _numbers(reply)), reply
+    meta = replies[0]["results"][0]["metadata"]
+    assert "generation" not in meta and meta["created_at"].startswith("20")  # ISO date, as filters take it
+
+
+async def test_add_files_to_a_bad_collection_is_refused_not_skipped(vhost: Host, tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# A\n\nSome text.")
+    async with Client(vhost.server) as client:
+        assert "3-63 characters" in await error(client, "vector_add_files", collection="a/b", paths=[str(tmp_path / "a.md")])
+        assert "not found" in await error(client, "vector_add_files", collection="nope-nope", paths=[str(tmp_path / "a.md")])

@@ -209,8 +209,8 @@ class LocalProvider:
             if isinstance(width, int) and width != self.dimensions:
                 raise ConfigError(
                     f"model {self.record.key!r} returns {width}-dimensional vectors but its record says "
-                    f"dimensions={self.dimensions}: fix the record "
-                    f"(update_model({self.record.id}, dimensions={width}))."
+                    f"{self.dimensions}: register it again with --dimensions {width} "
+                    f"(agentloom models remove {self.record.id}, then agentloom models add)."
                 )
             self._input_names = tuple(i.name for i in session.get_inputs())
             self.onnx_path = onnx_path

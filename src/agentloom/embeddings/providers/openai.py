@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.breakers import DependencyFailure
+from agentloom.core.dependency import Dependency
 from agentloom.core.errors import AgentloomError, ConfigError
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class HTTPEmbeddingProvider:
         self.name = provider_record.name
         self.timeout = float(record.config.get("timeout", DEFAULT_TIMEOUT))
         self.breaker = breakers.get(f"embeddings:{provider_record.name}")
+        self.dependency = Dependency(self.breaker.name, self.breaker, is_failure=lambda exc: False, describe=str)
         self._client: httpx.Client | None = None
         self._lock = threading.Lock()
 
@@ -65,7 +67,7 @@ class HTTPEmbeddingProvider:
         if status in (401, 403):
             return AgentloomError(
                 f"embedding provider {self.name!r} rejected the request (HTTP {status}): check the API key of "
-                f"provider {self.name!r} (its api_key, or the environment variable named in api_key_env)."
+                f"provider {self.name!r} (the environment variable given with --api-key-env)."
             )
         if status == 404:
             return AgentloomError(
@@ -98,8 +100,8 @@ class HTTPEmbeddingProvider:
                 else "neither api_key nor api_key_env is set"
             )
             raise ConfigError(
-                f"provider {self.name!r} has no API key ({where}): set it with upsert_provider(api_key=... "
-                "or api_key_env='VAR_NAME')."
+                f"provider {self.name!r} has no API key ({where}): set the variable, or register the provider again "
+                "with `agentloom models add ... --kind openai --api-key-env VAR_NAME`."
             )
         return headers
 
@@ -117,11 +119,31 @@ class HTTPEmbeddingProvider:
                 return err[:300]
         return str(body)[:300]
 
+    def _post(self, client: httpx.Client, payload: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
+        import httpx
+
+        try:
+            response = client.post(self.url, json=payload, headers=headers, timeout=self.timeout)
+        except httpx.TimeoutException as exc:
+            raise DependencyFailure(
+                f"embedding provider {self.name!r} timed out after {self.timeout:g}s ({self.url}); "
+                "check the service, or raise the model's timeout (agentloom models add ... --timeout S)"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise DependencyFailure(
+                f"embedding provider {self.name!r} is unreachable at {self.url} ({type(exc).__name__}); "
+                "start the service or fix the provider's base URL"
+            ) from exc
+        if response.status_code >= 500:
+            raise DependencyFailure(
+                f"embedding provider {self.name!r} failed with HTTP {response.status_code}: {self._detail(response)}"
+            )
+        return response
+
     def prepare(self, progress: Callable[[str], None] | None = None) -> None:
         """Nothing to load for a remote model; ``check()`` in the service embeds a word instead."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        import httpx
         import numpy as np
 
         from agentloom.embeddings.providers import l2_normalise
@@ -132,31 +154,17 @@ class HTTPEmbeddingProvider:
         headers = self._headers()  # a missing key is a config error: raised before the breaker
         payload = self._payload(texts)
         client = self._http()
-        with self.breaker.guard():
-            try:
-                response = client.post(self.url, json=payload, headers=headers, timeout=self.timeout)
-            except httpx.TimeoutException as exc:
-                raise DependencyFailure(
-                    f"embedding provider {self.name!r} timed out after {self.timeout:g}s ({self.url})"
-                ) from exc
-            except httpx.TransportError as exc:
-                raise DependencyFailure(
-                    f"embedding provider {self.name!r} unreachable at {self.url}: {type(exc).__name__}: {exc}"
-                ) from exc
-            if response.status_code >= 500:
-                raise DependencyFailure(
-                    f"embedding provider {self.name!r} failed with HTTP {response.status_code}: "
-                    f"{self._detail(response)}"
-                )
-            if response.status_code >= 400:
-                raise self._client_error(response.status_code, self._detail(response))
-            try:
-                vectors = self._vectors(response.json(), len(texts))
-            except (ValueError, KeyError, TypeError) as exc:
-                # A 2xx we cannot read is the service misbehaving: it counts.
-                raise DependencyFailure(
-                    f"embedding provider {self.name!r} sent an unreadable response: {exc}"
-                ) from exc
+        # The guarded call is the request alone; reading the answer is checked outside it.
+        response = self.dependency.call(lambda: self._post(client, payload, headers))
+        if response.status_code >= 400:
+            raise self._client_error(response.status_code, self._detail(response))
+        try:
+            vectors = self._vectors(response.json(), len(texts))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise AgentloomError(
+                f"embedding provider {self.name!r} sent a response that is not an embeddings answer ({exc}): "
+                f"check that {self.url} is an embeddings endpoint."
+            ) from None
         # Shape checks are configuration problems (wrong dimensions in the record), not outages.
         if len(vectors) != len(texts):
             raise AgentloomError(
@@ -168,8 +176,8 @@ class HTTPEmbeddingProvider:
             got = ", ".join(str(n) for n in sorted(lengths))
             raise ConfigError(
                 f"model {self.record.key!r} of provider {self.name!r} returned {got}-dimensional vectors, "
-                f"expected {self.dimensions} (the record's dimensions): fix the record with "
-                f"update_model({self.record.id}, dimensions=...) or the model's settings."
+                f"expected {self.dimensions} (the record's dimensions): register the model "
+                f"again with the right --dimensions (agentloom models remove {self.record.id}, then agentloom models add)."
             )
         return l2_normalise(np.asarray(vectors, dtype=np.float32))
 

@@ -23,7 +23,7 @@ def main() -> None:
     configure_logging(settings.log_level)
     docs = EntryPoint(name="docs", value="agentloom.packs.docs:pack", group=ENTRY_POINT_GROUP)
     with stdout_to_stderr():
-        host = Host(settings, [docs], name="agentic-knowledge", instructions=INSTRUCTIONS, builtins=False)
+        host = Host(settings, [docs], name="agentic-knowledge", instructions=INSTRUCTIONS)
     anyio.run(run_stdio, host.server)
 
 

@@ -17,35 +17,17 @@ from agentloom.packs.docs.names import MAX_KEYWORD_LENGTH, MAX_KEYWORDS, check_k
 from agentloom.packs.docs.settings import DocsSettings
 from agentloom.server.packs import Pack, PackContext
 
-pack = Pack("docs", "Documentation navigation: where to look for what, from .knowledge/config.yaml", requires=["yaml"])
+pack = Pack(
+    "docs",
+    "Documentation navigation: where to look for what, from .knowledge/config.yaml",
+    requires=["yaml"],
+    cli="agentloom.packs.docs.cli:app",
+)
 
 
-@pack.setup
-def setup(ctx: PackContext) -> None:
-    settings = ctx.config(DocsSettings)
-    watcher = ConfigWatcher(settings.project_dir, config_path=settings.config_file)
-    ctx.state = _Listing(watcher)
-    try:
-        project = watcher.current()
-        ctx.log.info("docs: %d docsets from %s", len(project.docsets), project.config_path)
-    except Exception as exc:  # the tools report it on every call until the file is fixed
-        ctx.log.warning("docs: %s", exc)
-
-
-@pack.health
-def health(ctx: PackContext) -> list[Check]:
-    watcher = ctx.state.watcher
-    try:
-        project = watcher.current()
-    except Exception as exc:
-        if watcher.path is None:  # no project here: the tools explain how to create one
-            return [Check("docs configuration", True, f"no .knowledge/config.yaml at or above {watcher.start}")]
-        return [Check("docs configuration", False, str(exc), required=False)]
-    return [Check("docs configuration", True, f"{len(project.docsets)} docsets in {project.config_path}")]
-
-
-class _Listing:
-    """The watcher, plus list_docsets' answer built once per loaded configuration."""
+class Docsets:
+    """The pack's state: the configuration watcher, plus list_docsets' answer built once per
+    loaded configuration."""
 
     def __init__(self, watcher: ConfigWatcher) -> None:
         self.watcher = watcher
@@ -63,13 +45,33 @@ class _Listing:
         return self._result
 
 
-def _watcher() -> ConfigWatcher:
-    assert pack.context is not None
-    return pack.context.state.watcher
+@pack.setup
+def setup(ctx: PackContext) -> Docsets:
+    settings = ctx.config(DocsSettings)
+    docsets = Docsets(ConfigWatcher(settings.project_dir, config_path=settings.config_file))
+    try:
+        project = docsets.watcher.current()
+        ctx.log.info("docs: %d docsets from %s", len(project.docsets), project.config_path)
+    except Exception as exc:  # the tools report it on every call until the file is fixed
+        ctx.log.warning("docs: %s", exc)
+    return docsets
+
+
+@pack.health
+def health(docsets: Docsets) -> list[Check]:
+    watcher = docsets.watcher
+    try:
+        project = watcher.current()
+    except Exception as exc:
+        if watcher.path is None:  # no project here: the tools explain how to create one
+            return [Check("docs configuration", True, f"no .knowledge/config.yaml at or above {watcher.start}")]
+        return [Check("docs configuration", False, str(exc), required=False)]
+    return [Check("docs configuration", True, f"{len(project.docsets)} docsets in {project.config_path}")]
 
 
 @pack.tool(read_only=True)
 async def search_docs(
+    docsets: Docsets,
     docset: Annotated[str, Field(description="Docset name or alias, as list_docsets shows it.")],
     keywords: Annotated[
         list[str],
@@ -84,7 +86,7 @@ async def search_docs(
     check_name(docset, "docset")
     keywords = check_keywords(keywords, "keywords", required=True)
     generalized = check_keywords(generalized_keywords, "generalized_keywords", required=False)
-    project = _watcher().current()
+    project = docsets.watcher.current()
     found = project.get(docset)
     if found is None:
         raise NotFoundError(
@@ -98,8 +100,7 @@ async def search_docs(
 # schema cost the SDK's client 40 ms of validation per call, and a structured copy doubled
 # the stdio round trip (1.9 ms -> 4.4 ms).
 @pack.tool(read_only=True, structured_output=False)
-async def list_docsets() -> CallToolResult:
+async def list_docsets(docsets: Docsets) -> CallToolResult:
     """List the configured docsets as a JSON array: name, version, aliases, and local_path (the folder
     holding their files)."""
-    assert pack.context is not None
-    return pack.context.state.result()  # type: ignore[no-any-return]
+    return docsets.result()

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from agentloom.core.breakers import BreakerRegistry, DependencyFailure
-from agentloom.core.errors import AgentloomError, DependencyUnavailable
+from agentloom.core.breakers import BreakerRegistry
+from agentloom.core.dependency import Dependency, caused_by, first_line
 from agentloom.packs.vectors.settings import VectorSettings
 
 if TYPE_CHECKING:
@@ -29,7 +28,8 @@ BREAKER = "chroma"
 class ChromaConnection:
     def __init__(self, settings: VectorSettings, breakers: BreakerRegistry) -> None:
         self.settings = settings
-        self.breaker = breakers.get(BREAKER) if settings.mode == "remote" else None
+        breaker = breakers.get(BREAKER) if settings.mode == "remote" else None
+        self.dependency = Dependency(BREAKER, breaker, is_failure=is_server_failure, describe=self._unreachable)
         self._client: ClientAPI | None = None
         self._lock = threading.Lock()
 
@@ -51,69 +51,39 @@ class ChromaConnection:
             assert self.settings.path is not None
             self.settings.path.mkdir(parents=True, exist_ok=True)
             return chromadb.PersistentClient(path=str(self.settings.path), settings=options)
-        with self.guard():
-            return chromadb.HttpClient(
+        return self.call(
+            lambda: chromadb.HttpClient(
                 host=self.settings.host,
                 port=self.settings.port,
                 ssl=self.settings.ssl,
                 headers=self.settings.headers or None,
                 settings=options,
             )
-
-    @contextmanager
-    def guard(self) -> Iterator[None]:
-        """Translate Chroma failures into clear errors; count server failures on the breaker."""
-        if self.breaker is not None:
-            self.breaker.before_call()
-        try:
-            yield
-        except AgentloomError:
-            if self.breaker is not None:
-                self.breaker.record_ignored()
-            raise
-        except Exception as exc:
-            unreachable = _is_connection_failure(exc)
-            if self.breaker is not None:
-                if unreachable:
-                    self.breaker.record_failure(f"{type(exc).__name__}: {exc}"[:200])
-                else:
-                    self.breaker.record_ignored()
-            if unreachable:
-                raise DependencyUnavailable(
-                    f"Chroma server at {self.settings.host}:{self.settings.port} is unreachable "
-                    f"({_short(exc)}). Start it (chroma run --host {self.settings.host} --port {self.settings.port}) "
-                    "or fix AGENTLOOM_VECTORS__HOST / AGENTLOOM_VECTORS__PORT."
-                ) from None
-            raise
-        else:
-            if self.breaker is not None:
-                self.breaker.record_success()
+        )
 
     def call(self, fn: Callable[[], T]) -> T:
-        with self.guard():
-            return fn()
+        """Run one Chroma operation (never one that makes other guarded calls)."""
+        return self.dependency.call(fn)
+
+    def _unreachable(self, exc: BaseException) -> str:
+        return (
+            f"Chroma server at {self.settings.host}:{self.settings.port} is unreachable ({first_line(exc)}). "
+            f"Start it (chroma run --host {self.settings.host} --port {self.settings.port}) "
+            "or fix AGENTLOOM_VECTORS__HOST / AGENTLOOM_VECTORS__PORT."
+        )
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:160]
+def is_server_failure(exc: BaseException) -> bool:
+    """Network errors, timeouts and 5xx answers, by type; never the caller's mistakes."""
 
+    def failure(e: BaseException) -> bool:
+        import httpx
+        from chromadb.errors import ChromaError
 
-def _is_connection_failure(exc: BaseException) -> bool:
-    """Network errors, timeouts and 5xx answers; not the caller's mistakes."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, (ConnectionError, TimeoutError, DependencyFailure)):
+        if isinstance(e, (ConnectionError, TimeoutError, httpx.TransportError)):
             return True
-        name = type(seen).__name__
-        if name in {"ConnectError", "ConnectTimeout", "ReadTimeout", "RemoteProtocolError", "ReadError"}:
-            return True
-        text = str(seen)
-        if "Could not connect to a Chroma server" in text or "Connection refused" in text:
-            return True
-        status = getattr(getattr(seen, "response", None), "status_code", None)
-        if isinstance(status, int) and status >= 500:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+        if isinstance(e, httpx.HTTPStatusError):
+            return e.response.status_code >= 500
+        return isinstance(e, ChromaError) and e.code() >= 500
 
+    return caused_by(exc, failure)

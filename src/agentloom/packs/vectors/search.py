@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.vectors.filters import FilterPlan, parse_filter
 from agentloom.packs.vectors.lexical import LexicalIndex, reciprocal_rank_fusion
-from agentloom.packs.vectors.store import VectorStore
+from agentloom.packs.vectors.store import VectorStore, public_metadata
 
 if TYPE_CHECKING:
     import numpy as np
@@ -152,7 +152,7 @@ def _hit(chunk_id: str, text: str, meta: Mapping[str, Any], similarity: float) -
         "document_id": meta.get("document_id"),
         "generation": meta.get("generation"),
         "text": text,
-        "metadata": meta,
+        "metadata": public_metadata(meta),
         "score": round(min(1.0, max(0.0, float(similarity))), 6),
     }
 

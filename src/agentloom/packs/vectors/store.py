@@ -44,6 +44,16 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
 
 
+def public_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A chunk's metadata as replies show it: no internal generation (a 19-digit integer that
+    JavaScript clients cannot hold exactly), timestamps as ISO dates (what filters accept)."""
+    shown = {k: v for k, v in meta.items() if k != "generation"}
+    for key in ("created_at", "updated_at"):
+        if isinstance(shown.get(key), (int, float)):
+            shown[key] = iso(shown[key])
+    return shown
+
+
 def check_collection_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
         raise AgentloomError(
@@ -126,10 +136,16 @@ class VectorStore:
 
     # -- collections -------------------------------------------------------------------
     def _client(self) -> Any:
-        return self.connection.call(self.connection.client)
+        return self.connection.client()
 
     def manifest(self) -> Collection:
-        return self.connection.call(lambda: self._client().get_or_create_collection(MANIFEST))
+        client = self._client()
+        return self.connection.call(lambda: client.get_or_create_collection(MANIFEST))
+
+    def _on_manifest(self, operation: Callable[[Collection], Any]) -> Any:
+        """One guarded operation on the manifest (opening it is a guarded call of its own)."""
+        manifest = self.manifest()
+        return self.connection.call(lambda: operation(manifest))
 
     def collection(self, name: str) -> Collection:
         check_collection_name(name)
@@ -174,9 +190,7 @@ class VectorStore:
 
     def describe(self, collection: Collection) -> dict[str, Any]:
         meta = dict(collection.metadata or {})
-        documents = self.connection.call(
-            lambda: len(self.manifest().get(where={"collection": collection.name}, include=[])["ids"])
-        )
+        documents = len(self._on_manifest(lambda m: m.get(where={"collection": collection.name}, include=[]))["ids"])
         return {
             "name": collection.name,
             "chunk_count": self.connection.call(collection.count),
@@ -197,15 +211,15 @@ class VectorStore:
         client = self._client()
         with self._write_lock:
             self.connection.call(lambda: client.delete_collection(name))
-            self.connection.call(lambda: self.manifest().delete(where={"collection": name}))
+            self._on_manifest(lambda m: m.delete(where={"collection": name}))
             self._remember(name, None, None)
         self._notify(name)
         return {"name": name, "deleted": True}
 
     # -- documents ---------------------------------------------------------------------
     def document(self, collection: str, document_id: str) -> DocumentRecord | None:
-        got = self.connection.call(
-            lambda: self.manifest().get(ids=[_manifest_id(collection, document_id)], include=["metadatas"])
+        got = self._on_manifest(
+            lambda m: m.get(ids=[_manifest_id(collection, document_id)], include=["metadatas"])
         )
         if not got["ids"]:
             return None
@@ -216,8 +230,8 @@ class VectorStore:
         wanted = document_ids if known is None else {d for d in document_ids if (collection, d) not in known}
         fetched: dict[str, int] = {}
         if wanted:
-            got = self.connection.call(
-                lambda: self.manifest().get(ids=[_manifest_id(collection, d) for d in wanted], include=["metadatas"])
+            got = self._on_manifest(
+                lambda m: m.get(ids=[_manifest_id(collection, d) for d in wanted], include=["metadatas"])
             )
             fetched = {m["document_id"]: int(m["generation"]) for m in got["metadatas"]}
         if known is None:
@@ -319,8 +333,8 @@ class VectorStore:
                     "embedding_model": key,
                     "metadata_json": json.dumps(user, sort_keys=True),
                 }
-                self.connection.call(
-                    lambda: self.manifest().upsert(
+                self._on_manifest(
+                    lambda m: m.upsert(
                         ids=[_manifest_id(collection_name, doc_id)], embeddings=[_DUMMY], metadatas=[manifest]
                     )
                 )
@@ -360,7 +374,7 @@ class VectorStore:
             if record is None:
                 raise NotFoundError(f"document {document_id!r} not found in collection {collection_name!r}.")
             # The manifest row is the commit point: once it is gone, no chunk of the document is visible.
-            self.connection.call(lambda: self.manifest().delete(ids=[_manifest_id(collection_name, document_id)]))
+            self._on_manifest(lambda m: m.delete(ids=[_manifest_id(collection_name, document_id)]))
             self._remember(collection_name, document_id, None)
             self._drop_chunks(collection, document_id, keep=-1)
         self._notify(collection_name)

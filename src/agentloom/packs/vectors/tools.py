@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context
@@ -12,6 +13,10 @@ from typing_extensions import TypedDict
 from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
 from agentloom.server.packs import Pack, PackContext
+
+if TYPE_CHECKING:
+    from agentloom.packs.vectors.search import Searcher
+    from agentloom.packs.vectors.store import VectorStore
 
 pack = Pack("vectors", "ChromaDB collections, chunked documents, semantic and hybrid search with filters")
 
@@ -90,19 +95,26 @@ class DocumentInfo(TypedDict):
     chunk_characters: dict[str, float]
 
 
-def _services() -> tuple[Any, Any]:
-    state = pack.context.state if pack.context else None
-    if state is None:
-        raise AgentloomError("the vectors pack is not set up")
-    return state
+class Vectors:
+    """The pack's state: the store, and the searcher (built on first search: it imports BM25)."""
 
+    def __init__(self, store: VectorStore) -> None:
+        self.store = store
+        self._searcher: Searcher | None = None
+        self._lock = threading.Lock()
 
-def _store() -> Any:
-    return _services()[0]
+    @property
+    def searcher(self) -> Searcher:
+        with self._lock:
+            if self._searcher is None:
+                from agentloom.packs.vectors.search import Searcher
+
+                self._searcher = Searcher(self.store)
+            return self._searcher
 
 
 @pack.setup
-def setup(ctx: PackContext) -> None:
+def setup(ctx: PackContext) -> Vectors:
     from agentloom.packs.vectors.connection import ChromaConnection
     from agentloom.packs.vectors.settings import VectorSettings
     from agentloom.packs.vectors.store import VectorStore
@@ -111,23 +123,13 @@ def setup(ctx: PackContext) -> None:
     if settings.mode == "embedded" and settings.path is None:
         settings = settings.model_copy(update={"path": ctx.data_dir / "chroma"})
     store = VectorStore(settings, ChromaConnection(settings, ctx.breakers), ctx.embeddings)
-    ctx.state = (store, None)
     ctx.log.info("vectors: %s, chunks of %d tokens", settings.describe(), settings.chunk_size)
-
-
-def _searcher() -> Any:
-    store, searcher = _services()
-    if searcher is None:
-        from agentloom.packs.vectors.search import Searcher
-
-        searcher = Searcher(store)
-        pack.context.state = (store, searcher)  # type: ignore[union-attr]
-    return searcher
+    return Vectors(store)
 
 
 @pack.health
-def health(ctx: PackContext) -> list[Check]:
-    store = _store()
+def health(vectors: Vectors) -> list[Check]:
+    store = vectors.store
     try:
         names = store.list_collections()
     except Exception as exc:  # noqa: BLE001 - reported, not raised
@@ -140,26 +142,27 @@ async def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 @pack.tool(idempotent=False)
-async def vector_create_collection(name: str, metadata: dict[str, str | int | float | bool] | None = None) -> CollectionInfo:
+async def vector_create_collection(vectors: Vectors, name: str, metadata: dict[str, str | int | float | bool] | None = None) -> CollectionInfo:
     """Create a collection. Names: 3-63 letters, digits, '.', '_' or '-'. An existing name is an error.
     The collection records the embedding model and dimension it is built with."""
-    return await _run(_store().create_collection, name, metadata)
+    return await _run(vectors.store.create_collection, name, metadata)
 
 
 @pack.tool(read_only=True)
-async def vector_list_collections() -> CollectionList:
+async def vector_list_collections(vectors: Vectors) -> CollectionList:
     """List collections with their chunk and document counts, metadata and embedding model."""
-    return {"collections": await _run(_store().list_collections)}
+    return {"collections": await _run(vectors.store.list_collections)}
 
 
 @pack.tool(destructive=True, idempotent=False)
-async def vector_delete_collection(name: str) -> Deleted:
+async def vector_delete_collection(vectors: Vectors, name: str) -> Deleted:
     """Delete a collection and every document and chunk in it."""
-    return await _run(_store().delete_collection, name)
+    return await _run(vectors.store.delete_collection, name)
 
 
 @pack.tool()
 async def vector_add_document(
+    vectors: Vectors,
     collection: str,
     text: str,
     document_id: str | None = None,
@@ -171,11 +174,12 @@ async def vector_add_document(
     paragraph and sentence boundaries), embedded and stored. Without document_id one is generated.
     Adding an existing document_id replaces that document as one unit (never duplicate chunks).
     Metadata values must be strings, numbers or booleans."""
-    return await _run(_store().add_document, collection, text, document_id, metadata, chunk_size, chunk_overlap)
+    return await _run(vectors.store.add_document, collection, text, document_id, metadata, chunk_size, chunk_overlap)
 
 
 @pack.tool()
 async def vector_add_files(
+    vectors: Vectors,
     ctx: Context,
     collection: str,
     paths: list[str],
@@ -187,7 +191,8 @@ async def vector_add_files(
     Unreadable or binary files are skipped with the reason; progress is reported per file."""
     from agentloom.packs.vectors.files import expand, read_text
 
-    store = _store()
+    store = vectors.store
+    await _run(store.collection, collection)  # an unknown or invalid collection is refused, not "skipped"
     files = await _run(lambda: list(expand(paths, patterns)))
     added: list[AddedDocument] = []
     skipped: list[SkippedFile] = []
@@ -199,8 +204,6 @@ async def vector_add_files(
             meta = {**(metadata or {}), "source_path": str(Path(path).resolve()), "file_name": path.name}
             added.append(await _run(store.add_document, collection, text, doc_id, meta))
         except AgentloomError as exc:
-            if "not found" in str(exc) and "collection" in str(exc):
-                raise
             skipped.append({"path": str(path), "reason": str(exc)})
         except OSError as exc:
             skipped.append({"path": str(path), "reason": exc.strerror or str(exc)})
@@ -210,6 +213,7 @@ async def vector_add_files(
 
 @pack.tool(read_only=True)
 async def vector_search(
+    vectors: Vectors,
     collection: str,
     query: str,
     n: int = 5,
@@ -224,11 +228,12 @@ async def vector_search(
     {"field": {"$contains": "substring"}}; several keys or {"$and": [...]} combine with AND; created_at and
     updated_at accept ISO dates. `document_contains` keeps chunks whose text contains a substring.
     `hybrid` fuses keyword (BM25) and vector rankings; `one_per_document` keeps each document's best chunk."""
-    return await _run(_searcher().search, collection, query, n, filter, document_contains, hybrid, one_per_document)
+    return await _run(vectors.searcher.search, collection, query, n, filter, document_contains, hybrid, one_per_document)
 
 
 @pack.tool(idempotent=True)
 async def vector_update_document(
+    vectors: Vectors,
     collection: str,
     document_id: str,
     text: str,
@@ -236,16 +241,16 @@ async def vector_update_document(
 ) -> AddedDocument:
     """Replace an existing document's text and metadata. Its chunks are swapped as one unit: searches see
     either the old or the new version, never a mix, and a failure keeps the old version whole."""
-    return await _run(_store().add_document, collection, text, document_id, metadata, must_exist=True)
+    return await _run(vectors.store.add_document, collection, text, document_id, metadata, must_exist=True)
 
 
 @pack.tool(destructive=True, idempotent=False)
-async def vector_delete_document(collection: str, document_id: str) -> DeletedDocument:
+async def vector_delete_document(vectors: Vectors, collection: str, document_id: str) -> DeletedDocument:
     """Delete a document and all its chunks."""
-    return await _run(_store().delete_document, collection, document_id)
+    return await _run(vectors.store.delete_document, collection, document_id)
 
 
 @pack.tool(read_only=True)
-async def vector_document_info(collection: str, document_id: str) -> DocumentInfo:
+async def vector_document_info(vectors: Vectors, collection: str, document_id: str) -> DocumentInfo:
     """A document's metadata, embedding model, timestamps and chunk statistics."""
-    return await _run(_store().document_info, collection, document_id)
+    return await _run(vectors.store.document_info, collection, document_id)

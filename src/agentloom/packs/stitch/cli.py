@@ -1,4 +1,4 @@
-"""``agentloom stitch serve``: the Stitch HTTP API and its dispatcher."""
+"""The stitch pack's command line, `agentloom stitch ...`: serve the Stitch HTTP API and its dispatcher."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import typer
 
 from agentloom.cli.common import DataDir, load_settings
 
-stitch_app = typer.Typer(help="Stitch: run React Flow graphs with external workers.", no_args_is_help=True)
+app = typer.Typer(help="Stitch: run React Flow graphs with external workers.", no_args_is_help=True)
 
 
-@stitch_app.command("serve")
+@app.command("serve")
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on; anything but loopback needs STITCH_API_KEY.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,

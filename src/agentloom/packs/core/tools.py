@@ -1,0 +1,85 @@
+"""The core pack's tools: ``health`` and ``breaker_reset``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context
+from typing_extensions import TypedDict
+
+from agentloom.core.breakers import BreakerRegistry
+from agentloom.server.packs import HostServices, Pack, PackContext
+
+
+class CheckResult(TypedDict):
+    name: str
+    ok: bool
+    detail: str
+    required: bool
+
+
+class PackResult(TypedDict):
+    name: str
+    status: Literal["loaded", "failed", "disabled", "not-installed"]
+    reason: str | None
+    tools: list[str]
+    origin: str | None
+
+
+class BreakerResult(TypedDict):
+    name: str
+    state: Literal["closed", "open", "half-open"]
+    failures: int
+    reason: str | None
+    retry_in_seconds: float | None
+
+
+class HealthResult(TypedDict):
+    status: Literal["ok", "degraded", "error"]
+    version: str
+    checks: list[CheckResult]
+    packs: list[PackResult]
+    breakers: list[BreakerResult]
+
+
+pack = Pack("core", "Server health and circuit breakers")
+
+
+@dataclass(frozen=True)
+class Core:
+    """The server's own services, as the core pack's tools see them."""
+
+    host: HostServices
+    breakers: BreakerRegistry
+
+
+@pack.setup
+def setup(ctx: PackContext) -> Core:
+    return Core(ctx.host, ctx.breakers)
+
+
+@pack.tool(title="Server health", read_only=True)
+async def health(core: Core, ctx: Context, check_model: bool = True) -> HealthResult:
+    """Report the server's health: dependencies importable, data directory writable, the
+    embedding model loading, each pack loaded or skipped (with the reason) and its stores
+    reachable, and the state of every circuit breaker. `status` is ok, degraded (only
+    optional checks failed) or error."""
+    steps = 0
+
+    def progress(message: str) -> None:  # the first run may export the model: say so
+        nonlocal steps
+        steps += 1
+        anyio.from_thread.run(ctx.report_progress, steps, None, message)
+
+    report = await anyio.to_thread.run_sync(lambda: core.host.health(check_model=check_model, progress=progress))
+    return report  # type: ignore[return-value]
+
+
+@pack.tool(title="Reset a circuit breaker", idempotent=True)
+async def breaker_reset(core: Core, name: str) -> BreakerResult:
+    """Close the circuit breaker of one dependency now (for example after fixing it) instead
+    of waiting for its retry time. `health` lists the breakers and their names."""
+    return core.breakers.reset(name).as_dict()  # type: ignore[return-value]

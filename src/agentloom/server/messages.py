@@ -1,0 +1,118 @@
+"""Messages for a tool call the server refuses: unknown tool, unknown or bad arguments.
+
+They are read by a model that will call again, so each names the argument, the problem
+and the fix in a line, and never carries pydantic's dump (error codes, links).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+_TYPE_WORDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "an array",
+    "object": "an object",
+    "null": "null",
+}
+
+
+def nearest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    choices = list(choices)
+    close = difflib.get_close_matches(name, choices, n=n, cutoff=0.5)
+    # A shared prefix or containment also counts: vector_find -> vector_search is not "close" by ratio.
+    stem = name.split("_")[0]
+    related = [c for c in choices if c not in close and (name in c or c in name or c.split("_")[0] == stem)]
+    return (close + sorted(related))[:n]
+
+
+def unknown_tool(name: str, known: Sequence[str]) -> str:
+    suggestions = nearest(name, known)
+    hint = f"Did you mean {_names(suggestions)}? " if suggestions else ""
+    return f"Unknown tool {name!r}. {hint}Call tools/list for every tool; this server has {len(known)}."
+
+
+def describe_type(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+    if "const" in schema:
+        return repr(schema["const"])
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if options:
+        return " or ".join(dict.fromkeys(describe_type(o) for o in options))
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " or ".join(_TYPE_WORDS.get(k, k) for k in kind)
+    if kind == "array" and isinstance(schema.get("items"), dict) and schema["items"].get("type"):
+        return f"an array of {describe_type(schema['items']).removeprefix('a ').removeprefix('an ')}s"
+    return _TYPE_WORDS.get(str(kind), "a JSON value")
+
+
+def argument_errors(tool: str, schema: dict[str, Any], error: ValidationError) -> str:
+    """One line per problem: unknown arguments, missing ones, then wrong values."""
+    properties: dict[str, Any] = schema.get("properties", {})
+    accepted = list(properties)
+    unknown: list[str] = []
+    missing: list[str] = []
+    wrong: list[str] = []
+    for item in error.errors(include_url=False):
+        loc = [str(part) for part in item["loc"]]
+        name = loc[0] if loc else "arguments"
+        if item["type"] == "extra_forbidden" and len(loc) == 1:
+            unknown.append(name)
+        elif item["type"] == "missing" and len(loc) == 1:
+            missing.append(name)
+        else:
+            where = ".".join(loc) or "arguments"
+            expected = describe_type(properties.get(name, {})) if len(loc) == 1 else None
+            wrong.append(f"`{where}`: {_problem(item, expected)}")
+    lines: list[str] = []
+    if unknown:
+        hints = [f"`{u}` -> `{m[0]}`?" for u in unknown if (m := difflib.get_close_matches(u, accepted, n=1, cutoff=0.6))]
+        lines.append(
+            f"{tool} does not take {_names(unknown)}. Accepted arguments: {', '.join(accepted) or 'none'}."
+            + (f" Did you mean {' '.join(hints)}" if hints else "")
+        )
+    if missing:
+        word = "argument" if len(missing) == 1 else "arguments"
+        lines.append(
+            f"{tool} is missing the required {word} "
+            + ", ".join(f"`{m}` ({describe_type(properties.get(m, {}))})" for m in missing)
+            + "."
+        )
+    if wrong:
+        lines.append(f"{tool}: " + "; ".join(wrong) + ".")
+    return "\n".join(lines) or f"{tool}: invalid arguments."
+
+
+def validation_summary(error: ValidationError) -> str:
+    """A pydantic error from inside a tool (a pack checking its own data), without the dump."""
+    parts = []
+    for item in error.errors(include_url=False)[:5]:
+        where = ".".join(str(p) for p in item["loc"]) or error.title
+        parts.append(f"`{where}`: {_problem(item, None)}")
+    return "; ".join(parts)
+
+
+def _problem(item: Any, expected: str | None) -> str:
+    message = str(item["msg"]).removeprefix("Value error, ")
+    message = message[0].lower() + message[1:] if message else "invalid value"
+    got = _short(item.get("input"))
+    if expected and item["type"].endswith(("_type", "_parsing")):
+        return f"expected {expected}, got {got}"
+    return f"{message} (got {got})"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)

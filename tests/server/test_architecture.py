@@ -1,0 +1,42 @@
+"""ARCHITECTURE.md's example pack, installed through entry points exactly as written there."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from tests.conftest import PYTHON, REPO
+from tests.server.clients import stdio_client_session
+
+
+def install_example(site: Path) -> None:
+    text = (REPO / "ARCHITECTURE.md").read_text()
+    code = re.search(r"```python\n# notes_pack/__init__.py\n(.*?)```", text, re.S)
+    entry = re.search(r'```toml\n# notes_pack\'s pyproject.toml\n(.*?)```', text, re.S)
+    assert code and entry, "ARCHITECTURE.md lost its example pack"
+    (site / "notes_pack").mkdir(parents=True)
+    (site / "notes_pack" / "__init__.py").write_text(code.group(1))
+    dist = site / "notes_pack-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: notes-pack\nVersion: 0.1\n")
+    group = entry.group(1).replace('[project.entry-points."agentloom.packs"]', "[agentloom.packs]")
+    (dist / "entry_points.txt").write_text(group.replace('"', ""))
+
+
+async def test_the_documented_pack_works_from_the_server_and_the_cli(server_env: dict[str, str], tmp_path: Path) -> None:
+    install_example(tmp_path / "site")
+    server_env["PYTHONPATH"] = str(tmp_path / "site")
+    async with stdio_client_session(server_env, "--packs", "notes") as client:
+        put = await client.call_tool("notes_put", {"key": "a", "text": "remember the milk"})
+        assert put.structured_content == {"key": "a", "text": "remember the milk"}
+        missing = await client.call_tool("notes_get", {"key": "b"})
+        assert missing.is_error and missing.content[0].text == "key: no note 'b'; notes_put stores one"  # type: ignore[union-attr]
+        health = (await client.call_tool("health", {"check_model": False})).structured_content
+        assert any(c["name"] == "notes file" and c["ok"] for c in health["checks"])  # type: ignore[index]
+    listed = subprocess.run(
+        [PYTHON, "-m", "agentloom", "notes", "list", "--data-dir", server_env["AGENTLOOM_DATA_DIR"]],
+        env=server_env, capture_output=True, text=True, timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == "a: remember the milk\n"
