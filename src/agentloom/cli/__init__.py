@@ -2,7 +2,8 @@
 
 The core commands live here; each installed pack that declares ``cli="module:app"`` adds
 its typer app as ``agentloom <pack> ...``, found through the same entry points the
-server uses, so this module imports no pack's CLI by name.
+server uses, so this module imports no pack's CLI by name (and none at all for a core
+command such as ``serve``).
 """
 
 from __future__ import annotations
@@ -52,8 +53,13 @@ def add_pack_commands(root: typer.Typer) -> None:
         root.add_typer(sub, name=pack.name, help=sub.info.help or pack.description)
 
 
-add_pack_commands(app)
-
-
 def main() -> None:
+    import sys
+
+    # `agentloom serve` is what MCP clients launch, and start-up time counts there: the
+    # packs' command lines are imported only when the command could be one of them.
+    if sys.argv[1:2] and sys.argv[1] in CORE_COMMANDS:
+        app()
+        return
+    add_pack_commands(app)
     app()
