@@ -49,3 +49,16 @@ async def test_the_combined_server_has_the_docs_tools(project: Path, server_env:
         result = await client.call_tool("search_docs", {"docset": "vue", "keywords": ["ref"]})
     assert {"search_docs", "list_docsets", "health"} <= names
     assert "vue-3/" in result.content[0].text
+
+
+def test_the_standalone_server_prints_help_instead_of_starting() -> None:
+    import subprocess
+
+    from tests.conftest import PYTHON
+
+    shown = subprocess.run([PYTHON, "-m", "agentloom.packs.docs.mcp", "--help"], capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL)
+    assert shown.returncode == 0 and "usage: agentic-knowledge-mcp" in shown.stdout and "search_docs" in shown.stdout
+    wrong = subprocess.run([PYTHON, "-m", "agentloom.packs.docs.mcp", "--port", "1"], capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL)
+    assert wrong.returncode == 2 and "unrecognized arguments: --port" in wrong.stderr

@@ -95,7 +95,9 @@ async def test_list_docsets_is_one_json_array(project: Path, tmp_path: Path) -> 
         "web_sources": [],
     }
     assert docsets[1]["version"] == "3.4"
-    assert tools["list_docsets"].output_schema is None  # clients would re-validate every docset per call
+    schema = tools["list_docsets"].output_schema
+    assert schema is not None and schema["properties"]["docsets"]["type"] == "array"
+    assert result.structured_content == {"docsets": docsets}
     assert tools["list_docsets"].annotations.read_only_hint
     assert tools["search_docs"].input_schema["required"] == ["docset", "keywords"]
 
@@ -112,11 +114,13 @@ async def test_without_a_config_the_tools_explain_how_to_create_one(project: Pat
     host = docs_host(project, tmp_path / "data")
     assert [r.status for r in host.reports if r.name == "docs"] == ["loaded"]
     check = next(c for c in host.health(check_model=False)["checks"] if c["name"] == "docs configuration")  # type: ignore[union-attr]
-    assert check["ok"] and "no .knowledge/config.yaml" in check["detail"]  # unconfigured is not a fault
+    assert not check["ok"] and not check["required"]  # unconfigured: degraded, not fine
+    assert "no .knowledge/config.yaml" in check["detail"] and "AGENTLOOM_DOCS__PROJECT_DIR" in check["detail"]
     async with Client(host.server) as client:
         result = await client.call_tool("list_docsets", {})
         assert result.is_error
         assert "no .knowledge/config.yaml found" in text(result) and "Create .knowledge/config.yaml" in text(result)
+        assert "AGENTLOOM_DOCS__PROJECT_DIR" in text(result)
         write_config(project, CONFIG)  # appears later: picked up without a restart
         result = await client.call_tool("list_docsets", {})
         assert [d["name"] for d in json.loads(text(result))] == ["react", "vue"]
@@ -157,3 +161,40 @@ async def test_health_reports_the_configuration(project: Path, tmp_path: Path) -
     host = docs_host(project, tmp_path / "data")
     checks = {c["name"]: c for c in host.health(check_model=False)["checks"]}  # type: ignore[index]
     assert checks["docs configuration"]["ok"] and "2 docsets" in checks["docs configuration"]["detail"]
+
+
+async def test_empty_generalized_keywords_do_not_ask_to_find_nothing(project: Path, tmp_path: Path) -> None:
+    write_config(project, CONFIG)
+    async with Client(docs_host(project, tmp_path / "data").server) as client:
+        result = await client.call_tool("search_docs", {"docset": "react", "keywords": ["useEffect"]})
+    assert "''" not in text(result) and "try to find" not in text(result)
+    assert text(result).startswith("Search for 'useEffect' in folder ")
+    assert text(result).endswith("If this doesn't help, ask the user to rephrase it.")
+
+
+async def test_a_web_docset_never_fetched_says_how_to_fetch_it(project: Path, tmp_path: Path) -> None:
+    write_config(project, "docsets:\n  - name: fastapi\n    web_sources:\n      - type: git_repo\n"
+                          "        url: https://github.com/fastapi/fastapi.git\n")
+    async with Client(docs_host(project, tmp_path / "data").server) as client:
+        result = await client.call_tool("search_docs", {"docset": "fastapi", "keywords": ["Depends"]})
+        assert result.is_error and "has not been downloaded yet" in text(result)
+        assert "agentic-knowledge init fastapi" in text(result)
+        (project / ".knowledge/docsets/fastapi").mkdir(parents=True)
+        fetched = await client.call_tool("search_docs", {"docset": "fastapi", "keywords": ["Depends"]})
+    assert not fetched.is_error and "/.knowledge/docsets/fastapi/" in text(fetched)
+
+
+async def test_a_server_started_elsewhere_finds_the_project_in_the_client_roots(project: Path, tmp_path: Path) -> None:
+    from mcp_types import ListRootsResult, Root
+
+    write_config(project, CONFIG)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    async def roots(context: object) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri=project.as_uri(), name="project")])
+
+    async with Client(docs_host(elsewhere, tmp_path / "data").server, list_roots_callback=roots, mode="legacy") as client:
+        result = await client.call_tool("list_docsets", {})
+    assert not result.is_error, text(result)
+    assert [d["name"] for d in json.loads(text(result))] == ["react", "vue"]

@@ -54,6 +54,11 @@ class ConfigWatcher:
     def path(self) -> Path | None:
         return self._path
 
+    @property
+    def searching(self) -> bool:
+        """Whether the file is looked for from a start folder (not named explicitly)."""
+        return self._fixed is None
+
     def current(self) -> Project:
         """The loaded project; raises ConfigError (not found, unreadable, invalid) with the fix."""
         result = self._check()

@@ -11,7 +11,17 @@ INSTRUCTIONS = (
 )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="agentic-knowledge-mcp",
+        description="The docs pack alone as an MCP server over stdio (tools: search_docs, list_docsets). "
+        "It reads .knowledge/config.yaml from its working directory upward, then from the client's roots; "
+        "AGENTLOOM_DOCS__PROJECT_DIR or AGENTLOOM_DOCS__CONFIG_FILE name the project otherwise. "
+        "Start it from an MCP client, not by hand.",
+    ).parse_args(argv)  # --help prints this and exits; an unknown argument exits 2 with the reason
+
     import anyio
 
     from agentloom.core.logs import configure_logging, stdout_to_stderr

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import json
+import logging
+import warnings
+from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
+from typing_extensions import TypedDict
 
-from agentloom.core.errors import NotFoundError
+from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
 from agentloom.core.health import Check
 from agentloom.packs.docs.config import Project
-from agentloom.packs.docs.discovery import ConfigWatcher
+from agentloom.packs.docs.discovery import ConfigWatcher, find_config
 from agentloom.packs.docs.instructions import instruction
 from agentloom.packs.docs.names import MAX_KEYWORD_LENGTH, MAX_KEYWORDS, check_keywords, check_name
 from agentloom.packs.docs.settings import DocsSettings
 from agentloom.server.packs import Pack, PackContext
+
+log = logging.getLogger(__name__)
 
 pack = Pack(
     "docs",
@@ -25,24 +34,74 @@ pack = Pack(
 )
 
 
+class DocsetInfo(TypedDict):
+    name: str
+    version: str | None
+    aliases: list[str]
+    local_path: str
+    description: str | None
+    web_sources: list[str]
+
+
+class DocsetList(TypedDict):
+    docsets: list[DocsetInfo]
+
+
 class Docsets:
     """The pack's state: the configuration watcher, plus list_docsets' answer built once per
-    loaded configuration."""
+    loaded configuration.
+
+    Desktop clients often start servers in ``/``, where no configuration is found. Then the
+    client's roots (``roots/list``) are searched, and the first project found there is kept.
+    """
 
     def __init__(self, watcher: ConfigWatcher) -> None:
         self.watcher = watcher
         self._for: Project | None = None
         self._result: CallToolResult | None = None
 
-    def result(self) -> CallToolResult:
-        project = self.watcher.current()
+    async def project(self, ctx: Context) -> Project:
+        try:
+            return self.watcher.current()
+        except ConfigError as exc:
+            if self.watcher.path is not None or not self.watcher.searching:
+                raise  # a configuration was found (or named) and is broken: say so as it is
+            roots = await client_roots(ctx)
+            for root in roots:
+                found = find_config(root)
+                if found is not None:
+                    self.watcher = ConfigWatcher(root)
+                    return self.watcher.current()
+            tried = f" nor in the client's roots ({', '.join(str(r) for r in roots)})" if roots else ""
+            raise ConfigError(
+                f"{exc}{tried}. Or set AGENTLOOM_DOCS__PROJECT_DIR=/path/to/project in the server's environment"
+            ) from None
+
+    async def result(self, ctx: Context) -> CallToolResult:
+        project = await self.project(ctx)
         if project is not self._for or self._result is None:
             docsets = [d.as_dict() for d in project.docsets]
             self._result = CallToolResult(
-                content=[TextContent(type="text", text=json.dumps(docsets, separators=(",", ":")))]
+                content=[TextContent(type="text", text=json.dumps(docsets, separators=(",", ":")))],
+                structured_content={"docsets": docsets},
             )
             self._for = project
         return self._result
+
+
+async def client_roots(ctx: Context) -> list[Path]:
+    """The client's file roots, or none when it has no roots capability or cannot be asked."""
+    capabilities = ctx.client_capabilities
+    if capabilities is None or capabilities.roots is None:
+        return []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # deprecated in the 2026-07-28 revision; older clients use it
+            answer = await ctx.session.list_roots()
+    except Exception as exc:  # noqa: BLE001 - a client that cannot answer simply has no roots
+        log.info("docs: the client did not list its roots (%s)", exc)
+        return []
+    return [Path(url2pathname(urlparse(str(r.uri)).path)) for r in answer.roots if str(r.uri).startswith("file:")]
 
 
 @pack.setup
@@ -62,9 +121,11 @@ def health(docsets: Docsets) -> list[Check]:
     watcher = docsets.watcher
     try:
         project = watcher.current()
-    except Exception as exc:
-        if watcher.path is None:  # no project here: the tools explain how to create one
-            return [Check("docs configuration", True, f"no .knowledge/config.yaml at or above {watcher.start}")]
+    except Exception as exc:  # optional: the other packs work without it, but it is not fine
+        if watcher.path is None:
+            return [Check("docs configuration", False,
+                          f"no .knowledge/config.yaml at or above {watcher.start}; the docs tools will look in the "
+                          "client's roots, or set AGENTLOOM_DOCS__PROJECT_DIR", required=False)]
         return [Check("docs configuration", False, str(exc), required=False)]
     return [Check("docs configuration", True, f"{len(project.docsets)} docsets in {project.config_path}")]
 
@@ -72,6 +133,7 @@ def health(docsets: Docsets) -> list[Check]:
 @pack.tool(read_only=True)
 async def search_docs(
     docsets: Docsets,
+    ctx: Context,
     docset: Annotated[str, Field(description="Docset name or alias, as list_docsets shows it.")],
     keywords: Annotated[
         list[str],
@@ -86,21 +148,26 @@ async def search_docs(
     check_name(docset, "docset")
     keywords = check_keywords(keywords, "keywords", required=True)
     generalized = check_keywords(generalized_keywords, "generalized_keywords", required=False)
-    project = docsets.watcher.current()
+    project = await docsets.project(ctx)
     found = project.get(docset)
     if found is None:
         raise NotFoundError(
             f"docset: no docset is called {docset!r}. Available docsets: {project.available()}. "
             f"Call list_docsets, or add {docset!r} to {project.config_path}"
         )
+    if found.web_sources and not found.path.is_dir():
+        raise AgentloomError(
+            f"docset {found.name!r} has not been downloaded yet ({found.local_path} does not exist). "
+            f"Run `agentic-knowledge init {found.name}` in {project.root} (or `agentloom docs init {found.name}`), "
+            "then search again"
+        )
     return instruction(found, keywords, generalized)
 
 
-# The answer is one JSON array as text, with no structured copy: with 200 docsets an output
-# schema cost the SDK's client 40 ms of validation per call, and a structured copy doubled
-# the stdio round trip (1.9 ms -> 4.4 ms).
-@pack.tool(read_only=True, structured_output=False)
-async def list_docsets(docsets: Docsets) -> CallToolResult:
-    """List the configured docsets as a JSON array: name, version, aliases, and local_path (the folder
-    holding their files)."""
-    return docsets.result()
+# The text is the JSON array the seed describes; the structured copy carries the same list
+# under "docsets" (an output schema must describe an object).
+@pack.tool(read_only=True)
+async def list_docsets(docsets: Docsets, ctx: Context) -> Annotated[CallToolResult, DocsetList]:
+    """List the configured docsets as a JSON array: name, version, aliases, local_path (the folder
+    holding their files), description and web_sources."""
+    return await docsets.result(ctx)
