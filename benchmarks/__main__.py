@@ -14,7 +14,17 @@ SUITES = {
 }
 
 
+USAGE = f"""usage: python -m benchmarks [SUITE ...]
+
+Runs the benchmark suites (all of them by default) and rewrites their sections of
+BENCHMARKS.md with the machine, the date and the command. Suites: {", ".join(SUITES)}.
+"""
+
+
 def main(argv: list[str]) -> None:
+    if any(a in ("-h", "--help") for a in argv):
+        print(USAGE, end="")
+        return
     chosen = argv or list(SUITES)
     unknown = [s for s in chosen if s not in SUITES]
     if unknown:

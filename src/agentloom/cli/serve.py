@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 from typing import Annotated
 
 import typer
@@ -22,6 +24,8 @@ def serve(
 
     settings = load_settings(host=host, port=port, packs=packs, disabled_packs=disable, data_dir=data_dir)
     configure_logging(settings.log_level)
+    # Claim the port before anything else, so a busy port is the first and only thing said.
+    listener = _listen(settings.host, settings.port) if http else None
     with stdout_to_stderr():
         from agentloom.server.host import Host
 
@@ -38,10 +42,28 @@ def serve(
         app = http_app(server, settings.host)
         logging.getLogger(__name__).info("serving streamable HTTP on http://%s:%d/mcp", settings.host, settings.port)
         # log_config=None: uvicorn's own config would log requests to stdout.
-        uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level=settings.log_level.lower())
+        config = uvicorn.Config(app, log_config=None, log_level=settings.log_level.lower())
+        uvicorn.Server(config).run(sockets=[listener])
     else:
         import anyio
 
         from agentloom.server.stdio import run_stdio
 
         anyio.run(run_stdio, server)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = "it is in use by another program" if exc.errno == errno.EADDRINUSE else exc.strerror
+        typer.echo(f"error: cannot listen on {host}:{port}: {reason}. Stop the other server or choose "
+                   "another port with --port N (or AGENTLOOM_PORT).", err=True)
+        raise typer.Exit(1) from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
