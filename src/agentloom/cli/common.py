@@ -1,13 +1,22 @@
-"""Options shared by the subcommands."""
+"""Options shared by the subcommands, and how they report errors.
+
+Every error a command prints is for the person at the terminal: it names what they
+wrote (an option such as ``--port``, an environment variable such as
+``AGENTLOOM_PORT``, a key of the TOML file), the problem, and the fix, and never a
+Python function, keyword argument or library. Exit codes: 1 when an operation is
+refused or fails, 2 when the arguments or the configuration are wrong.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
-from agentloom.core.settings import Settings
+from agentloom.cli.settings_errors import config_file_name, describe, describe_unparsable
+from agentloom.core.settings import CONFIG_FILE_ENV, Settings
 
 DataDir = Annotated[
     Path | None, typer.Option("--data-dir", help="Data directory (default ./.agentloom, or AGENTLOOM_DATA_DIR).")
@@ -17,12 +26,53 @@ PacksOpt = Annotated[
 ]
 DisableOpt = Annotated[str | None, typer.Option("--disable", help="Comma-separated packs to leave out.")]
 
+def fail(message: str, fix: str | None = None, *, code: int = 1) -> NoReturn:
+    """Print ``error: message`` (and ``  fix: ...``) to stderr and exit with ``code``."""
+    echo_error(message, fix)
+    raise typer.Exit(code)
+
+
+def echo_error(message: str, fix: str | None = None) -> None:
+    typer.echo(f"error: {message}", err=True)
+    if fix:
+        typer.echo(f"  fix: {fix}", err=True)
+
 
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment and config file, with CLI flags on top."""
+    """Settings from the environment and config file, with CLI flags on top.
+
+    A bad value is reported as one or two lines per problem, naming the setting as the
+    user wrote it, and the command exits with code 2.
+    """
+    import tomllib
+
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**given)
-    except Exception as exc:  # pydantic's message names the field; keep it, drop the traceback
-        typer.echo(f"error: invalid configuration: {exc}", err=True)
-        raise typer.Exit(2) from None
+    except ValidationError as exc:
+        problems = [describe(error, given) for error in exc.errors(include_url=False)]
+    except SettingsError as exc:
+        problems = [describe_unparsable(exc)]
+    except tomllib.TOMLDecodeError as exc:
+        name = config_file_name()
+        problems = [(
+            f"the configuration file {name} is not valid TOML: {exc}.",
+            f"correct {name} at that place, or "
+            + (f"point {CONFIG_FILE_ENV} at another file." if os.environ.get(CONFIG_FILE_ENV)
+               else f"move it away (or set {CONFIG_FILE_ENV} to another file)."),
+        )]
+    except FileNotFoundError as exc:  # AGENTLOOM_CONFIG_FILE names a missing file
+        problems = [(str(exc), None)]
+    except OSError as exc:
+        name = config_file_name()
+        problems = [(
+            f"cannot read the configuration file {name}: {exc.strerror or exc}.",
+            f"make {name} readable, or " + (f"unset {CONFIG_FILE_ENV}." if os.environ.get(CONFIG_FILE_ENV)
+                                            else "move it away."),
+        )]
+    for message, fix in problems:
+        echo_error(message, fix)
+    raise typer.Exit(2)

@@ -1,18 +1,48 @@
-"""``agentloom models``: the embedding model registry (SQLite) and model preparation."""
+"""``agentloom models``: the embedding model registry (SQLite) and model preparation.
+
+The registry raises typed errors that name its own arguments (``dimensions``,
+``base_url``, ``model_id``...); this module turns each into a message in command-line
+terms (``--dimensions``, ``--base-url``, ``ID``) with the command that fixes it. Exit
+codes: 2 when an argument is wrong, 1 when the registry refuses the change or a thing
+does not exist.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+import sqlite3
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from agentloom.cli.common import DataDir, load_settings
+from agentloom.cli.common import DataDir, fail, load_settings
+
+if TYPE_CHECKING:
+    from agentloom.embeddings import EmbeddingService
+
+# The registry is imported inside the commands: `agentloom serve` starts without it.
+PROVIDER_KINDS = ("local", "openai", "ollama")  # = agentloom.embeddings.records.PROVIDER_KINDS (a test checks)
 
 models_app = typer.Typer(help="Embedding models: list, add, switch the default, prepare.", no_args_is_help=True)
 
+LIST = "`agentloom models list`"
+KINDS = "|".join(PROVIDER_KINDS)
+# The registry's argument names, as the user types them on the command line.
+OPTIONS = {
+    "model_key": "KEY",
+    "provider": "--provider",
+    "kind": "--kind",
+    "dimensions": "--dimensions",
+    "base_url": "--base-url",
+    "api_key_env": "--api-key-env",
+    "api_key": "--api-key-env",
+    "config.model_path": "--model-path",
+    "config.timeout": "--timeout",
+    "model_id": "ID",
+}
 
-def _service(data_dir: object):  # type: ignore[no-untyped-def]
+
+def _service(data_dir: object) -> EmbeddingService:
     from agentloom.core.breakers import BreakerRegistry
     from agentloom.core.logs import configure_logging
     from agentloom.embeddings import EmbeddingService
@@ -22,22 +52,78 @@ def _service(data_dir: object):  # type: ignore[no-untyped-def]
     return EmbeddingService(settings, BreakerRegistry())
 
 
-def _fail(exc: Exception) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(1)
+# -- arguments --------------------------------------------------------------------------------
+def _model_id(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a model id: give the number in the id column of {LIST}.") from None
+    if number < 1:
+        raise typer.BadParameter(f"{value} is not a model id: ids are the numbers (1 and up) shown by {LIST}.")
+    return number
 
 
+def _dimensions(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not a whole number: give the length of the vectors the model returns, e.g. 384."
+        ) from None
+
+
+def _timeout(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a number of seconds, e.g. 30.") from None
+
+
+def _kind(value: str) -> str:
+    if value not in PROVIDER_KINDS:
+        raise typer.BadParameter(f"{value!r} is not a provider kind: use one of {', '.join(PROVIDER_KINDS)}.")
+    return value
+
+
+ModelId = Annotated[int, typer.Argument(metavar="ID", parser=_model_id, help=f"Model id from {LIST}.")]
+
+
+# -- registry errors in command-line terms ------------------------------------------------------
+def _refuse(exc: Exception, **ctx: Any) -> NoReturn:
+    """Print a failed registry call in command-line terms and exit (2: bad argument, 1: refused)."""
+    from agentloom.embeddings.records import RegistryError
+
+    if isinstance(exc, RegistryError):
+        from agentloom.cli.model_errors import explain
+
+        message, fix, code = explain(exc, ctx)
+        fail(message, fix, code=code)
+    if isinstance(exc, sqlite3.Error | OSError):
+        fail(
+            f"cannot use the model registry in the data directory: {exc}.",
+            "check that --data-dir (or AGENTLOOM_DATA_DIR) is a folder you can write to, and that no other "
+            "program holds models.db locked.",
+            code=1,
+        )
+    fail(str(exc) or type(exc).__name__, code=1)
+
+
+# -- commands ---------------------------------------------------------------------------------
 @models_app.command("list")
 def list_models(
-    as_json: Annotated[bool, typer.Option("--json")] = False, data_dir: DataDir = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print the models as JSON.")] = False,
+    data_dir: DataDir = None,
 ) -> None:
     """Show every configured embedding model; the default is marked with *."""
     from rich.console import Console
     from rich.table import Table
 
     service = _service(data_dir)
-    service.registry.ensure_default()
-    rows = [m.as_dict() for m in service.registry.list_models()]
+    try:
+        service.registry.ensure_default()
+        rows = [m.as_dict() for m in service.registry.list_models()]
+    except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+        _refuse(exc)
     if as_json:
         typer.echo(json.dumps(rows, indent=2, default=str))
         return
@@ -50,89 +136,159 @@ def list_models(
 
 @models_app.command("add")
 def add_model(
-    model_key: Annotated[str, typer.Argument(help="Model name as the provider knows it, e.g. text-embedding-3-small.")],
+    model_key: Annotated[
+        str, typer.Argument(metavar="KEY", help="Model name as the provider knows it, e.g. text-embedding-3-small.")
+    ],
     provider: Annotated[str, typer.Option(help="Provider name (created when --kind is given).")],
-    dimensions: Annotated[int, typer.Option(help="Vector size the model returns.")],
-    kind: Annotated[Literal["local", "openai", "ollama"] | None, typer.Option(help="Provider kind.")] = None,
+    dimensions: Annotated[
+        int, typer.Option(parser=_dimensions, metavar="N", help="Vector size the model returns, e.g. 384.")
+    ],
+    kind: Annotated[
+        str | None,
+        typer.Option(parser=_kind, metavar=KINDS, help="Provider kind: creates the provider, or updates it."),
+    ] = None,
     base_url: Annotated[str | None, typer.Option(help="Provider base URL, e.g. https://api.openai.com/v1.")] = None,
     api_key_env: Annotated[
         str | None, typer.Option(help="Environment variable holding the API key (kept out of the database).")
     ] = None,
     model_path: Annotated[str | None, typer.Option(help="Local model folder (sentence-transformers layout).")] = None,
-    timeout: Annotated[float | None, typer.Option(help="Request timeout in seconds (API providers).")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(parser=_timeout, metavar="S", help="Request timeout in seconds (API providers).")
+    ] = None,
     default: Annotated[bool, typer.Option("--default", help="Make it the default model.")] = False,
     data_dir: DataDir = None,
 ) -> None:
     """Register a model (and its provider with --kind)."""
-    service = _service(data_dir)
+    from agentloom.embeddings.records import (
+        InvalidFieldError,
+        RecordNotFoundError,
+        RefusedError,
+        check_config,
+        check_dimensions,
+        check_model_key,
+    )
+
+    ctx = {"provider": provider, "model_key": model_key}
     config: dict[str, object] = {}
-    if model_path:
+    if model_path is not None:
         config["model_path"] = model_path
-    if timeout:
+    if timeout is not None:
         config["timeout"] = timeout
+    try:  # the arguments first: nothing is written when one is wrong
+        check_model_key(model_key)
+        check_dimensions(dimensions)
+    except InvalidFieldError as exc:
+        _refuse(exc, **ctx)
+    service = _service(data_dir)
+    registry = service.registry
     try:
+        registry.ensure_default()
+        existing = registry.get_provider(provider)
+        if kind is None:
+            if existing is None:
+                known = [p.name for p in registry.list_providers()]
+                raise RecordNotFoundError(
+                    f"provider {provider!r} not found", field="provider", reason="not_found", value=provider,
+                    known=known,
+                )
+            extra = [name for name, given in (("--base-url", base_url), ("--api-key-env", api_key_env)) if given]
+            if extra:  # they would be silently ignored: only --kind writes the provider
+                assert existing is not None
+                named = " and ".join(extra)
+                fail(
+                    f"{named} {'are' if len(extra) > 1 else 'is'} only used together with --kind, which creates or "
+                    f"updates the provider; provider {provider!r} exists and would stay as it is.",
+                    f"add --kind {existing.kind} to update provider {provider!r} too, or leave {named} out.",
+                    code=2,
+                )
+        check_config(config, kind or (existing.kind if existing else "local"))
+        duplicate = registry.get(model_key, provider=provider) if existing is not None else None
+        if duplicate is not None:  # refused before the provider is touched
+            raise RefusedError(
+                f"model {model_key!r} already exists", field="model_key", reason="exists", value=model_key,
+                provider=provider, model_id=duplicate.id,
+            )
         if kind:
-            service.registry.upsert_provider(provider, kind, base_url=base_url, api_key_env=api_key_env)
-        record = service.registry.add_model(model_key, provider, dimensions=dimensions, config=config,
-                                            is_default=default)
-    except Exception as exc:
-        raise _fail(exc) from None
+            registry.upsert_provider(provider, kind, base_url=base_url, api_key_env=api_key_env)
+        record = registry.add_model(model_key, provider, dimensions=dimensions, config=config, is_default=default)
+    except typer.Exit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+        _refuse(exc, **ctx)
     typer.echo(f"added model {record.key} (id {record.id}){' as default' if record.is_default else ''}")
 
 
-def _set(model_id: int, data_dir: object, **change: bool) -> None:
+def _set(model_id: int, data_dir: object, **change: Any) -> None:
     service = _service(data_dir)
     try:
         record = service.registry.update_model(model_id, **change)
-    except Exception as exc:
-        raise _fail(exc) from None
+    except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+        _refuse(exc, model_id=model_id)
     typer.echo(json.dumps(record.as_dict(), default=str))
 
 
 @models_app.command("set-default")
-def set_default(model_id: Annotated[int, typer.Argument(help="Model id from `models list`.")],
-                data_dir: DataDir = None) -> None:
+def set_default(model_id: ModelId, data_dir: DataDir = None) -> None:
     """Make a model the default; running servers pick it up within 5 minutes, the old one stays."""
     _set(model_id, data_dir, is_default=True)
 
 
 @models_app.command("enable")
-def enable(model_id: int, data_dir: DataDir = None) -> None:
+def enable(model_id: ModelId, data_dir: DataDir = None) -> None:
     """Enable a model."""
     _set(model_id, data_dir, enabled=True)
 
 
 @models_app.command("disable")
-def disable(model_id: int, data_dir: DataDir = None) -> None:
+def disable(model_id: ModelId, data_dir: DataDir = None) -> None:
     """Disable a model (the default cannot be disabled)."""
     _set(model_id, data_dir, enabled=False)
 
 
 @models_app.command("remove")
-def remove(model_id: int, data_dir: DataDir = None) -> None:
+def remove(model_id: ModelId, data_dir: DataDir = None) -> None:
     """Delete a model record (not the default)."""
     service = _service(data_dir)
     try:
         service.registry.remove_model(model_id)
-    except Exception as exc:
-        raise _fail(exc) from None
+    except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+        _refuse(exc, model_id=model_id)
     typer.echo(f"removed model {model_id}")
 
 
 @models_app.command("prepare")
 def prepare(
-    model_key: Annotated[str | None, typer.Argument(help="Model to prepare (default: the default model).")] = None,
+    model_key: Annotated[
+        str | None, typer.Argument(metavar="KEY", help="Model to prepare (default: the default model).")
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
     """Make the model ready to use (exports the local model to ONNX once) and embed a test word."""
     from rich.console import Console
 
     service = _service(data_dir)
+    if model_key is not None:
+        try:
+            found = service.registry.get(model_key)
+        except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+            _refuse(exc, model_key=model_key)
+        if found is None:
+            fail(
+                f"there is no model {model_key!r} in the registry.",
+                f"run {LIST} to see the models, or register it with `agentloom models add {model_key} "
+                "--provider P --dimensions N`.",
+            )
+        if not found.enabled:
+            fail(
+                f"model {model_key!r} (id {found.id}) is disabled.",
+                f"enable it with `agentloom models enable {found.id}`, then run `agentloom models prepare "
+                f"{model_key}` again.",
+            )
     console = Console(stderr=True)
     with console.status("Preparing the embedding model...") as status:
         try:
             record = service.prepare(model_key, progress=lambda message: status.update(message))
             service.embed_query("ready")
-        except Exception as exc:
-            raise _fail(exc) from None
+        except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+            _refuse(exc, model_key=model_key)
     console.print(f"[green]ready[/]: {record.key} ({record.dimensions} dimensions)")

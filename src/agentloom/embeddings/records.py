@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentloom.core.errors import ConfigError
+from agentloom.core.errors import ConfigError, NotFoundError
 
 DEFAULT_PROVIDER = "local"
 DEFAULT_MODEL_KEY = "all-MiniLM-L6-v2"
@@ -32,6 +32,41 @@ _ALIASES = {
     "apiEndpoint": "api_endpoint",
     "sendDimensions": "send_dimensions",
 }
+
+
+class RegistryError(Exception):
+    """What a front end needs to phrase a registry error in its own terms.
+
+    The message (``str(exc)``) is written for a Python caller and names the registry's
+    arguments; a command line or another front end reads the attributes instead:
+
+    - ``field``: the argument at fault, as the registry names it (``"dimensions"``,
+      ``"base_url"``, ``"config.timeout"``, ``"model_id"``...), or None;
+    - ``reason``: a stable code for the problem (``"invalid"``, ``"missing"``,
+      ``"not_allowed"``, ``"not_found"``, ``"exists"``, ``"is_default"``...);
+    - ``value``: the value given, when there is one;
+    - ``info``: the facts the message quotes (model key and id, provider, kind, known names...).
+    """
+
+    def __init__(self, message: str, *, field: str | None, reason: str, value: Any = None, **info: Any) -> None:
+        super().__init__(message)
+        self.field = field
+        self.reason = reason
+        self.value = value
+        self.info: dict[str, Any] = info
+
+
+class InvalidFieldError(RegistryError, ConfigError):
+    """A value given to the registry is invalid (a caller's mistake: fix the argument)."""
+
+
+class RefusedError(RegistryError, ConfigError):
+    """The values are valid but the registry's rules refuse the change (there must be one
+    enabled default; a key is unique per provider; a used provider keeps its kind)."""
+
+
+class RecordNotFoundError(RegistryError, NotFoundError):
+    """A model id or provider name that the registry does not have."""
 
 
 def now_iso() -> str:
@@ -134,27 +169,33 @@ class ModelRecord:
 # -- validation at the edge ---------------------------------------------------------------
 def check_model_type(model_type: object) -> str:
     if not isinstance(model_type, str) or not _MODEL_TYPE.match(model_type):
-        raise ConfigError(
-            f"model_type {model_type!r} is invalid: use a lowercase word such as 'embedding'."
+        raise InvalidFieldError(
+            f"model_type {model_type!r} is invalid: use a lowercase word such as 'embedding'.",
+            field="model_type", reason="invalid", value=model_type,
         )
     return model_type
 
 
 def check_model_key(model_key: object) -> str:
     if not isinstance(model_key, str) or not model_key.strip():
-        raise ConfigError("model_key is empty: give the model's name, e.g. 'text-embedding-3-small'.")
+        raise InvalidFieldError(
+            "model_key is empty: give the model's name as its provider knows it, e.g. 'text-embedding-3-small'.",
+            field="model_key", reason="empty", value=model_key,
+        )
     if model_key != model_key.strip() or len(model_key) > 200:
-        raise ConfigError(
-            f"model_key {model_key!r} is invalid: no leading/trailing spaces and at most 200 characters."
+        raise InvalidFieldError(
+            f"model_key {model_key!r} is invalid: no leading/trailing spaces and at most 200 characters.",
+            field="model_key", reason="invalid", value=model_key,
         )
     return model_key
 
 
 def check_dimensions(dimensions: object) -> int:
     if isinstance(dimensions, bool) or not isinstance(dimensions, int) or not 1 <= dimensions <= 16384:
-        raise ConfigError(
+        raise InvalidFieldError(
             f"dimensions {dimensions!r} is invalid: give the vector length the model returns "
-            "as an integer between 1 and 16384 (384 for all-MiniLM-L6-v2)."
+            "as an integer between 1 and 16384 (384 for all-MiniLM-L6-v2).",
+            field="dimensions", reason="invalid", value=dimensions,
         )
     return dimensions
 
@@ -163,31 +204,40 @@ def check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
     if config is None:
         return {}
     if not isinstance(config, Mapping):
-        raise ConfigError(f"config must be a mapping of options, got {type(config).__name__}.")
+        raise InvalidFieldError(
+            f"config must be a mapping of option names to values, got {type(config).__name__}.",
+            field="config", reason="invalid", value=config,
+        )
     out: dict[str, Any] = {}
     for raw_key, value in config.items():
         key = _ALIASES.get(raw_key, raw_key)
         allowed = _LOCAL_KEYS if kind == "local" else _API_KEYS
         if key not in allowed:
-            raise ConfigError(
-                f"config.{raw_key} is not an option of a {kind} model: allowed options are "
-                f"{', '.join(sorted(allowed))}."
+            raise InvalidFieldError(
+                f"config.{raw_key} is not an option of {'a' if kind == 'local' else 'an'} {kind} model: allowed options are "
+                f"{', '.join(sorted(allowed))}.",
+                field=f"config.{key}", reason="not_allowed", value=value, kind=kind, allowed=sorted(allowed),
             )
         out[key] = value
     if "model_path" in out and out["model_path"] is not None:
         if not isinstance(out["model_path"], str) or not out["model_path"].strip():
-            raise ConfigError("config.model_path must be a folder path (a non-empty string) or absent.")
+            raise InvalidFieldError(
+                "config.model_path must be a folder path (a non-empty string) or absent.",
+                field="config.model_path", reason="invalid", value=out["model_path"],
+            )
     if "max_tokens" in out and out["max_tokens"] is not None:
         value = out["max_tokens"]
         if isinstance(value, bool) or not isinstance(value, int) or not 8 <= value <= 512:
-            raise ConfigError(
-                f"config.max_tokens {value!r} is invalid: use an integer from 8 to 512 (BERT's limit)."
+            raise InvalidFieldError(
+                f"config.max_tokens {value!r} is invalid: use an integer from 8 to 512 (BERT's limit).",
+                field="config.max_tokens", reason="invalid", value=value,
             )
     if "api_endpoint" in out:
         value = out["api_endpoint"]
         if not isinstance(value, str) or not value.startswith("/"):
-            raise ConfigError(
-                f"config.api_endpoint {value!r} is invalid: give a path starting with '/', e.g. '/embeddings'."
+            raise InvalidFieldError(
+                f"config.api_endpoint {value!r} is invalid: give a path starting with '/', e.g. '/embeddings'.",
+                field="config.api_endpoint", reason="invalid", value=value,
             )
     if "timeout" in out:
         value = out["timeout"]
@@ -195,25 +245,38 @@ def check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
             hint = ""
             if isinstance(value, int | float) and value > 600:  # seed 003 writes milliseconds (10000)
                 hint = f" (it is in seconds: did you mean {value / 1000:g}?)"
-            raise ConfigError(f"config.timeout {value!r} is invalid: use seconds, above 0 and at most 600{hint}.")
+            raise InvalidFieldError(
+                f"config.timeout {value!r} is invalid: use seconds, above 0 and at most 600{hint}.",
+                field="config.timeout", reason="invalid", value=value, hint=hint,
+            )
     if "send_dimensions" in out and not isinstance(out["send_dimensions"], bool):
-        raise ConfigError(f"config.send_dimensions must be true or false, got {out['send_dimensions']!r}.")
+        raise InvalidFieldError(
+            f"config.send_dimensions must be true or false, got {out['send_dimensions']!r}.",
+            field="config.send_dimensions", reason="invalid", value=out["send_dimensions"],
+        )
     return out
 
 
 def check_base_url(base_url: object, kind: str) -> str | None:
     if kind == "local":
         if base_url:
-            raise ConfigError("base_url is set on a local provider: local models need no URL, leave it empty.")
+            raise InvalidFieldError(
+                "base_url is set on a local provider: local models need no URL, leave it empty.",
+                field="base_url", reason="not_allowed", value=base_url, kind=kind,
+            )
         return None
     if base_url is None or base_url == "":
         if kind == "ollama":
             return DEFAULT_OLLAMA_URL
-        raise ConfigError(
-            "base_url is missing for an openai provider: give the API root, e.g. 'https://api.openai.com/v1'."
+        raise InvalidFieldError(
+            f"base_url is missing for an {kind} provider: give the API root, e.g. 'https://api.openai.com/v1'.",
+            field="base_url", reason="missing", kind=kind,
         )
     if not isinstance(base_url, str) or not re.match(r"^https?://[^\s/]+", base_url):
-        raise ConfigError(f"base_url {base_url!r} is invalid: give an http:// or https:// URL.")
+        raise InvalidFieldError(
+            f"base_url {base_url!r} is invalid: give an http:// or https:// URL, e.g. 'https://api.openai.com/v1'.",
+            field="base_url", reason="invalid", value=base_url, kind=kind,
+        )
     return base_url.rstrip("/")
 
 

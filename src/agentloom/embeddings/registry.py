@@ -20,7 +20,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from agentloom.core.errors import ConfigError, NotFoundError
 from agentloom.embeddings.records import (
     DEFAULT_DIMENSIONS,
     DEFAULT_MODEL_KEY,
@@ -28,8 +27,11 @@ from agentloom.embeddings.records import (
     ENV_NAME,
     PROVIDER_KINDS,
     PROVIDER_NAME,
+    InvalidFieldError,
     ModelRecord,
     ProviderRecord,
+    RecordNotFoundError,
+    RefusedError,
     check_base_url,
     check_config,
     check_dimensions,
@@ -174,9 +176,15 @@ class ModelRegistry:
             updated_at=row["updated_at"],
         )
 
-    def _provider_names(self, conn: sqlite3.Connection) -> str:
-        names = [r[0] for r in conn.execute("SELECT name FROM providers ORDER BY name")]
-        return ", ".join(names) or "none"
+    def _provider_names(self, conn: sqlite3.Connection) -> list[str]:
+        return [r[0] for r in conn.execute("SELECT name FROM providers ORDER BY name")]
+
+    @staticmethod
+    def _no_model(model_id: int) -> RecordNotFoundError:
+        return RecordNotFoundError(
+            f"model id {model_id!r} not found: run `agentloom models list` to see the ids.",
+            field="model_id", reason="not_found", value=model_id, model_id=model_id,
+        )
 
     # -- providers -----------------------------------------------------------------------
     def upsert_provider(
@@ -188,21 +196,34 @@ class ModelRegistry:
         api_key_env: str | None = None,
     ) -> ProviderRecord:
         if not isinstance(name, str) or not PROVIDER_NAME.match(name):
-            raise ConfigError(
-                f"provider name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-', e.g. 'openai'."
+            raise InvalidFieldError(
+                f"provider name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-', starting with a "
+                "letter or digit, e.g. 'openai'.",
+                field="provider", reason="invalid", value=name,
             )
         if kind not in PROVIDER_KINDS:
-            raise ConfigError(f"provider kind {kind!r} is invalid: use one of {', '.join(PROVIDER_KINDS)}.")
+            raise InvalidFieldError(
+                f"provider kind {kind!r} is invalid: use one of {', '.join(PROVIDER_KINDS)}.",
+                field="kind", reason="invalid", value=kind, allowed=list(PROVIDER_KINDS),
+            )
         base_url = check_base_url(base_url, kind)
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
-            raise ConfigError("api_key is empty: give the key, or leave it unset and use api_key_env.")
+            raise InvalidFieldError(
+                "api_key is empty: give the key, or leave it unset and name an environment variable in api_key_env.",
+                field="api_key", reason="empty",
+            )
         if api_key_env is not None and (not isinstance(api_key_env, str) or not ENV_NAME.match(api_key_env)):
-            raise ConfigError(
+            raise InvalidFieldError(
                 f"api_key_env {api_key_env!r} is invalid: give the NAME of an environment variable, "
-                "e.g. 'OPENAI_API_KEY' (not the key itself)."
+                "e.g. 'OPENAI_API_KEY' (not the key itself).",
+                field="api_key_env", reason="invalid", value=api_key_env,
             )
         if kind == "local" and (api_key or api_key_env):
-            raise ConfigError("api_key is set on a local provider: local models need no key, leave it empty.")
+            which = "api_key" if api_key else "api_key_env"
+            raise InvalidFieldError(
+                f"{which} is set on a local provider: local models need no key, leave it empty.",
+                field=which, reason="not_allowed", kind=kind,
+            )
         now = now_iso()
         with self._write() as conn:
             old = conn.execute("SELECT kind FROM providers WHERE name = ?", (name,)).fetchone()
@@ -216,9 +237,11 @@ class ModelRegistry:
                 if old["kind"] != kind:
                     used = conn.execute("SELECT COUNT(*) FROM models WHERE provider = ?", (name,)).fetchone()[0]
                     if used:
-                        raise ConfigError(
+                        raise RefusedError(
                             f"provider {name!r} is a {old['kind']} provider with {used} model(s): its kind cannot "
-                            f"change to {kind!r}. Create a new provider under another name instead."
+                            f"change to {kind!r}. Create a new provider under another name instead.",
+                            field="kind", reason="kind_change", value=kind, provider=name, old_kind=old["kind"],
+                            models=used,
                         )
                 conn.execute(
                     "UPDATE providers SET kind = ?, base_url = ?, api_key = ?, api_key_env = ?, updated_at = ? "
@@ -262,9 +285,12 @@ class ModelRegistry:
         if not rows:
             return None
         if len(rows) > 1 and not rows[0]["is_default"]:
-            names = ", ".join(r["provider"] for r in rows)
-            raise ConfigError(
-                f"model_key {model_key!r} exists under several providers ({names}): name the provider."
+            names = [r["provider"] for r in rows]
+            raise RefusedError(
+                f"model {model_key!r} exists under several providers ({', '.join(names)}) and none of them is the "
+                "default: name the provider, or make the one you want the default.",
+                field="model_key", reason="ambiguous", value=model_key, providers=names,
+                ids=[r["id"] for r in rows],
             )
         return self._model(rows[0])
 
@@ -333,23 +359,30 @@ class ModelRegistry:
         check_dimensions(dimensions)
         check_model_type(model_type)
         if is_default and not enabled:
-            raise ConfigError("is_default=True with enabled=False: the default model must be enabled.")
+            raise InvalidFieldError(
+                f"model {model_key!r} cannot be added as the default and disabled: the default model must be "
+                "enabled, so add it enabled or not as the default.",
+                field="enabled", reason="default_disabled", value=enabled, model_key=model_key,
+            )
         now = now_iso()
         with self._write() as conn:
             prow = conn.execute("SELECT kind FROM providers WHERE name = ?", (provider,)).fetchone()
             if prow is None:
-                raise NotFoundError(
-                    f"provider {provider!r} not found (known: {self._provider_names(conn)}): "
-                    "create it first with upsert_provider()."
+                known = self._provider_names(conn)
+                raise RecordNotFoundError(
+                    f"provider {provider!r} not found (known: {', '.join(known) or 'none'}): "
+                    "create it first with the registry's upsert_provider method.",
+                    field="provider", reason="not_found", value=provider, known=known,
                 )
             clean = check_config(config, prow["kind"])
             dup = conn.execute(
                 "SELECT id FROM models WHERE provider = ? AND model_key = ?", (provider, model_key)
             ).fetchone()
             if dup is not None:
-                raise ConfigError(
+                raise RefusedError(
                     f"model {model_key!r} already exists for provider {provider!r} (id {dup['id']}): "
-                    "change it with update_model() instead."
+                    "change that record (the registry's update_model method) instead of adding it again.",
+                    field="model_key", reason="exists", value=model_key, provider=provider, model_id=dup["id"],
                 )
             if is_default:
                 conn.execute(
@@ -386,18 +419,27 @@ class ModelRegistry:
                 (model_id,),
             ).fetchone()
             if row is None:
-                raise NotFoundError(f"model id {model_id!r} not found: run `agentloom models list` to see their ids.")
+                raise self._no_model(model_id)
             will_default = bool(row["is_default"]) if is_default is None else bool(is_default)
             will_enable = bool(row["enabled"]) if enabled is None else bool(enabled)
+            facts = {"model_id": model_id, "model_key": row["model_key"], "model_type": row["model_type"]}
             if row["is_default"] and is_default is False:
-                raise ConfigError(
-                    f"model {row['model_key']!r} is the default {row['model_type']} model: make another model "
-                    "the default instead of clearing the flag (there must always be one)."
+                raise RefusedError(
+                    f"model {row['model_key']!r} (id {model_id}) is the default {row['model_type']} model: make "
+                    "another model the default instead of clearing the flag (there must always be one).",
+                    field="is_default", reason="is_default", value=is_default, **facts,
                 )
             if will_default and not will_enable:
-                raise ConfigError(
-                    f"model {row['model_key']!r} cannot be both the default and disabled: "
-                    "make another model the default first, or pass enabled=True."
+                if row["is_default"]:  # disabling the default
+                    raise RefusedError(
+                        f"model {row['model_key']!r} (id {model_id}) cannot be both the default and disabled: "
+                        "make another model the default first, then disable this one.",
+                        field="enabled", reason="is_default", value=enabled, **facts,
+                    )
+                raise RefusedError(  # making a disabled model the default
+                    f"model {row['model_key']!r} (id {model_id}) cannot be both the default and disabled: "
+                    "enable it too, in the same change or before.",
+                    field="is_default", reason="disabled", value=is_default, **facts,
                 )
             sets: dict[str, Any] = {"updated_at": now}
             if config is not None:
@@ -424,11 +466,13 @@ class ModelRegistry:
         with self._write() as conn:
             row = conn.execute("SELECT model_key, is_default FROM models WHERE id = ?", (model_id,)).fetchone()
             if row is None:
-                raise NotFoundError(f"model id {model_id!r} not found: run `agentloom models list` to see their ids.")
+                raise self._no_model(model_id)
             if row["is_default"]:
-                raise ConfigError(
+                raise RefusedError(
                     f"model {row['model_key']!r} (id {model_id}) is the default: make another model the "
-                    "default before removing it."
+                    "default before removing it.",
+                    field="model_id", reason="is_default", value=model_id, model_id=model_id,
+                    model_key=row["model_key"],
                 )
             conn.execute("DELETE FROM models WHERE id = ?", (model_id,))
         log.info("embedding model removed: id %s", model_id)
