@@ -210,7 +210,7 @@ def registry(tmp_path: Path) -> ModelRegistry:
 
 
 def test_every_registry_refusal_is_typed_and_translated(registry: ModelRegistry) -> None:
-    from agentloom.cli.models import _explain
+    from agentloom.cli.model_errors import explain as _explain
 
     failures = registry_failures(registry)
     for call, ctx in failures:
