@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 PNG = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(64)
@@ -51,6 +52,13 @@ SMART_SELECTION = [
 ]
 
 
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link committed to a repository (git stores the target text as written)."""
+
+    target: str
+
+
 def git(*args: str, cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=ENV, check=True, capture_output=True, text=True).stdout
 
@@ -58,7 +66,7 @@ def git(*args: str, cwd: Path) -> str:
 class Repo:
     """A bare repository (``url``) and the work tree that pushes to it."""
 
-    def __init__(self, root: Path, files: dict[str, bytes | str] | None = None, branch: str = "main") -> None:
+    def __init__(self, root: Path, files: dict[str, bytes | str | Link] | None = None, branch: str = "main") -> None:
         self.bare = root / "remote.git"
         self.work = root / "work"
         self.work.mkdir(parents=True)
@@ -72,11 +80,13 @@ class Repo:
     def url(self) -> str:
         return self.bare.as_uri()
 
-    def commit(self, files: dict[str, bytes | str], delete: tuple[str, ...] = (), message: str = "update") -> None:
+    def commit(self, files: dict[str, bytes | str | Link], delete: tuple[str, ...] = (), message: str = "update") -> None:
         for name, content in files.items():
             path = self.work / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
+            if isinstance(content, Link):
+                path.symlink_to(content.target)
+            elif isinstance(content, bytes):
                 path.write_bytes(content)
             else:
                 path.write_text(content)
@@ -92,3 +102,14 @@ class Repo:
         self.commit(files)
         git("checkout", "-q", previous, cwd=self.work)
         self.branch = previous
+
+    def set_default_branch(self, name: str) -> None:
+        """Point the bare repository's HEAD at ``name`` (which need not exist)."""
+        git("symbolic-ref", "HEAD", f"refs/heads/{name}", cwd=self.bare)
+
+
+def empty_repo(root: Path, branch: str = "main") -> str:
+    """A bare repository with no commit at all (``git init --bare``); its file:// URL."""
+    root.mkdir(parents=True, exist_ok=True)
+    git("init", "-q", "--bare", "-b", branch, str(root / "empty.git"), cwd=root)
+    return (root / "empty.git").as_uri()

@@ -101,18 +101,24 @@ def _fetch(project: Project, docsets: list[Docset]) -> list[DocsetResult]:
 
 
 def _report(results: list[DocsetResult]) -> bool:
+    from rich.markup import escape  # messages quote repository and metadata text: never read it as markup
+
     console = _console()
     ok = True
     for result in results:
+        name = escape(result.docset)
         for source in result.sources:
+            url = escape(source.url)
             if source.ok:
                 change = "updated" if source.changed else "unchanged"
-                console.print(f"[green]✓[/] {result.docset}: {source.url}: {len(source.files)} files ({change}) in {result.path}")
-                if source.warning:
-                    console.print(f"  [yellow]warning:[/] {source.warning}")
+                console.print(f"[green]✓[/] {name}: {url}: {len(source.files)} files ({change}) in {escape(str(result.path))}")
+                for line in (source.warning or "").splitlines():
+                    console.print(f"  [yellow]warning:[/] {escape(line)}")
             else:
                 ok = False
-                console.print(f"[red]✗[/] {result.docset}: {source.url}: {source.error}")
+                console.print(f"[red]✗[/] {name}: {url}: {escape(source.error or '')}")
+        for line in result.warnings:  # refused metadata entries, files kept instead of deleted
+            console.print(f"[yellow]warning:[/] {name}: {escape(line)}")
     return ok
 
 

@@ -15,6 +15,10 @@ Example::
             url: https://github.com/fastapi/fastapi.git
             branch: master              # or `options: {branch: ..., paths: [...]}`
             paths: [docs/en/docs]
+      - name: shared
+        local_path: /srv/docs/shared    # web sources write only inside the project unless
+        allow_outside_project: true     # the docset says so; local-only docsets go anywhere
+        web_sources: [...]
 
 ``docsets`` may also be a mapping from name to settings. Unknown keys are ignored.
 """
@@ -120,6 +124,7 @@ class DocsetConfig(_Model):
     description: str | None = None
     template: str | None = None
     local_path: str | None = None
+    allow_outside_project: bool = False  # web sources may write to a local_path outside the project
     web_sources: tuple[GitRepoSource, ...] = ()
 
     @model_validator(mode="before")
@@ -200,6 +205,7 @@ class Docset:
     template: str
     path: Path  # absolute folder holding the files
     web_sources: tuple[GitRepoSource, ...]
+    allow_outside_project: bool = False  # web sources may write outside the project folder
 
     @property
     def local_path(self) -> str:
@@ -307,6 +313,7 @@ def _resolve(config_path: Path, config: KnowledgeConfig) -> Project:
             entry.template or default_template,
             path,
             entry.web_sources,
+            entry.allow_outside_project,
         )
         for key in (entry.name, *entry.aliases):
             if key in lookup:

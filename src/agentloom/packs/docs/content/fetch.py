@@ -4,6 +4,11 @@ Each source is cloned into a scratch folder beside the docset, its files are cho
 :mod:`selection`, and only changed files are written (each through a temporary file and a
 rename), so a failure leaves the previous files whole. One failing source never stops the
 others; its previous files and metadata stay.
+
+Nothing is written outside the docset folder: a docset with web sources must live inside the
+project (unless it sets ``allow_outside_project: true``), never in a ``.git`` folder, and
+every file below it is reached without following a symbolic link (see :mod:`safefs`). A file
+is deleted only while it still holds what this loader wrote there.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 from agentloom.packs.docs.config import Docset, GitRepoSource, Project
 from agentloom.packs.docs.content import state
 from agentloom.packs.docs.content.repository import GitRepoLoader, SourceError
+from agentloom.packs.docs.content.safefs import Folder, UnsafePath
 
 Progress = Callable[[str, str, float | None], None]  # (source, phase, fraction)
 DEFAULT_MIN_FREE_MB = 100
@@ -41,6 +47,7 @@ class DocsetResult:
     docset: str
     path: Path
     sources: list[SourceResult]
+    warnings: list[str] = field(default_factory=list)  # refused metadata entries, files kept, ...
 
     @property
     def ok(self) -> bool:
@@ -59,18 +66,65 @@ class SourceStatus:
 
 def load_docset(project: Project, docset: Docset, *, progress: Progress | None = None,
                 min_free_bytes: int | None = None) -> DocsetResult:
-    ensure_gitignore(project.knowledge_dir)
-    target = docset.path
+    try:
+        target = writable_folder(project, docset)
+    except SourceError as exc:  # refused before anything is written
+        return DocsetResult(docset.name, docset.path, [SourceResult(s.url, False, error=str(exc)) for s in docset.web_sources])
+    warnings: list[str] = []
+    note = ensure_gitignore(project.knowledge_dir)
+    if note:
+        warnings.append(note)
     target.mkdir(parents=True, exist_ok=True)
-    metadata = state.read(target, docset.name)
-    _forget_removed_sources(target, metadata, docset.web_sources)
-    results = []
-    for source in docset.web_sources:
-        result = _load_source(target, metadata, source, progress, min_free_bytes)
-        results.append(result)
-        metadata.updated_at = _now()
-        state.write(target, metadata)  # after each source: what is on disk and what is recorded agree
-    return DocsetResult(docset.name, target, results)
+    with Folder(target, f"the docset folder {target}", _DOCSET_FIX) as dest:
+        metadata = state.read(target, docset.name)
+        warnings += metadata.problems
+        _forget_removed_sources(dest, metadata, docset.web_sources, warnings)
+        results = []
+        for source in docset.web_sources:
+            result = _load_source(dest, metadata, source, progress, min_free_bytes, warnings)
+            results.append(result)
+            metadata.updated_at = _now()
+            state.write(target, metadata)  # after each source: what is on disk and what is recorded agree
+    return DocsetResult(docset.name, docset.path, results, warnings)
+
+
+_DOCSET_FIX = "Remove it (the loader never makes links), then retry"
+
+
+def writable_folder(project: Project, docset: Docset) -> Path:
+    """The docset's folder with every link resolved, once it is known to be a place web sources may write:
+    inside the project (or anywhere, with ``allow_outside_project``), never the project itself, a folder
+    holding it, its .knowledge folder, or a .git folder."""
+    name, shown = docset.name, docset.local_path
+    root = Path(os.path.realpath(project.root))
+    folder = Path(os.path.realpath(docset.path))
+    via = _link_on_the_way(docset.path)
+    through = f" (through the symbolic link {via})" if via else ""
+    below = folder.relative_to(root).parts if root in folder.parents else folder.parts
+    if any(part.lower() == ".git" for part in below):
+        raise SourceError(f"{name}: the folder {shown} is inside a .git folder{through}, where git would run what "
+                          "is written; set `local_path` to another folder")
+    if folder == root or folder in root.parents:
+        raise SourceError(f"{name}: the folder {shown} is{through} the project folder or contains it; web sources "
+                          f"need a folder of their own, such as the default .knowledge/docsets/{name}/ (remove `local_path`)")
+    if folder == Path(os.path.realpath(project.knowledge_dir)):
+        raise SourceError(f"{name}: the folder {shown} is{through} the .knowledge folder itself; use a folder below "
+                          f"it, such as the default .knowledge/docsets/{name}/ (remove `local_path`)")
+    if root not in folder.parents and not docset.allow_outside_project:
+        raise SourceError(
+            f"{name}: the folder {shown} is outside the project folder {root.as_posix()}/{through}, and web sources "
+            "write only inside the project. Set `local_path` to a folder inside the project, or add "
+            f"`allow_outside_project: true` to docset {name} in {project.config_path} if it should write there"
+        )
+    return folder
+
+
+def _link_on_the_way(path: Path) -> str | None:
+    """The first symbolic link among ``path`` and its parents, as "link -> target"."""
+    for candidate in reversed((path, *path.parents)):
+        if candidate.is_symlink():
+            return f"{candidate} -> {os.readlink(candidate)}"
+    return None
 
 
 def docset_status(docset: Docset) -> list[SourceStatus]:
@@ -85,16 +139,27 @@ def docset_status(docset: Docset) -> list[SourceStatus]:
     return statuses
 
 
-def ensure_gitignore(knowledge_dir: Path) -> None:
+def ensure_gitignore(knowledge_dir: Path) -> str | None:
+    """Add a ``docsets/`` line to ``.knowledge/.gitignore``; a warning instead when that file is a link."""
     path = knowledge_dir / ".gitignore"
+    if path.is_symlink():
+        return (f"{path} is a symbolic link (to {os.readlink(path)}), which is never followed, so it was not "
+                "updated; add a `docsets/` line to the file you want git to read")
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     if not any(line.strip() in ("docsets/", "docsets", "/docsets/") for line in lines):
-        path.write_text("\n".join([*lines, "docsets/"]) + "\n", encoding="utf-8")
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+        handle, temp = tempfile.mkstemp(dir=knowledge_dir, prefix=".gitignore.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write("\n".join([*lines, "docsets/"]) + "\n")
+        os.chmod(temp, mode)
+        os.replace(temp, path)  # replaces the entry; never writes through a link made meanwhile
+    return None
 
 
-def _load_source(target: Path, metadata: state.Metadata, source: GitRepoSource, progress: Progress | None,
-                 min_free_bytes: int | None) -> SourceResult:
+def _load_source(dest: Folder, metadata: state.Metadata, source: GitRepoSource, progress: Progress | None,
+                 min_free_bytes: int | None, warnings: list[str]) -> SourceResult:
     label = source.url
+    target = dest.root
 
     def report(phase: str, fraction: float | None) -> None:
         if progress:
@@ -109,81 +174,75 @@ def _load_source(target: Path, metadata: state.Metadata, source: GitRepoSource, 
         _check_disk(target, min_free_bytes)
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-fetch-") as scratch:
             fetched = GitRepoLoader(source).fetch(Path(scratch) / "repo", report)
-            digest = content_hash(fetched.folder, fetched.files)
-            others = {f for s in metadata.sources if s is not entry for f in s.files}
-            report(f"copying {len(fetched.files)} files", 0.97)
-            changed = digest != entry.content_hash or any(not (target / f).is_file() for f in fetched.files)
-            if changed:
-                _install(fetched.folder, fetched.files, target, set(entry.files) - others, fetched.commit_time)
+            with Folder(fetched.folder, f"the repository {source.url}", "Name real files in `paths:`") as repo:
+                hashes = {name: repo.file_hash(name) or "" for name in fetched.files}
+                digest = content_hash(hashes)
+                others = {f for s in metadata.sources if s is not entry for f in s.files}
+                report(f"copying {len(fetched.files)} files", 0.97)
+                changed = digest != entry.content_hash or any(dest.lstat(f) is None for f in fetched.files)
+                if changed:
+                    previous = {f: entry.hashes.get(f) for f in entry.files if f not in others}
+                    _install(repo, hashes, dest, previous, fetched.commit_time, warnings)
     except SourceError as exc:
         entry.error = str(exc)
         report("failed", None)
         return SourceResult(source.url, False, list(entry.files), False, str(exc))
+    except UnsafePath as exc:
+        entry.error = f"{source.url}: {exc}"
+        report("failed", None)
+        return SourceResult(source.url, False, list(entry.files), False, entry.error)
     except OSError as exc:
         entry.error = f"{source.url}: could not write the docs into {target} ({exc.strerror or exc}); check the folder's permissions and free space"
         report("failed", None)
         return SourceResult(source.url, False, list(entry.files), False, entry.error)
-    entry.files, entry.content_hash, entry.commit, entry.error = fetched.files, digest, fetched.commit, None
+    entry.files, entry.hashes, entry.content_hash, entry.commit, entry.error = fetched.files, hashes, digest, fetched.commit, None
     entry.last_fetched = entry.last_attempt
     report("done", 1.0)
     return SourceResult(source.url, True, fetched.files, changed, None, fetched.warning, fetched.commit)
 
 
-def content_hash(folder: Path, files: list[str]) -> str:
+def content_hash(hashes: dict[str, str]) -> str:
+    """One hash of a set of files, from each file's name and sha256."""
     total = hashlib.sha256()
-    for name in sorted(files):
-        total.update(name.encode() + b"\0" + _file_hash(folder / name).encode() + b"\n")
+    for name in sorted(hashes):
+        total.update(name.encode() + b"\0" + hashes[name].encode() + b"\n")
     return total.hexdigest()
 
 
-def _file_hash(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def _install(source_dir: Path, files: list[str], target: Path, previous: set[str], mtime: float) -> None:
+def _install(repo: Folder, hashes: dict[str, str], dest: Folder, previous: dict[str, str | None], mtime: float,
+             warnings: list[str]) -> None:
     """Stage every changed file first, then rename them in: a failure while staging changes nothing."""
-    staged: list[tuple[Path, Path]] = []
+    staged = []
     try:
-        for name in files:
-            src, dst = source_dir / name, target / name
-            if dst.is_file() and _file_hash(dst) == _file_hash(src):
+        for name, digest in hashes.items():
+            if dest.file_hash(name) == digest:
                 continue  # unchanged: keep it and its timestamp
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            handle, temp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
-            os.close(handle)
-            shutil.copyfile(src, temp)
-            os.utime(temp, (mtime, mtime))  # the source commit's time: when this content was written
-            staged.append((Path(temp), dst))
+            staged.append(dest.stage(name, repo, mtime))
     except BaseException:
-        for temp, _ in staged:
-            temp.unlink(missing_ok=True)
+        for item in staged:
+            dest.discard(item)
         raise
-    for temp, dst in staged:
-        os.replace(temp, dst)
-    for name in previous - set(files):
-        (target / name).unlink(missing_ok=True)
-        _prune_empty(target, (target / name).parent)
+    for item in staged:
+        dest.commit(item)
+    for name in sorted(set(previous) - set(hashes)):
+        _remove(dest, name, previous[name], warnings)
 
 
-def _forget_removed_sources(target: Path, metadata: state.Metadata, sources: tuple[GitRepoSource, ...]) -> None:
+def _remove(dest: Folder, name: str, written: str | None, warnings: list[str]) -> None:
+    kept = dest.remove(name, written)
+    if kept:
+        warnings.append(f"kept {name} in {dest.root}: {kept}; delete it yourself if it is no longer wanted")
+
+
+def _forget_removed_sources(dest: Folder, metadata: state.Metadata, sources: tuple[GitRepoSource, ...],
+                            warnings: list[str]) -> None:
     configured = {s.url for s in sources}
     keep = [s for s in metadata.sources if s.url in configured]
     kept_files = {f for s in keep for f in s.files}
     for gone in (s for s in metadata.sources if s.url not in configured):
-        for name in set(gone.files) - kept_files:
-            (target / name).unlink(missing_ok=True)
-            _prune_empty(target, (target / name).parent)
+        for name in sorted(set(gone.files) - kept_files):
+            _remove(dest, name, gone.hashes.get(name), warnings)
     metadata.sources = keep
-
-
-def _prune_empty(root: Path, folder: Path) -> None:
-    while folder != root and root in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent
 
 
 def _check_disk(target: Path, min_free_bytes: int | None) -> None:
