@@ -80,7 +80,7 @@ def test_unknown_and_malformed_model_ids(env: dict[str, str]) -> None:
                       ("remove", "abc"), ("set-default", "0"))
     for result in results[:4]:
         refused(result, "no model with id 999", "agentloom models list")
-    bad_argument(results[4], "'abc' is not a model id", "agentloom models list")
+    refused(results[4], "there is no model 'abc'", "agentloom models list")  # a key, as `prepare` takes
     bad_argument(results[5], "0 is not a model id")
 
 
@@ -192,7 +192,7 @@ def test_prepare_names_an_unknown_or_disabled_model(env: dict[str, str]) -> None
 
 def test_valid_commands_still_work(env: dict[str, str]) -> None:
     assert run(env, "enable", "2").returncode == 0
-    switched = run(env, "set-default", "2")
+    switched = run(env, "set-default", "2", "--json")
     assert switched.returncode == 0, switched.stderr
     assert json.loads(switched.stdout)["is_default"] is True
     added = run(env, "add", "second", "--provider", "ol", "--dimensions", "768", "--timeout", "30")

@@ -218,42 +218,96 @@ def add_model(
     typer.echo(f"added model {record.key} (id {record.id}){' as default' if record.is_default else ''}")
 
 
-def _set(model_id: int, data_dir: object, **change: Any) -> None:
+def _resolve(service: EmbeddingService, ref: str) -> int:
+    """A model named by its id or its key (as `prepare` takes it) -> its id."""
+    if ref.isdigit():
+        return _model_id(ref)
+    try:
+        found = service.registry.get(ref)
+    except Exception as exc:  # noqa: BLE001 - reported in the user's terms (several providers have it)
+        _refuse(exc, model_key=ref)
+    if found is None:
+        fail(f"there is no model {ref!r} in the registry.", f"run {LIST} to see the models (by key or id).", code=1)
+    return found.id
+
+
+def _done(record: Any, line: str, as_json: bool) -> None:
+    typer.echo(json.dumps(record.as_dict(), default=str) if as_json else line)
+
+
+def _set(ref: str, data_dir: object, as_json: bool, what: str, **change: Any) -> None:
     service = _service(data_dir)
+    model_id = _resolve(service, ref)
     try:
         record = service.registry.update_model(model_id, **change)
     except Exception as exc:  # noqa: BLE001 - reported in the user's terms
         _refuse(exc, model_id=model_id)
-    typer.echo(json.dumps(record.as_dict(), default=str))
+    _done(record, f"{what} {record.key} (id {record.id}, provider {record.provider})", as_json)
+
+
+ModelRef = Annotated[str, typer.Argument(metavar="MODEL", help=f"Model key or id, as {LIST} shows them.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the model record as JSON.")]
 
 
 @models_app.command("set-default")
-def set_default(model_id: ModelId, data_dir: DataDir = None) -> None:
+def set_default(model: ModelRef, as_json: JsonOpt = False, data_dir: DataDir = None) -> None:
     """Make a model the default; running servers pick it up within 5 minutes, the old one stays."""
-    _set(model_id, data_dir, is_default=True)
+    _set(model, data_dir, as_json, "the default model is now", is_default=True)
 
 
 @models_app.command("enable")
-def enable(model_id: ModelId, data_dir: DataDir = None) -> None:
+def enable(model: ModelRef, as_json: JsonOpt = False, data_dir: DataDir = None) -> None:
     """Enable a model."""
-    _set(model_id, data_dir, enabled=True)
+    _set(model, data_dir, as_json, "enabled", enabled=True)
 
 
 @models_app.command("disable")
-def disable(model_id: ModelId, data_dir: DataDir = None) -> None:
+def disable(model: ModelRef, as_json: JsonOpt = False, data_dir: DataDir = None) -> None:
     """Disable a model (the default cannot be disabled)."""
-    _set(model_id, data_dir, enabled=False)
+    _set(model, data_dir, as_json, "disabled", enabled=False)
+
+
+@models_app.command("update")
+def update(
+    model: ModelRef,
+    dimensions: Annotated[str | None, typer.Option(parser=_dimensions, help="Vector size the model returns.")] = None,
+    timeout: Annotated[str | None, typer.Option(parser=_timeout, help="Request timeout in seconds (API providers).")] = None,
+    model_path: Annotated[str | None, typer.Option(help="Local model folder (sentence-transformers layout).")] = None,
+    as_json: JsonOpt = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Change a model's dimensions or options (the others stay as they are)."""
+    if dimensions is None and timeout is None and model_path is None:
+        fail("nothing to change.", "give --dimensions, --timeout or --model-path.", code=2)
+    service = _service(data_dir)
+    model_id = _resolve(service, model)
+    current = service.registry.get_by_id(model_id)
+    assert current is not None
+    config = dict(current.config)
+    if timeout is not None:
+        config["timeout"] = timeout
+    if model_path is not None:
+        config["model_path"] = model_path
+    try:
+        record = service.registry.update_model(
+            model_id, dimensions=dimensions, config=config if (timeout is not None or model_path is not None) else None
+        )
+    except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+        _refuse(exc, model_id=model_id)
+    _done(record, f"updated {record.key} (id {record.id}): {record.dimensions} dimensions, options {record.config}", as_json)
 
 
 @models_app.command("remove")
-def remove(model_id: ModelId, data_dir: DataDir = None) -> None:
+def remove(model: ModelRef, data_dir: DataDir = None) -> None:
     """Delete a model record (not the default)."""
     service = _service(data_dir)
+    model_id = _resolve(service, model)
+    record = service.registry.get_by_id(model_id)
     try:
         service.registry.remove_model(model_id)
     except Exception as exc:  # noqa: BLE001 - reported in the user's terms
         _refuse(exc, model_id=model_id)
-    typer.echo(f"removed model {model_id}")
+    typer.echo(f"removed model {record.key if record else model} (id {model_id})")
 
 
 @models_app.command("prepare")
@@ -288,7 +342,7 @@ def prepare(
     with console.status("Preparing the embedding model...") as status:
         try:
             record = service.prepare(model_key, progress=lambda message: status.update(message))
-            service.embed_query("ready")
+            service.embed_query("ready", record.key)  # the model named, not the default
         except Exception as exc:  # noqa: BLE001 - reported in the user's terms
             _refuse(exc, model_key=model_key)
     console.print(f"[green]ready[/]: {record.key} ({record.dimensions} dimensions)")
