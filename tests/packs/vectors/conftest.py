@@ -43,6 +43,8 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
 
 
 def vectors_host(tmp_path: Path, **pack_settings: object) -> Host:
+    """vector_add_files may read tmp_path unless the test says otherwise (file_roots=...)."""
+    pack_settings.setdefault("file_roots", [str(tmp_path)])
     settings = Settings(data_dir=tmp_path / "data", packs=["vectors"], pack_settings={"vectors": pack_settings})
     return Host(settings, [ep for ep in discover_packs() if ep.name == "vectors"])
 

@@ -28,8 +28,14 @@ BREAKER = "chroma"
 class ChromaConnection:
     def __init__(self, settings: VectorSettings, breakers: BreakerRegistry) -> None:
         self.settings = settings
-        breaker = breakers.get(BREAKER) if settings.mode == "remote" else None
-        self.dependency = Dependency(BREAKER, breaker, is_failure=is_server_failure, describe=self._unreachable)
+        remote = settings.mode == "remote"
+        # Embedded Chroma has no server to be down: its errors are the caller's or bugs, never outages.
+        self.dependency = Dependency(
+            BREAKER,
+            breakers.get(BREAKER) if remote else None,
+            is_failure=is_server_failure if remote else (lambda exc: False),
+            describe=self._unreachable,
+        )
         self._client: ClientAPI | None = None
         self._lock = threading.Lock()
 
@@ -66,8 +72,11 @@ class ChromaConnection:
         return self.dependency.call(fn)
 
     def _unreachable(self, exc: BaseException) -> str:
+        where = f"Chroma server at {self.settings.host}:{self.settings.port}"
+        if not caused_by(exc, _is_transport_error):
+            return f"{where} failed with a server error ({first_line(exc)}); check its log, then retry."
         return (
-            f"Chroma server at {self.settings.host}:{self.settings.port} is unreachable ({first_line(exc)}). "
+            f"{where} is unreachable ({first_line(exc)}). "
             f"Start it (chroma run --host {self.settings.host} --port {self.settings.port}) "
             "or fix AGENTLOOM_VECTORS__HOST / AGENTLOOM_VECTORS__PORT."
         )
@@ -80,10 +89,16 @@ def is_server_failure(exc: BaseException) -> bool:
         import httpx
         from chromadb.errors import ChromaError
 
-        if isinstance(e, (ConnectionError, TimeoutError, httpx.TransportError)):
+        if _is_transport_error(e):
             return True
         if isinstance(e, httpx.HTTPStatusError):
             return e.response.status_code >= 500
         return isinstance(e, ChromaError) and e.code() >= 500
 
     return caused_by(exc, failure)
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    import httpx
+
+    return isinstance(exc, (ConnectionError, TimeoutError, httpx.TransportError))

@@ -3,37 +3,49 @@
 Scores are cosine similarities in [0, 1] (negative similarities clamp to 0) for every
 result, hybrid ones included; hybrid changes the order (fused rank), not the meaning of
 the score.
+
+Only current chunks count, and the filtering happens inside the Chroma query (see
+store.py): when a query's hits include chunks of a generation that is not current, it runs
+again with a guard admitting only the current generation of the documents found with
+such chunks, so left-over chunks never take places in the top n.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentloom.core.dependency import first_line
 from agentloom.core.errors import AgentloomError
-from agentloom.packs.vectors.filters import FilterPlan, parse_filter
+from agentloom.packs.vectors.filters import ACCEPTED, FilterPlan, parse_filter
 from agentloom.packs.vectors.lexical import LexicalIndex, reciprocal_rank_fusion
-from agentloom.packs.vectors.store import VectorStore, public_metadata
+from agentloom.packs.vectors.store import VectorStore, chroma_refused, public_metadata
 
 if TYPE_CHECKING:
     import numpy as np
     from chromadb.api.models.Collection import Collection
 
+T = TypeVar("T")
+
 MAX_RESULTS = 100
 CANDIDATE_FACTOR = 5  # hybrid and per-document collapsing look deeper than n
+MAX_ROUNDS = 6  # queries per search when stale chunks keep surfacing (each round guards more documents)
+MAX_GUARDED = 300  # documents named in one guard: keeps the where clause far below SQLite's limits
 
 
 class Searcher:
     def __init__(self, store: VectorStore) -> None:
         self.store = store
         self._lexical: dict[str, tuple[int, LexicalIndex]] = {}
+        self._dirty: dict[str, set[str]] = {}  # per collection: documents seen with non-current chunks
         self._lock = threading.Lock()
         store.changed.append(self._forget)
 
     def _forget(self, collection: str) -> None:
         with self._lock:
             self._lexical.pop(collection, None)
+            self._dirty.pop(collection, None)  # a write cleans its document's leftovers
 
     # -- lexical index, cached per collection and rebuilt when its size changes ------------------
     def _lexical_index(self, collection: Collection) -> LexicalIndex:
@@ -42,8 +54,11 @@ class Searcher:
             cached = self._lexical.get(collection.name)
         if cached is not None and cached[0] == count:
             return cached[1]
-        got = self.store.connection.call(lambda: collection.get(include=["documents"]))
-        index = LexicalIndex.build(got["ids"], got["documents"])
+        got = self.store.connection.call(lambda: collection.get(include=["documents", "metadatas"]))
+        current = self.store.generations(collection.name)
+        ids, documents = got["ids"], got["documents"] or []
+        keep = [k for k, m in enumerate(got["metadatas"] or []) if _is_current(m, current)]
+        index = LexicalIndex.build([ids[k] for k in keep], [documents[k] for k in keep])
         with self._lock:
             self._lexical[collection.name] = (count, index)
         return index
@@ -100,28 +115,56 @@ class Searcher:
         """Ids allowed by filters Chroma cannot apply itself (substring of metadata); None = no restriction."""
         if not plan.substrings:
             return None
-        got = self.store.connection.call(
+        got = self._filtered(
             lambda: collection.get(where=plan.where, where_document=_where_document(plan), include=["metadatas"])
         )
-        return [i for i, m in zip(got["ids"], got["metadatas"]) if plan.matches(m)]
+        current = self.store.generations(collection.name)
+        return [i for i, m in zip(got["ids"], got["metadatas"]) if plan.matches(m) and _is_current(m, current)]
 
     def _vector_hits(
         self, collection: Collection, vector: np.ndarray, plan: FilterPlan, allowed: list[str] | None, depth: int
     ) -> list[dict[str, Any]]:
+        if allowed is not None:  # already current chunks only
+            return self._query(collection, vector, depth, ids=allowed)
+        name = collection.name
+        with self._lock:
+            dirty = set(self._dirty.get(name, ()))
+        hits: list[dict[str, Any]] = []
+        for _ in range(MAX_ROUNDS):
+            guard = _guard(dirty, self.store.current_generations(name, dirty) if dirty else {})
+            where = plan.where if guard is None else guard if plan.where is None else {"$and": [plan.where, guard]}
+            hits = self._query(collection, vector, depth, where=where, where_document=_where_document(plan))
+            current = self.store.current_generations(name, {h["document_id"] for h in hits})
+            stale = {h["document_id"] for h in hits
+                     if isinstance(h["document_id"], str) and current.get(h["document_id"]) != h["generation"]} - dirty
+            if not stale or len(dirty) >= MAX_GUARDED:
+                break
+            dirty |= set(sorted(stale, key=str)[: MAX_GUARDED - len(dirty)])
+        if dirty:
+            with self._lock:
+                self._dirty.setdefault(name, set()).update(dirty)
+        return hits
+
+    def _query(self, collection: Collection, vector: np.ndarray, depth: int, **filters: Any) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {"query_embeddings": [vector], "n_results": depth,
                                   "include": ["documents", "metadatas", "distances"]}
-        if allowed is not None:
-            kwargs["ids"] = allowed
-        else:
-            if plan.where:
-                kwargs["where"] = plan.where
-            if plan.document_contains:
-                kwargs["where_document"] = _where_document(plan)
-        got = self.store.connection.call(lambda: collection.query(**kwargs))
+        kwargs.update({k: v for k, v in filters.items() if v is not None})
+        got = self._filtered(lambda: collection.query(**kwargs))
         return [
             _hit(i, d, m, 1.0 - dist)
             for i, d, m, dist in zip(got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0])
         ]
+
+    def _filtered(self, operation: Callable[[], T]) -> T:
+        """A Chroma read with a where clause; Chroma's own refusal of it (beyond filters.py's checks) says why."""
+        try:
+            return self.store.connection.call(operation)
+        except (ValueError, TypeError) as exc:  # the client library's check of the where clause
+            raise AgentloomError(f"filter: Chroma refused it ({first_line(exc)}); {ACCEPTED}") from None
+        except Exception as exc:
+            if chroma_refused(exc):  # the server's 4xx answer
+                raise AgentloomError(f"filter: Chroma refused it ({first_line(exc)}); {ACCEPTED}") from None
+            raise
 
     def _fetch(self, collection: Collection, ids: list[str], vector: np.ndarray) -> list[dict[str, Any]]:
         if not ids:
@@ -138,6 +181,20 @@ class Searcher:
         """Drop chunks of superseded or deleted generations (see store.py)."""
         current = self.store.current_generations(collection_name, {h["document_id"] for h in hits})
         return [h for h in hits if current.get(h["document_id"]) == h["generation"]]
+
+
+def _is_current(meta: Mapping[str, Any] | None, current: Mapping[str, int]) -> bool:
+    return meta is not None and meta.get("document_id") in current and current[meta["document_id"]] == meta.get("generation")
+
+
+def _guard(dirty: set[str], current: Mapping[str, int]) -> dict[str, Any] | None:
+    """A where clause admitting any chunk of other documents, and only the current generation of these."""
+    if not dirty:
+        return None
+    named = sorted(dirty, key=str)
+    terms: list[dict[str, Any]] = [{"document_id": {"$nin": named}}]
+    terms += [{"$and": [{"document_id": {"$eq": d}}, {"generation": {"$eq": current[d]}}]} for d in named if d in current]
+    return terms[0] if len(terms) == 1 else {"$or": terms}
 
 
 def _where_document(plan: FilterPlan) -> dict[str, Any] | None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 
 class VectorSettings(BaseModel):
@@ -20,6 +22,45 @@ class VectorSettings(BaseModel):
     chunk_overlap: int = Field(30, ge=0, description="Tokens shared by consecutive chunks.")
     embedding_model: str | None = Field(None, description="Registry key of the model (default: the default model).")
     hnsw_ef_search: int = Field(200, ge=10, description="HNSW search breadth: higher is closer to exact search.")
+    file_roots: list[Path] | None = Field(
+        None,
+        description="Folders vector_add_files may read, besides the client's MCP roots (unset: the server's "
+        "working directory, unless that is the filesystem root or the home folder; [] for the client's roots only). "
+        "A JSON list or paths separated by os.pathsep.",
+    )
+    stale_write_seconds: float = Field(
+        3600.0, gt=0,
+        description="Remote mode: an unfinished write older than this is abandoned and its chunks removed "
+        "(a Chroma server may have other writers, so younger ones may still be running).",
+    )
+
+    @field_validator("headers", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """Environment variables arrive as text: AGENTLOOM_VECTORS__HEADERS='{"Authorization": "..."}'."""
+        if isinstance(value, str) and value.strip().startswith("{"):
+            try:
+                return json.loads(value)
+            except ValueError:
+                raise ValueError(f"not a JSON object: {value!r}") from None
+        return value
+
+    @field_validator("file_roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        """A JSON list ('["/srv/docs", "~/notes"]') or a PATH-like string ('/srv/docs:~/notes')."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    raise ValueError(f"not a JSON list of folders: {value!r}") from None
+            else:
+                value = [part for part in text.split(os.pathsep) if part.strip()]
+        if isinstance(value, list):
+            return [Path(v).expanduser() if isinstance(v, (str, Path)) else v for v in value]
+        return value
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> VectorSettings:

@@ -1,11 +1,38 @@
 """Collections and documents in Chroma, with all-or-nothing document writes.
 
-A document is a set of chunks tagged with the document id and a *generation*. The
-manifest (a small Chroma collection of its own) names the current generation of every
-document; it is the commit point. Adding or updating writes the new generation's chunks,
-then flips the manifest, then removes the old chunks. Search ignores chunks whose
-generation is not the manifest's, so a reader never sees a mix of old and new, and a
-failure at any step leaves the previous version whole.
+A document is a set of chunks tagged with the document id and a *generation* (the write's
+start time in nanoseconds, never reused for that document). The manifest (a small Chroma
+collection of its own) names the current generation of every document; it is the commit
+point. Adding or updating writes the new generation's chunks, then flips the manifest, then
+removes every other generation of that document. A reader never sees a mix of old and new,
+and a failure at any step leaves the previous version whole.
+
+**Leftovers of a crash.** A kill between the first chunk written and the last one removed
+leaves chunks of a generation that is not current (the new one before the flip, the old
+one after it). They are never shown, never crowd out current chunks, and do not stay:
+
+- *Search filters by generation inside the Chroma query*, not after the top-n cut (see
+  search.py). A query runs with the caller's filter; when a hit is not current, the query
+  runs again with a guard that admits, for each document found with stale chunks, only its
+  current ``(document_id, generation)`` pair, and leaves every other document unrestricted::
+
+      {"$or": [{"document_id": {"$nin": [d1, d2]}},
+               {"$and": [{"document_id": {"$eq": d1}}, {"generation": {"$eq": g1}}]}, ...]}
+
+  until the top n are all current (a few rounds at most; the searcher remembers such
+  documents per collection, so later searches start guarded). A clean collection, the
+  normal case, costs one query with no guard. (A ``committed`` flag set at commit was the
+  alternative; it costs a metadata update of every chunk on every write and cannot change
+  atomically with the manifest, so a crash between the two leaves the same problem.)
+  Candidates found in Python (``$contains`` on metadata) and the BM25 index keep only
+  current chunks, exactly.
+- *Cleanup.* A document's next write removes every other generation of it. The first time
+  a collection is used for a document or a search after a start (not by listing or
+  ``health``), the store compares its chunk count with the manifest's; if they differ, it
+  removes the chunks whose generation is not current and which no running write can still
+  commit: in embedded mode (one writer, this process) every such chunk written before this
+  store started; in remote mode (other servers may be mid-write) those older than
+  ``stale_write_seconds`` (an hour by default).
 """
 
 from __future__ import annotations
@@ -21,6 +48,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from agentloom.core.dependency import first_line
 from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
 from agentloom.embeddings import EmbeddingService
 from agentloom.packs.vectors.chunking import chunk_text
@@ -68,8 +96,11 @@ def check_collection_name(name: object) -> str:
 def check_metadata(metadata: Mapping[str, Any] | None, field: str = "metadata") -> dict[str, Any]:
     clean: dict[str, Any] = {}
     for key, value in (metadata or {}).items():
-        if not isinstance(key, str) or not key or key.startswith("$"):
-            raise AgentloomError(f"{field} key {key!r} is invalid: keys are non-empty strings not starting with '$'.")
+        if not isinstance(key, str) or not key or key.startswith(("$", "#")):
+            raise AgentloomError(
+                f"{field} key {key!r} is invalid: keys are non-empty strings not starting with '$' or '#' "
+                "(Chroma reserves those)."
+            )
         if key in SYSTEM_FIELDS:
             raise AgentloomError(
                 f"{field}[{key!r}] is set by agentloom ({', '.join(sorted(SYSTEM_FIELDS))}); rename your key."
@@ -78,6 +109,10 @@ def check_metadata(metadata: Mapping[str, Any] | None, field: str = "metadata") 
             raise AgentloomError(
                 f"{field}[{key!r}] must be a string, number or boolean, got {type(value).__name__}; "
                 "flatten nested values or store them as a JSON string."
+            )
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+            raise AgentloomError(
+                f"{field}[{key!r}] = {value} does not fit in a 64-bit integer (Chroma's limit); store it as a string."
             )
         clean[key] = value
     return clean
@@ -105,6 +140,8 @@ class VectorStore:
         # a server may have other writers, so there every search asks the manifest.
         self._generations: dict[tuple[str, str], int | None] | None = {} if settings.mode == "embedded" else None
         self.changed: list[Callable[[str], None]] = []  # listeners (the lexical index cache)
+        self.started_ns = time.time_ns()
+        self._swept: set[str] = set()  # collections checked for leftovers since this store started
 
     # -- model -------------------------------------------------------------------------
     def model(self) -> tuple[str, int]:
@@ -147,7 +184,8 @@ class VectorStore:
         manifest = self.manifest()
         return self.connection.call(lambda: operation(manifest))
 
-    def collection(self, name: str) -> Collection:
+    def collection(self, name: str, *, sweep: bool = True) -> Collection:
+        """Open a collection; the first time after a start, remove what crashed writes left in it."""
         check_collection_name(name)
         client = self._client()
 
@@ -161,7 +199,10 @@ class VectorStore:
                     ) from None
                 raise
 
-        return self.connection.call(get)
+        collection = self.connection.call(get)
+        if sweep and name not in self._swept:
+            self._sweep(collection)
+        return collection
 
     def create_collection(self, name: str, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
         check_collection_name(name)
@@ -204,15 +245,16 @@ class VectorStore:
     def list_collections(self) -> list[dict[str, Any]]:
         client = self._client()
         names = sorted(c.name for c in self.connection.call(client.list_collections) if c.name != MANIFEST)
-        return [self.describe(self.collection(name)) for name in names]
+        return [self.describe(self.collection(name, sweep=False)) for name in names]
 
     def delete_collection(self, name: str) -> dict[str, Any]:
-        self.collection(name)  # not found -> clear error
+        self.collection(name, sweep=False)  # not found -> clear error
         client = self._client()
         with self._write_lock:
             self.connection.call(lambda: client.delete_collection(name))
             self._on_manifest(lambda m: m.delete(where={"collection": name}))
             self._remember(name, None, None)
+            self._swept.discard(name)
         self._notify(name)
         return {"name": name, "deleted": True}
 
@@ -240,6 +282,11 @@ class VectorStore:
             for d in wanted:
                 known.setdefault((collection, d), fetched.get(d))
             return {d: g for d in document_ids if (g := known.get((collection, d))) is not None}
+
+    def generations(self, collection: str) -> dict[str, int]:
+        """Every document's current generation in a collection (one manifest read)."""
+        got = self._on_manifest(lambda m: m.get(where={"collection": collection}, include=["metadatas"]))
+        return {m["document_id"]: int(m["generation"]) for m in got["metadatas"]}
 
     def _remember(self, collection: str, document_id: str | None, generation: int | None) -> None:
         """Record a committed write (callers hold the write lock); None forgets a whole collection."""
@@ -338,13 +385,18 @@ class VectorStore:
                         ids=[_manifest_id(collection_name, doc_id)], embeddings=[_DUMMY], metadatas=[manifest]
                     )
                 )
-            except Exception:
+            except Exception as exc:
                 # Roll back this generation; the previous one (if any) is still the current one.
                 self._drop_chunks(collection, doc_id, keep=None, only=generation)
+                if isinstance(exc, (ValueError, TypeError)) or chroma_refused(exc):
+                    raise AgentloomError(
+                        f"Chroma refused document {doc_id!r} ({first_line(exc)}); the previous version, if any, "
+                        "is unchanged. Check the metadata keys and values."
+                    ) from None
                 raise
             self._remember(collection_name, doc_id, generation)
-            if previous is not None:
-                self._drop_chunks(collection, doc_id, keep=generation)
+            # Every other generation: the previous version, and what a crashed earlier write left.
+            self._drop_chunks(collection, doc_id, keep=generation)
         self._notify(collection_name)
         return {
             "document_id": doc_id,
@@ -366,6 +418,39 @@ class VectorStore:
             self.connection.call(lambda: collection.delete(where=where))
         except Exception as exc:  # noqa: BLE001 - see docstring
             log.warning("could not remove stale chunks of %s in %s: %s", doc_id, collection.name, exc)
+
+    def _sweep(self, collection: Collection) -> None:
+        """Remove what interrupted writes left in a collection (see the module docstring); once per start."""
+        name = collection.name
+        with self._write_lock:
+            if name in self._swept:
+                return
+            try:
+                removed = self._remove_leftovers(collection)
+            except Exception as exc:  # noqa: BLE001 - leftovers are invisible to search; retried on the next use
+                log.warning("could not check collection %s for chunks left by interrupted writes: %s", name, exc)
+                return
+            self._swept.add(name)
+        if removed:
+            log.info("removed %d chunks left by interrupted writes from collection %s", removed, name)
+            self._notify(name)
+
+    def _remove_leftovers(self, collection: Collection) -> int:
+        rows = self._on_manifest(lambda m: m.get(where={"collection": collection.name}, include=["metadatas"]))
+        if self.connection.call(collection.count) == sum(int(m["chunk_count"]) for m in rows["metadatas"]):
+            return 0  # every chunk belongs to a current generation: the normal case, no scan
+        current = {m["document_id"]: int(m["generation"]) for m in rows["metadatas"]}
+        if self.settings.mode == "embedded":
+            before = self.started_ns  # one writer: a write from before this start is over
+        else:
+            before = time.time_ns() - int(self.settings.stale_write_seconds * 1e9)
+        got = self.connection.call(lambda: collection.get(include=["metadatas"]))
+        stale = [i for i, m in zip(got["ids"], got["metadatas"] or []) if _abandoned(m or {}, current, before)]
+        batch = max(1, int(self.connection.call(self._client().get_max_batch_size)))
+        for start in range(0, len(stale), batch):
+            part: list[str] = stale[start : start + batch]
+            self.connection.call(lambda part=part: collection.delete(ids=part))  # type: ignore[misc]
+        return len(stale)
 
     def delete_document(self, collection_name: str, document_id: str) -> dict[str, Any]:
         collection = self.collection(collection_name)
@@ -411,6 +496,24 @@ class VectorStore:
     def _notify(self, collection: str) -> None:
         for listener in self.changed:
             listener(collection)
+
+
+def chroma_refused(exc: BaseException) -> bool:
+    """Chroma's answer to a bad request (a 4xx), as opposed to a failure of Chroma itself."""
+    code = getattr(exc, "code", None)
+    try:
+        status = int(code()) if callable(code) else None
+    except Exception:  # noqa: BLE001 - not a ChromaError
+        return False
+    return status is not None and 400 <= status < 500 and type(exc).__name__ != "NotFoundError"
+
+
+def _abandoned(meta: Mapping[str, Any], current: Mapping[str, int], before: int) -> bool:
+    """A chunk of a generation that is not its document's current one, written before `before` (ns)."""
+    doc, generation = meta.get("document_id"), meta.get("generation")
+    if not isinstance(doc, str) or not isinstance(generation, int) or isinstance(generation, bool):
+        return False  # not written by agentloom: not ours to remove
+    return current.get(doc) != generation and generation < before
 
 
 def _manifest_id(collection: str, document_id: str) -> str:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context
@@ -17,6 +21,8 @@ from agentloom.server.packs import Pack, PackContext
 if TYPE_CHECKING:
     from agentloom.packs.vectors.search import Searcher
     from agentloom.packs.vectors.store import VectorStore
+
+log = logging.getLogger(__name__)
 
 pack = Pack("vectors", "ChromaDB collections, chunked documents, semantic and hybrid search with filters")
 
@@ -187,28 +193,51 @@ async def vector_add_files(
     metadata: dict[str, str | int | float | bool] | None = None,
 ) -> AddedFiles:
     """Add files and folders (Markdown and plain text by default; `patterns` like ["*.md"] to choose).
-    A file's document id is its name, or its path relative to the folder given; re-adding replaces it.
-    Unreadable or binary files are skipped with the reason; progress is reported per file."""
-    from agentloom.packs.vectors.files import expand, read_text
+    Only files inside the allowed folders are read: the client's roots and the server's configured
+    folders (AGENTLOOM_VECTORS__FILE_ROOTS; by default its working directory); a relative path is looked
+    up in them. A file's document id is its name, or its path relative to the folder given; re-adding
+    replaces it. Unreadable or binary files are skipped with the reason; progress is reported per file."""
+    from agentloom.packs.vectors.files import LINK_OUT, allowed_roots, expand, read_text
 
     store = vectors.store
     await _run(store.collection, collection)  # an unknown or invalid collection is refused, not "skipped"
-    files = await _run(lambda: list(expand(paths, patterns)))
+    roots = allowed_roots(await client_roots(ctx), store.settings.file_roots, Path.cwd())
+    files = await _run(lambda: list(expand(paths, patterns, roots)))
     added: list[AddedDocument] = []
     skipped: list[SkippedFile] = []
-    for done, (path, doc_id) in enumerate(files, start=1):
+    for done, found in enumerate(files, start=1):
         try:
-            text = await _run(read_text, path)
+            if found.target is None:
+                raise AgentloomError(LINK_OUT)
+            text = await _run(read_text, found.target)
             if not text.strip():
                 raise AgentloomError("empty file")
-            meta = {**(metadata or {}), "source_path": str(Path(path).resolve()), "file_name": path.name}
-            added.append(await _run(store.add_document, collection, text, doc_id, meta))
+            meta = {**(metadata or {}), "source_path": str(found.target), "file_name": found.path.name}
+            added.append(await _run(store.add_document, collection, text, found.document_id, meta))
         except AgentloomError as exc:
-            skipped.append({"path": str(path), "reason": str(exc)})
+            skipped.append({"path": str(found.path), "reason": str(exc)})
         except OSError as exc:
-            skipped.append({"path": str(path), "reason": exc.strerror or str(exc)})
-        await ctx.report_progress(done, len(files), doc_id)
+            skipped.append({"path": str(found.path), "reason": exc.strerror or str(exc)})
+        await ctx.report_progress(done, len(files), found.document_id)
     return {"documents": added, "skipped": skipped, "total_chunks": sum(d["chunk_count"] for d in added)}
+
+
+async def client_roots(ctx: Context) -> list[Path]:
+    """The client's file roots; none when it declared no roots capability or cannot be asked."""
+    try:
+        capabilities = ctx.client_capabilities
+    except ValueError:  # no request (a direct call)
+        return []
+    if capabilities is None or capabilities.roots is None:
+        return []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # deprecated in the 2026-07-28 revision; older clients use it
+            answer = await ctx.session.list_roots()
+    except Exception as exc:  # noqa: BLE001 - a client that cannot answer simply has no roots
+        log.info("vectors: the client did not list its roots (%s)", exc)
+        return []
+    return [Path(url2pathname(urlparse(str(r.uri)).path)) for r in answer.roots if str(r.uri).startswith("file:")]
 
 
 @pack.tool(read_only=True)
