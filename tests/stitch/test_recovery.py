@@ -80,12 +80,12 @@ def test_the_server_refuses_to_start_without_what_it_needs(tmp_path: Path) -> No
 
 
 def test_management_needs_the_api_key_when_one_is_set(tmp_path: Path, worker: Worker) -> None:
-    server = StitchServer(f"sqlite:///{tmp_path / 's.db'}", tmp_path, api_key="s3cret").start()
+    server = StitchServer(f"sqlite:///{tmp_path / 's.db'}", tmp_path, api_key="s3cret-s3cret-s3cret").start()
     try:
         anonymous = httpx.Client(base_url=server.base + "/api/stitch")
         assert anonymous.get("/flows").status_code == 401
         assert anonymous.post("/flows", json={"name": "x", "graph": {"nodes": []}}).status_code == 401
-        assert anonymous.get("/flows", headers={"X-API-Key": "s3cret"}).status_code == 200
+        assert anonymous.get("/flows", headers={"X-API-Key": "s3cret-s3cret-s3cret"}).status_code == 200
         b = Builder(worker.url)
         b.node("Worker", "w")
         flow_id = server.http.post("/flows", json={"name": "f", "graph": b.graph()}).json()["id"]

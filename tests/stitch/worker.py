@@ -6,8 +6,10 @@ output = input), ``late`` (after ``config.delay`` seconds, times the input when
 ``flaky`` (fails the first time it sees a node, then echoes), ``never`` (accept and stay
 silent), ``reject`` (answer 500), ``slow`` (answer the webhook itself only after
 ``config.delay`` seconds), ``spray`` (post the callback to every base URL in
-``config.servers`` at once). ``config.failOn`` fails the paths whose input equals it.
-Every webhook received is recorded, so tests can count dispatches.
+``config.servers`` at once), ``garbage`` (answer 500 with a long body full of NULs and
+terminal escapes). ``config.failOn`` fails the paths whose input equals it.
+Every webhook received is recorded, so tests can count dispatches. ``POST /hop`` answers
+307 to ``/work`` (a redirect, which Stitch must not follow) and records nothing.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ from tests.conftest import free_port
 class Worker:
     def __init__(self) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/work"
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.base}/work"
         self.received: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._client: httpx.AsyncClient | None = None
         self._server = uvicorn.Server(
-            uvicorn.Config(Starlette(routes=[Route("/work", self._work, methods=["POST"])]),
+            uvicorn.Config(Starlette(routes=[Route("/work", self._work, methods=["POST"]), Route("/hop", self._hop, methods=["POST"])]),
                            host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
@@ -56,6 +59,8 @@ class Worker:
         mode = payload["config"].get("mode", "echo")
         if mode == "reject":
             return Response("nope", status_code=500)
+        if mode == "garbage":
+            return Response(b"\x00\x1b[31mboom\x07\r\n\x00" * 4000 + b"\xff\xfe tail", status_code=500)
         if mode == "slow":
             await asyncio.sleep(float(payload["config"].get("delay", 5)))
             return JSONResponse({"accepted": True})
@@ -66,6 +71,9 @@ class Worker:
         if mode != "never":
             asyncio.get_running_loop().create_task(self._answer(payload, mode))
         return JSONResponse({"accepted": True})
+
+    async def _hop(self, request: Request) -> Response:
+        return Response(status_code=307, headers={"Location": self.url})
 
     async def _answer(self, payload: dict[str, Any], mode: str) -> None:
         if self._client is None:

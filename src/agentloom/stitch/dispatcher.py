@@ -1,10 +1,16 @@
 """Sends the outbox: right after each commit, and from a reconciler that re-drives leases a
-crash left behind. Delivery is at least once; attempt tokens make the effect exactly once."""
+crash left behind. Delivery is at least once; attempt tokens make the effect exactly once.
+
+Targets follow :mod:`webhooks`: address literals are checked before sending, host names by
+the resolver the connection uses; redirects are not followed; of an error answer only a
+short excerpt without control characters is kept (it becomes the node's error).
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
@@ -12,13 +18,17 @@ import aiohttp
 from anyio.abc import TaskGroup
 
 from agentloom.stitch.engine import Engine, Sending
+from agentloom.stitch.webhooks import EXCERPT_BYTES, TargetRefused, WebhookPolicy, excerpt, shown_url
 
 log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    def __init__(self, engine: Engine, *, timeout: float = 10.0, poll_interval: float = 1.0) -> None:
+    def __init__(self, engine: Engine, *, timeout: float = 10.0, poll_interval: float = 1.0,
+                 webhooks: WebhookPolicy | None = None) -> None:
         self.engine = engine
+        self.webhooks = webhooks or engine.webhooks
+        self._literal_checks: dict[str, str | None] = {}  # url -> why its address literal is refused
         self.timeout = timeout
         self.poll_interval = poll_interval
         self._sent: list[int] = []
@@ -31,7 +41,7 @@ class Dispatcher:
         # aiohttp rather than httpx here: it costs about a third of the CPU per request, and
         # sending webhooks is most of what this process does.
         timeout = aiohttp.ClientTimeout(total=self.timeout)
-        connector = aiohttp.TCPConnector(limit=256, limit_per_host=64)
+        connector = aiohttp.TCPConnector(limit=256, limit_per_host=64, resolver=self.webhooks.resolver())
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as client, anyio.create_task_group() as tg:
             self._client, self._tasks = client, tg
             tg.start_soon(self._reconcile_forever)
@@ -86,14 +96,39 @@ class Dispatcher:
     async def _post(self, sending: Sending) -> str | None:
         """Deliver one webhook; the reason it failed, or None. (The connector bounds concurrency.)"""
         assert self._client is not None
+        refused = self._literal_problem(sending.url)
+        if refused:
+            return f"webhook to {shown_url(sending.url)} refused: {refused}; allow it with STITCH_WEBHOOK_ALLOW if that is intended"
         try:
-            async with self._client.post(sending.url, json=sending.payload) as response:
+            async with self._client.post(sending.url, json=sending.payload, allow_redirects=False) as response:
                 if 200 <= response.status < 300:
                     await response.read()
                     return None
-                text = (await response.text(errors="replace"))[:200]
-                return f"worker at {sending.url} answered HTTP {response.status}: {text}"
+                worker = f"worker at {shown_url(sending.url)} answered HTTP {response.status}"
+                if 300 <= response.status < 400:
+                    location = excerpt(response.headers.get("Location", ""), 120) or "nowhere"
+                    return f"{worker}, a redirect to {location}: redirects are not followed; set data.webhookUrl to the final URL"
+                return f"{worker}: {excerpt(await response.content.read(EXCERPT_BYTES))}"
+        except TargetRefused as exc:
+            return f"webhook to {shown_url(sending.url)} refused: {exc}"
         except TimeoutError:
-            return f"worker at {sending.url} did not answer within {self.timeout:g} s"
+            return f"worker at {shown_url(sending.url)} did not answer within {self.timeout:g} s"
         except (aiohttp.ClientError, OSError) as exc:
-            return f"worker at {sending.url} is unreachable ({type(exc).__name__}: {exc})"
+            if isinstance(exc.__cause__, TargetRefused):
+                return f"webhook to {shown_url(sending.url)} refused: {exc.__cause__}"
+            return f"worker at {shown_url(sending.url)} is unreachable ({type(exc).__name__}: {excerpt(str(exc))})"
+
+    def _literal_problem(self, url: str) -> str | None:
+        """Address literals never reach the resolver, so they are checked here (cached per URL)."""
+        try:
+            return self._literal_checks[url]
+        except KeyError:
+            pass
+        try:
+            problem = self.webhooks.literal_problem(urlsplit(url).hostname)
+        except ValueError:
+            problem = None  # not a URL aiohttp can send to either: it reports that itself
+        if len(self._literal_checks) > 4096:
+            self._literal_checks.clear()
+        self._literal_checks[url] = problem
+        return problem

@@ -19,8 +19,10 @@ from agentloom.stitch.db import Database
 from agentloom.stitch.db.schema import events, flows, outbox, runs
 from agentloom.stitch.execution import Dispatch, Execution, Outcome, Result, initial_states
 from agentloom.stitch.graph import Plan, analyse
+from agentloom.stitch.ids import is_uuid, shown
 from agentloom.stitch.models import Graph
 from agentloom.stitch.signing import Signer
+from agentloom.stitch.webhooks import WebhookPolicy
 
 LEASE_SECONDS = 30.0  # a sender owns a dispatch this long; after that the reconciler re-sends it
 
@@ -41,19 +43,27 @@ class NotFound(LookupError):
     pass
 
 
+def _missing(kind: str, value: str) -> str:
+    # Only UUIDs ever reach the database: anything else (NUL characters, surrogates, ...) is
+    # unknown on both databases alike instead of an error on one of them.
+    return f"no {kind} {value}" if is_uuid(value) else f"no {kind} {shown(value)} ({kind} ids are UUIDs)"
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 
 
 class Engine:
-    def __init__(self, db: Database, base_url: str, secret: str | None = None, lease_seconds: float = LEASE_SECONDS) -> None:
+    def __init__(self, db: Database, base_url: str, secret: str | None = None, lease_seconds: float = LEASE_SECONDS,
+                 webhooks: WebhookPolicy | None = None) -> None:
         self.db = db
         self.lease_seconds = lease_seconds
+        self.webhooks = webhooks or WebhookPolicy()
         self.signer = Signer(secret or db.setting("callback_secret") or "", base_url)
 
     # -- flows -------------------------------------------------------------------
     def create_flow(self, name: str, graph: Graph) -> dict[str, Any]:
-        analyse(graph)  # raises GraphError naming every problem
+        analyse(graph, self.webhooks)  # raises GraphError naming every problem
         stamp = now()
         row = {"id": str(uuid.uuid4()), "name": name, "graph": _graph_json(graph), "version": 1,
                "created_at": stamp, "updated_at": stamp}
@@ -63,7 +73,9 @@ class Engine:
 
     def update_flow(self, flow_id: str, name: str | None, graph: Graph | None) -> dict[str, Any]:
         if graph is not None:
-            analyse(graph)
+            analyse(graph, self.webhooks)
+        if not is_uuid(flow_id):
+            raise NotFound(_missing("flow", flow_id))
         with self.db.transaction() as conn:
             row = conn.execute(select(flows).where(flows.c.id == flow_id).with_for_update()).mappings().first()
             if row is None:
@@ -77,6 +89,8 @@ class Engine:
             return {**row, **values}
 
     def get_flow(self, flow_id: str) -> dict[str, Any]:
+        if not is_uuid(flow_id):
+            raise NotFound(_missing("flow", flow_id))
         with self.db.reading() as conn:
             row = conn.execute(select(flows).where(flows.c.id == flow_id)).mappings().first()
         if row is None:
@@ -90,6 +104,8 @@ class Engine:
 
     # -- runs --------------------------------------------------------------------
     def start_run(self, flow_id: str, run_input: Any) -> tuple[dict[str, Any], list[Sending]]:
+        if not is_uuid(flow_id):
+            raise NotFound(_missing("flow", flow_id))
         with self.db.transaction() as conn:
             flow = conn.execute(select(flows).where(flows.c.id == flow_id)).mappings().first()
             if flow is None:
@@ -107,6 +123,8 @@ class Engine:
         return row, sendings
 
     def get_run(self, run_id: str) -> dict[str, Any]:
+        if not is_uuid(run_id):
+            raise NotFound(_missing("run", run_id))
         with self.db.reading() as conn:
             row = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
         if row is None:
@@ -116,12 +134,16 @@ class Engine:
     def list_runs(self, flow_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         query = select(runs.c.id, runs.c.flow_id, runs.c.status, runs.c.created_at, runs.c.updated_at)
         if flow_id is not None:
+            if not is_uuid(flow_id):
+                return []
             query = query.where(runs.c.flow_id == flow_id)
         with self.db.reading() as conn:
             rows = conn.execute(query.order_by(runs.c.created_at.desc()).limit(limit)).mappings().all()
         return [dict(r) for r in rows]
 
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
+        if not is_uuid(run_id):
+            return []
         with self.db.reading() as conn:
             rows = conn.execute(select(events).where(events.c.run_id == run_id).order_by(events.c.id)).mappings().all()
         return [dict(r) for r in rows]
@@ -144,6 +166,8 @@ class Engine:
         return self._event(run_id, fail, with_connection=True)
 
     def _event(self, run_id: str, apply: Any, *, with_connection: bool = False) -> tuple[Result, list[Sending]]:
+        if not is_uuid(run_id):
+            return Result(Outcome.NOT_FOUND, _missing("run", run_id)), []
         with self.db.locked_run(run_id) as (conn, row):
             if row is None:
                 return Result(Outcome.NOT_FOUND, f"no run {run_id}"), []

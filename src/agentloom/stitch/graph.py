@@ -14,7 +14,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from agentloom.stitch.ids import node_id_problem, shown
 from agentloom.stitch.models import Graph, NodeType, StitchNode
+from agentloom.stitch.webhooks import WebhookPolicy
 
 
 class GraphError(ValueError):
@@ -48,8 +50,13 @@ class Plan:
         return [c for c, members in self.inside.items() if node_id in members]
 
 
-def analyse(graph: Graph) -> Plan:
-    """Validate and plan; every problem found is reported at once, each naming the node or edge."""
+def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
+    """Validate and plan; every problem found is reported at once, each naming the node or edge.
+
+    ``webhooks`` (the policy) is given when a flow is saved: the node id alphabet and the
+    webhook targets are checked then, not when a stored flow is planned again, so a flow
+    saved under older rules still runs (its webhooks are still checked when sent).
+    """
     problems: list[str] = []
     nodes: dict[str, StitchNode] = {}
     for node in graph.nodes:
@@ -57,6 +64,8 @@ def analyse(graph: Graph) -> Plan:
             problems.append(f"node id {node.id!r} is used twice; node ids must be unique")
         nodes[node.id] = node
         problems.extend(_config_problems(node))
+        if webhooks is not None:
+            problems.extend(_saving_problems(node, webhooks))
     if not graph.nodes:
         problems.append("graph.nodes is empty; a flow needs at least one node")
     upstream: dict[str, list[str]] = {n: [] for n in nodes}
@@ -146,13 +155,33 @@ def _config_problems(node: StitchNode) -> list[str]:
     data = node.data
     if node.type is NodeType.WORKER:
         url = data.get("webhookUrl")
-        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
-            return [f"Worker {node.id!r} needs data.webhookUrl, an http(s) URL (got {url!r})"]
+        if not _is_http_url(url):
+            return [f"Worker {node.id!r} needs data.webhookUrl, an http(s) URL (got {shown(url)})"]
     if node.type is NodeType.SPLITTER:
         path = data.get("arrayPath")
         if path is not None and not isinstance(path, str):
             return [f"Splitter {node.id!r}: data.arrayPath must be a dotted path such as 'items' (got {path!r})"]
     return []
+
+
+def _is_http_url(url: object) -> bool:
+    try:
+        return isinstance(url, str) and urlsplit(url).scheme in ("http", "https") and bool(urlsplit(url).netloc)
+    except ValueError:  # such as an unclosed '[' in the host
+        return False
+
+
+def _saving_problems(node: StitchNode, webhooks: WebhookPolicy) -> list[str]:
+    problems = []
+    problem = node_id_problem(node.id)
+    if problem:
+        problems.append(problem)
+    url = node.data.get("webhookUrl")
+    if node.type is NodeType.WORKER and _is_http_url(url):
+        problem = webhooks.url_problem(url)
+        if problem:
+            problems.append(f"Worker {shown(node.id)}: data.webhookUrl {problem}")
+    return problems
 
 
 _SUFFIX = re.compile(r"(_\d+)+")

@@ -7,7 +7,11 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agentloom.stitch.webhooks import WebhookPolicy
+
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+MIN_API_KEY_LENGTH = 16
+MAX_BODY_BYTES = 1024 * 1024  # a request body above this is refused with 413 before it is read further
 
 
 class StitchConfigError(RuntimeError):
@@ -28,6 +32,16 @@ class StitchSettings(BaseSettings):
     worker_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a worker to accept a webhook.")
     poll_interval: float = Field(1.0, gt=0, description="Seconds between reconciler rounds.")
     lease_seconds: float = Field(30.0, gt=0, description="A dispatch not confirmed sent within this is sent again.")
+    max_body_bytes: int = Field(
+        MAX_BODY_BYTES, gt=0,
+        description="Largest request body accepted (flows, run inputs, callbacks, completions); larger ones get 413.",
+    )
+    webhook_allow: str | None = Field(
+        None, description="Comma-separated addresses, networks or host names webhooks may reach although refused otherwise.",
+    )
+    webhook_deny_private: bool = Field(
+        False, description="Refuse webhooks to loopback and private addresses too (only public addresses remain).",
+    )
 
     def checked(self, host: str) -> StitchSettings:
         """Refuse to start without a usable base URL, or off loopback without an API key."""
@@ -44,9 +58,27 @@ class StitchSettings(BaseSettings):
                 f"STITCH_LEASE_SECONDS ({self.lease_seconds:g}) must exceed STITCH_WORKER_TIMEOUT ({self.worker_timeout:g}), "
                 "or dispatches still in flight would be sent twice"
             )
+        self.check_api_key()
         if host not in LOOPBACK and not self.api_key:
             raise StitchConfigError(
                 f"listening on {host} needs an API key: set STITCH_API_KEY (clients send it as "
                 "'Authorization: Bearer <key>'), or listen on 127.0.0.1"
             )
         return self
+
+    def webhook_policy(self) -> WebhookPolicy:
+        return WebhookPolicy(self.webhook_allow, self.webhook_deny_private)
+
+    def check_api_key(self) -> None:
+        """A key that is set must be usable: not blank, not short, sendable in an HTTP header."""
+        key = self.api_key
+        if key is None:
+            return
+        fix = ("; make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))' "
+               "(or unset STITCH_API_KEY to run without one on loopback)")
+        if not key.strip():
+            raise StitchConfigError("STITCH_API_KEY is set but blank" + fix)
+        if key != key.strip() or any(not (" " < ch <= "~") for ch in key):
+            raise StitchConfigError("STITCH_API_KEY must be printable ASCII without spaces (it is sent in an HTTP header)" + fix)
+        if len(key) < MIN_API_KEY_LENGTH:
+            raise StitchConfigError(f"STITCH_API_KEY is too short ({len(key)} characters; at least {MIN_API_KEY_LENGTH})" + fix)

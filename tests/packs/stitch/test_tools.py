@@ -60,8 +60,10 @@ async def test_start_follow_complete_and_retry(server: StitchServer, worker: Wor
         assert again.is_error and "Stitch refused" in again.content[0].text  # type: ignore[union-attr]
         final = await _until(client, run_id, "completed", include_outputs=True)
         assert final["nodes"]["publish"]["output"] == {"ok": True}
-        missing = await client.call_tool("stitch_run_status", {"run_id": "nope"})
-        assert missing.is_error and "no run nope" in missing.content[0].text
+        missing = await client.call_tool("stitch_run_status", {"run_id": "00000000-0000-0000-0000-000000000000"})
+        assert missing.is_error and "no run 00000000-0000-0000-0000-000000000000" in missing.content[0].text
+        malformed = await client.call_tool("stitch_run_status", {"run_id": "nope"})
+        assert malformed.is_error and "run_id: 'nope' is not a run id" in malformed.content[0].text
 
 
 async def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:

@@ -21,7 +21,10 @@ def serve(
     workers: Annotated[int, typer.Option(min=1, help="Server processes sharing the port (all state is in the database).")] = 1,
     data_dir: DataDir = None,
 ) -> None:
-    """Serve /api/stitch (OpenAPI docs at /docs). Needs STITCH_BASE_URL: where workers reach this server."""
+    """Serve /api/stitch (OpenAPI docs at /docs; with STITCH_API_KEY set, they need the key too).
+    Needs STITCH_BASE_URL: where workers reach this server. STITCH_API_KEY, when set, must be
+    at least 16 characters; STITCH_MAX_BODY_BYTES, STITCH_WEBHOOK_ALLOW and
+    STITCH_WEBHOOK_DENY_PRIVATE tune what is accepted and where webhooks may go."""
     import logging
     import os
 

@@ -2,12 +2,18 @@
 
 They call the Stitch HTTP API (``agentloom stitch serve``), which owns the database and
 receives the workers' callbacks; answers are kept small for the model's context.
+
+Run and flow ids are checked before any request (they are UUIDs), node ids for what no URL
+can carry (empty, dots alone, control characters), and every path segment is
+percent-encoded, so an argument can never reach another endpoint (``run_id="../retry/..."``)
+or add a query (``node_id="a?x=1"``).
 """
 
 from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
@@ -17,6 +23,7 @@ from agentloom.core.dependency import Dependency
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.health import Check
 from agentloom.server.packs import Pack, PackContext
+from agentloom.stitch.ids import NODE_ID_CHARACTERS, is_uuid, shown
 
 if TYPE_CHECKING:
     import httpx
@@ -100,10 +107,49 @@ class StitchClient:
                 "start it with `agentloom stitch serve` or set AGENTLOOM_STITCH__URL")
 
 
+# What counts on the ``stitch`` breaker (it opens after a few in a row and then refuses every
+# stitch tool for a while): only signs that the server cannot be used at all, that is a
+# connection failure or timeout (``_is_outage``) and 502, 503 or 504 (a proxy without a
+# server behind it, or Stitch saying its database is unavailable). Any other 5xx is one
+# request failing, for instance on one run's data: the call reports it as its own error and
+# the breaker records no verdict, so one bad run cannot shut every tool out.
+OUTAGE_STATUSES = frozenset({502, 503, 504})
+
+
 def _checked(response: httpx.Response, url: str) -> httpx.Response:
-    if response.status_code >= 500:
+    if response.status_code in OUTAGE_STATUSES:
         raise DependencyFailure(f"Stitch server at {url} answered HTTP {response.status_code}: {_detail(response)}")
+    if response.status_code >= 500:  # an AgentloomError: Dependency records no verdict and passes it on
+        raise AgentloomError(f"the Stitch server at {url} failed on this request (HTTP {response.status_code}: "
+                             f"{_detail(response)}); other requests are not affected, its log has the details")
     return response
+
+
+def _run_id(value: str) -> str:
+    if not is_uuid(value):
+        raise AgentloomError(f"run_id: {shown(value)} is not a run id; run ids are UUIDs, as stitch_start_run returns them")
+    return value.lower()
+
+
+def _flow_id(value: str) -> str:
+    if not is_uuid(value):
+        raise AgentloomError(f"flow_id: {shown(value)} is not a flow id; flow ids are UUIDs, as stitch_list_flows lists them")
+    return value.lower()
+
+
+def _node_id(value: str) -> str:
+    # Percent-encoding makes any other text one harmless path segment (an unknown node is the
+    # server's 404). Flows saved before node ids were restricted may still have ids outside
+    # today's alphabet, so only what encoding cannot carry is refused here.
+    if not value or not value.strip(".") or not value.isprintable() or len(value) > 1000:
+        raise AgentloomError(f"node_id: {shown(value)} is not a node id (node ids use {NODE_ID_CHARACTERS}); "
+                             "stitch_run_status lists the run's nodes")
+    return value
+
+
+def _path(*segments: str) -> str:
+    """A path under /api/stitch with every segment percent-encoded ('/', '?', '#', '%' included)."""
+    return "".join("/" + quote(segment, safe="") for segment in segments)
 
 
 def _is_outage(exc: BaseException) -> bool:
@@ -117,7 +163,10 @@ def _detail(response: httpx.Response) -> str:
         body = response.json()
     except ValueError:
         return response.text[:300] or response.reason_phrase
-    return str(body.get("detail", body) if isinstance(body, dict) else body)[:300]
+    detail = body.get("detail", body) if isinstance(body, dict) else body
+    if isinstance(detail, list) and all(isinstance(d, dict) and "msg" in d for d in detail):
+        detail = "; ".join(str(d["msg"]) for d in detail)  # a 422: its messages name the place
+    return str(detail)[:300]
 
 
 @pack.setup
@@ -148,20 +197,20 @@ def stitch_list_flows(stitch: StitchClient) -> FlowList:
 @pack.tool(open_world=True)
 def stitch_start_run(stitch: StitchClient, flow_id: str, input: Any = None) -> RunStatus:  # noqa: A002 - the API's word
     """Start a run of a flow with this input; returns the run id and the first node states."""
-    return _summary(stitch.call("POST", f"/flows/{flow_id}/runs", {"input": input}))
+    return _summary(stitch.call("POST", _path("flows", _flow_id(flow_id), "runs"), {"input": input}))
 
 
 @pack.tool(read_only=True, open_world=True)
 def stitch_run_status(stitch: StitchClient, run_id: str, include_outputs: bool = False) -> RunStatus:
     """The run's status and each node's status (errors always; outputs when asked)."""
-    return _summary(stitch.call("GET", f"/runs/{run_id}"), include_outputs)
+    return _summary(stitch.call("GET", _path("runs", _run_id(run_id))), include_outputs)
 
 
 @pack.tool(open_world=True)
 def stitch_complete(stitch: StitchClient, run_id: str, node_id: str, output: Any = None) -> Done:
     """Complete a UX node that is waiting_for_user, with the person's input as its output.
     A node that is not waiting is refused with the reason."""
-    body = stitch.call("POST", f"/complete/{run_id}/{node_id}", output)
+    body = stitch.call("POST", _path("complete", _run_id(run_id), _node_id(node_id)), output)
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "completed"))}
 
 
@@ -169,7 +218,7 @@ def stitch_complete(stitch: StitchClient, run_id: str, node_id: str, output: Any
 def stitch_retry(stitch: StitchClient, run_id: str, node_id: str) -> Done:
     """Retry a failed node; it fires again once its upstream nodes are complete. A node that
     has not failed is refused with the reason."""
-    body = stitch.call("POST", f"/retry/{run_id}/{node_id}")
+    body = stitch.call("POST", _path("retry", _run_id(run_id), _node_id(node_id)))
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "retrying"))}
 
 
