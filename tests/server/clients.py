@@ -31,12 +31,12 @@ async def stdio_client_session(
 class RawStdio:
     """Speaks newline-delimited JSON-RPC to a server process, byte for byte."""
 
-    def __init__(self, env: dict[str, str], *extra: str) -> None:
+    def __init__(self, env: dict[str, str], *extra: str, stderr: IO[str] | int = subprocess.PIPE) -> None:
         self.proc = subprocess.Popen(
             [PYTHON, *serve_args(*extra)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=stderr,
             env=env,
             text=True,
         )
