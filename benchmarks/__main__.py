@@ -11,6 +11,7 @@ SUITES = {
     "vectors": "benchmarks.vectors",
     "docs": "benchmarks.docs",
     "stitch": "benchmarks.stitch",
+    "skills": "benchmarks.skills",
 }
 
 

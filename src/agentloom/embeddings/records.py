@@ -24,13 +24,14 @@ PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MODEL_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 # Config keys accepted per provider kind, with the camelCase spellings of seed 003.
-_LOCAL_KEYS = {"model_path", "max_tokens"}
+_LOCAL_KEYS = {"model_path", "max_tokens", "default_threshold"}
 _API_KEYS = {"api_endpoint", "timeout", "send_dimensions"}
 _ALIASES = {
     "modelPath": "model_path",
     "maxTokens": "max_tokens",
     "apiEndpoint": "api_endpoint",
     "sendDimensions": "send_dimensions",
+    "defaultThreshold": "default_threshold",
 }
 
 
@@ -248,6 +249,13 @@ def check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
             raise InvalidFieldError(
                 f"config.timeout {value!r} is invalid: use seconds, above 0 and at most 600{hint}.",
                 field="config.timeout", reason="invalid", value=value, hint=hint,
+            )
+    if "default_threshold" in out:  # the model's own cosine cut-off: score scales differ between models
+        value = out["default_threshold"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise InvalidFieldError(
+                f"config.default_threshold {value!r} is invalid: use a cosine similarity from 0 to 1.",
+                field="config.default_threshold", reason="invalid", value=value,
             )
     if "send_dimensions" in out and not isinstance(out["send_dimensions"], bool):
         raise InvalidFieldError(

