@@ -1,15 +1,32 @@
-"""stdio transport that answers malformed lines with a JSON-RPC error instead of ignoring them.
+"""stdio transport that answers every malformed line with a JSON-RPC error instead of ignoring it.
 
-The SDK's stdio reader drops a line it cannot parse (the client then waits forever for
-an answer). JSON-RPC 2.0 wants ``-32700 Parse error`` for invalid JSON and
-``-32600 Invalid Request`` for JSON that is not a request, with ``"id": null``.
+The SDK's stdio reader drops a line it cannot parse, and reads a request whose ``id`` is
+``null``, an object or an array as a notification: either way the client waits forever
+for an answer. JSON-RPC 2.0 wants ``-32700 Parse error`` for invalid JSON and
+``-32600 Invalid Request`` for JSON that is not a valid request, carrying the request's
+id whenever it can be read.
+
+So each line is checked before the SDK parses it (:mod:`agentloom.server.protocol_envelope`);
+a rejected line is answered here and never reaches the server. What still fails the
+SDK's own parsing (a malformed response to one of our requests) is answered with
+``id: null`` as before.
+
+SDK internals relied on: ``mcp.server.stdio._claim_fd`` / ``_open_stdin_diversion`` /
+``_UnownedTextWrapper`` to take fd 0 the way ``stdio_server()`` does when it reads stdin
+itself (fd 0 is pointed at /dev/null while serving, so a tool or child process reading
+stdin cannot steal protocol bytes), and ``MCPServer._lowlevel_server``, which
+``MCPServer.run_stdio_async`` drives exactly like this minus the error replies.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+from collections.abc import AsyncIterator, Callable
+from typing import Any, cast
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared._context_streams import (
@@ -20,10 +37,13 @@ from mcp_types import ErrorData, JSONRPCError
 from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
+from agentloom.server.protocol_envelope import check_envelope, decode
+
 log = logging.getLogger(__name__)
 
 
 def error_for(exc: Exception) -> JSONRPCError:
+    """The answer to a line the SDK itself could not parse (one that passed :func:`check_envelope`)."""
     invalid_json = isinstance(exc, ValidationError) and any(e["type"] == "json_invalid" for e in exc.errors())
     if invalid_json:
         error = ErrorData(code=PARSE_ERROR, message="Parse error: the line is not valid JSON")
@@ -32,22 +52,68 @@ def error_for(exc: Exception) -> JSONRPCError:
     return JSONRPCError(jsonrpc="2.0", id=None, error=error)
 
 
-async def run_stdio(server: MCPServer) -> None:
-    lowlevel = server._lowlevel_server  # MCPServer.run_stdio_async does exactly this, minus the error replies
-    async with stdio_server() as (read_stream, write_stream):
-        forward, messages = create_context_streams[SessionMessage | Exception](0)
+class ScreenedLines:
+    """The lines of stdin, minus those :func:`check_envelope` rejects (their answers go to ``rejected``)."""
 
-        async def answer_malformed() -> None:
-            async with forward:
-                async for item in read_stream:
-                    if isinstance(item, Exception):
-                        reply = error_for(item)
+    def __init__(self, lines: Any, rejected: MemoryObjectSendStream[JSONRPCError]) -> None:
+        self._lines = lines
+        self._rejected = rejected
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async with self._rejected:
+            async for line in self._lines:
+                message, reply = decode(line)
+                reply = reply or check_envelope(message)
+                if reply is None:
+                    yield line
+                else:
+                    await self._rejected.send(reply)
+
+
+def _claimed_stdin() -> tuple[Any, Callable[[], None] | None]:
+    """Lines of the real stdin as an async iterable, with fd 0 diverted while serving (see the module doc)."""
+    try:
+        from mcp.server.stdio import (
+            _claim_fd,
+            _open_stdin_diversion,
+            _UnownedTextWrapper,
+        )
+    except ImportError:  # the SDK moved its internals: read stdin in place, without the diversion
+        log.debug("mcp.server.stdio internals not found; reading stdin without diverting fd 0")
+        return anyio.wrap_file(sys.stdin), None
+    buffer, release = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
+    return anyio.wrap_file(_UnownedTextWrapper(buffer, encoding="utf-8", errors="replace")), release
+
+
+async def run_stdio(server: MCPServer) -> None:
+    lowlevel = server._lowlevel_server
+    stdin, release = _claimed_stdin()
+    rejected_send, rejected = anyio.create_memory_object_stream[JSONRPCError](0)
+    try:
+        async with stdio_server(stdin=cast(Any, ScreenedLines(stdin, rejected_send))) as (read_stream, write_stream):
+            forward, messages = create_context_streams[SessionMessage | Exception](0)
+
+            async def answer_rejected() -> None:
+                async with rejected:
+                    async for reply in rejected:
                         log.warning("rejected a malformed message: %s", reply.error.message)
                         await write_stream.send(SessionMessage(reply))
-                    else:
-                        await forward.send(item)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(answer_malformed)
-            await lowlevel.run(messages, write_stream, lowlevel.create_initialization_options())
-            tg.cancel_scope.cancel()
+            async def answer_malformed() -> None:
+                async with forward:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            reply = error_for(item)
+                            log.warning("rejected a malformed message: %s", reply.error.message)
+                            await write_stream.send(SessionMessage(reply))
+                        else:
+                            await forward.send(item)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(answer_rejected)
+                tg.start_soon(answer_malformed)
+                await lowlevel.run(messages, write_stream, lowlevel.create_initialization_options())
+                tg.cancel_scope.cancel()
+    finally:
+        if release is not None:
+            release()
