@@ -104,3 +104,20 @@ def test_the_server_survives_a_seeded_fuzz_and_answers_every_readable_request(
     missing = [i for i in expected if i not in answered]
     assert not missing, f"{len(missing)} requests never answered, e.g. {missing[:5]}"
     assert "Traceback" not in stderr, stderr[-3000:]
+
+
+def test_a_deeply_nested_request_is_answered_with_its_own_id(server_env: dict[str, str]) -> None:
+    raw = RawStdio(server_env, "--packs", "docs")
+    try:
+        raw.initialize()
+        deep: dict[str, Any] = {}
+        current = deep
+        for _ in range(300):
+            current["a"] = {}
+            current = current["a"]
+        reply = raw.request(77, "tools/call", {"name": "search_docs", "arguments": {"docset": "x", "keywords": ["k"], "x": deep}})
+        assert reply["id"] == 77 and reply["error"]["code"] == -32600
+        assert "deeper than 100 levels" in reply["error"]["message"]
+        assert raw.request(78, "ping")["id"] == 78
+    finally:
+        raw.close()

@@ -72,6 +72,25 @@ def decode(text: str | bytes) -> tuple[Any, JSONRPCError | None]:
         return None, parse_error(detail)
 
 
+# The SDK's parser gives up somewhere past 128 levels and then answers without the id; a
+# message nested deeper than this is refused here, with its id and the limit.
+MAX_DEPTH = 100
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether containers nest deeper than ``limit`` (iterative: deep input cannot overflow it)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return False
+
+
 def check_envelope(message: Any) -> JSONRPCError | None:
     """The error answering ``message``, or ``None`` when its envelope is a valid JSON-RPC message.
 
@@ -114,6 +133,13 @@ def check_envelope(message: Any) -> JSONRPCError | None:
     if problems:
         return error_reply(INVALID_REQUEST, "Invalid Request: " + "; ".join(problems) + ".", request_id)
     params = message.get("params")
+    if isinstance(params, dict) and too_deep(params):
+        return error_reply(
+            INVALID_REQUEST,
+            f"Invalid Request: `params` nest objects or arrays deeper than {MAX_DEPTH} levels, more than this "
+            "server reads. Flatten the value (or send it as a JSON string).",
+            request_id,
+        )
     if params is not None and not isinstance(params, dict):
         return error_reply(
             INVALID_PARAMS,
