@@ -23,7 +23,7 @@ from agentloom.core.errors import AgentloomError
 
 ACCEPTED = (
     'accepted: {"field": value}, {"field": {"$eq|$ne|$gt|$gte|$lt|$lte": v}}, '
-    '{"field": {"$in|$nin": [v, ...]}}, {"field": {"$contains": "text"}}, {"$and": [filter, ...]}'
+    '{"field": {"$in|$nin": [v, ...]}}, {"field": {"$contains": "text"}}, {"$and": [filter, ...]}, {"$or": [filter, ...]}'
 )
 COMPARE = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"}
 RANGE = {"$gt", "$gte", "$lt", "$lte"}

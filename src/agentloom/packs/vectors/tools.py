@@ -192,7 +192,7 @@ async def vector_add_files(
     patterns: list[str] | None = None,
     metadata: dict[str, str | int | float | bool] | None = None,
 ) -> AddedFiles:
-    """Add files and folders (Markdown and plain text by default; `patterns` like ["*.md"] to choose).
+    """Add files and folders. By default it reads Markdown, plain text and reST (*.md, *.markdown, *.txt, *.rst); `patterns` like ["*.py"] choose others.
     Only files inside the allowed folders are read: the client's roots and the server's configured
     folders (AGENTLOOM_VECTORS__FILE_ROOTS; by default its working directory); a relative path is looked
     up in them. A file's document id is its name, or its path relative to the folder given; re-adding
@@ -254,7 +254,7 @@ async def vector_search(
     """Semantic search: the chunks closest to `query`, best first, each with a relevance score in [0, 1]
     (cosine similarity). `filter` restricts chunks before the search, in the form Chroma users know:
     {"field": value}, {"field": {"$ne"|"$gt"|"$gte"|"$lt"|"$lte": v}}, {"field": {"$in": [..]}},
-    {"field": {"$contains": "substring"}}; several keys or {"$and": [...]} combine with AND; created_at and
+    {"field": {"$contains": "substring"}}; several keys or {"$and": [...]} combine with AND, {"$or": [...]} with OR; created_at and
     updated_at accept ISO dates. `document_contains` keeps chunks whose text contains a substring.
     `hybrid` fuses keyword (BM25) and vector rankings; `one_per_document` keeps each document's best chunk."""
     return await _run(vectors.searcher.search, collection, query, n, filter, document_contains, hybrid, one_per_document)
