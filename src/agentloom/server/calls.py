@@ -26,7 +26,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
-from pydantic import ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from agentloom.core.breakers import DependencyFailure
 from agentloom.server.messages import argument_errors, unknown_tool, validation_summary
@@ -36,14 +36,14 @@ log = logging.getLogger(__name__)
 
 class LoomServer(MCPServer):
     def add_strict_tool(self, fn: Any, **options: Any) -> Tool:
-        """Register a tool whose input schema refuses arguments it does not declare."""
+        """Register a tool whose input schema refuses arguments it does not declare.
+
+        The schema says ``additionalProperties: false`` and :meth:`call_tool` enforces it by
+        name; a stricter pydantic model per tool would cost start-up time for the same check."""
         self.add_tool(fn, **options)
         tool = self._tool_manager.get_tool(options.get("name") or fn.__name__)
         assert tool is not None
-        base = tool.fn_metadata.arg_model
-        strict = type(base.__name__, (base,), {"model_config": ConfigDict(extra="forbid"), "__module__": base.__module__})
-        tool.fn_metadata.arg_model = strict
-        tool.parameters = strict.model_json_schema(by_alias=True)
+        tool.parameters = {**tool.parameters, "additionalProperties": False}
         return tool
 
     def tool_names(self) -> list[str]:
@@ -57,10 +57,14 @@ class LoomServer(MCPServer):
             raise ToolError(unknown_tool(name, self.tool_names()))
         if context is None:
             context = Context(mcp_server=self, subscriptions=self._subscriptions)
+        accepted = tool.parameters.get("properties", {})
+        unknown = [key for key in arguments if key not in accepted]
         try:
-            validated = tool.fn_metadata.validate_arguments(arguments)
+            validated = tool.fn_metadata.validate_arguments({k: v for k, v in arguments.items() if k in accepted})
         except ValidationError as exc:
-            raise ToolError(argument_errors(name, tool.parameters, exc)) from None
+            raise ToolError(argument_errors(name, tool.parameters, exc, unknown)) from None
+        if unknown:
+            raise ToolError(argument_errors(name, tool.parameters, None, unknown))
         direct = {tool.context_kwarg: context} if tool.context_kwarg else {}
         try:
             result = await tool.fn_metadata.call_fn(tool.fn, tool.is_async, validated, direct)

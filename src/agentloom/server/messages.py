@@ -54,14 +54,16 @@ def describe_type(schema: dict[str, Any]) -> str:
     return _TYPE_WORDS.get(str(kind), "a JSON value")
 
 
-def argument_errors(tool: str, schema: dict[str, Any], error: ValidationError) -> str:
+def argument_errors(
+    tool: str, schema: dict[str, Any], error: ValidationError | None, unknown: Sequence[str] = ()
+) -> str:
     """One line per problem: unknown arguments, missing ones, then wrong values."""
     properties: dict[str, Any] = schema.get("properties", {})
     accepted = list(properties)
-    unknown: list[str] = []
+    unknown = list(unknown)
     missing: list[str] = []
     wrong: list[str] = []
-    for item in error.errors(include_url=False):
+    for item in error.errors(include_url=False) if error is not None else []:
         loc = [str(part) for part in item["loc"]]
         name = loc[0] if loc else "arguments"
         if item["type"] == "extra_forbidden" and len(loc) == 1:
