@@ -8,6 +8,7 @@ environment: ``AGENTLOOM_BREAKERS__FAILURE_THRESHOLD=5``.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -43,6 +44,23 @@ class EmbeddingSettings(BaseModel):
     batch_size: int = Field(32, ge=1, description="Texts per batch sent to a provider.")
     threads: int = Field(0, ge=0, description="onnxruntime intra-op threads (0: one per core).")
     max_tokens: int = Field(256, ge=8, le=512, description="Input limit of the local model, in its own tokens.")
+
+
+def folder_list(value: Any) -> Any:
+    """A settings value naming folders: a JSON list ('["/srv/docs", "~/notes"]') or a PATH-like
+    string ('/srv/docs:~/notes'); each becomes an expanded Path."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise ValueError(f"not a JSON list of folders: {value!r}") from None
+        else:
+            value = [part for part in text.split(os.pathsep) if part.strip()]
+    if isinstance(value, list):
+        return [Path(v).expanduser() if isinstance(v, (str, Path)) else v for v in value]
+    return value
 
 
 def _split_names(value: Any) -> Any:

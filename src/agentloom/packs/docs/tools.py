@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import warnings
-from pathlib import Path
 from typing import Annotated
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
@@ -20,9 +16,15 @@ from agentloom.core.health import Check
 from agentloom.packs.docs.config import Project
 from agentloom.packs.docs.discovery import ConfigWatcher, find_config
 from agentloom.packs.docs.instructions import instruction
-from agentloom.packs.docs.names import MAX_KEYWORD_LENGTH, MAX_KEYWORDS, check_keywords, check_name
+from agentloom.packs.docs.names import (
+    MAX_KEYWORD_LENGTH,
+    MAX_KEYWORDS,
+    check_keywords,
+    check_name,
+)
 from agentloom.packs.docs.settings import DocsSettings
 from agentloom.server.packs import Pack, PackContext
+from agentloom.server.roots import client_roots
 
 log = logging.getLogger(__name__)
 
@@ -87,21 +89,6 @@ class Docsets:
             )
             self._for = project
         return self._result
-
-
-async def client_roots(ctx: Context) -> list[Path]:
-    """The client's file roots, or none when it has no roots capability or cannot be asked."""
-    capabilities = ctx.client_capabilities
-    if capabilities is None or capabilities.roots is None:
-        return []
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # deprecated in the 2026-07-28 revision; older clients use it
-            answer = await ctx.session.list_roots()
-    except Exception as exc:  # noqa: BLE001 - a client that cannot answer simply has no roots
-        log.info("docs: the client did not list its roots (%s)", exc)
-        return []
-    return [Path(url2pathname(urlparse(str(r.uri)).path)) for r in answer.roots if str(r.uri).startswith("file:")]
 
 
 @pack.setup

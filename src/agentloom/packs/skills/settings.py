@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
+
+from agentloom.core.settings import folder_list
 
 # The model skills use unless told otherwise: multilingual (Chinese requests, English skills).
 DEFAULT_SKILLS_MODEL = "multilingual-e5-small"
@@ -39,18 +39,7 @@ class SkillSettings(BaseModel):
     @field_validator("roots", mode="before")
     @classmethod
     def _path_list(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                try:
-                    value = json.loads(text)
-                except ValueError:
-                    raise ValueError(f"not a JSON list of folders: {value!r}") from None
-            else:
-                value = [part for part in text.split(os.pathsep) if part.strip()]
-        if isinstance(value, list):
-            return [Path(v).expanduser() if isinstance(v, (str, Path)) else v for v in value]
-        return value
+        return folder_list(value)
 
 
 def default_roots(data_dir: Path, cwd: Path | None = None) -> list[Path]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
+
+from agentloom.core.settings import folder_list
 
 
 class VectorSettings(BaseModel):
@@ -48,19 +49,7 @@ class VectorSettings(BaseModel):
     @field_validator("file_roots", mode="before")
     @classmethod
     def _path_list(cls, value: Any) -> Any:
-        """A JSON list ('["/srv/docs", "~/notes"]') or a PATH-like string ('/srv/docs:~/notes')."""
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                try:
-                    value = json.loads(text)
-                except ValueError:
-                    raise ValueError(f"not a JSON list of folders: {value!r}") from None
-            else:
-                value = [part for part in text.split(os.pathsep) if part.strip()]
-        if isinstance(value, list):
-            return [Path(v).expanduser() if isinstance(v, (str, Path)) else v for v in value]
-        return value
+        return folder_list(value)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> VectorSettings:

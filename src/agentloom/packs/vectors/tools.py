@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context
@@ -17,6 +14,7 @@ from typing_extensions import TypedDict
 from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
 from agentloom.server.packs import Pack, PackContext
+from agentloom.server.roots import client_roots
 
 if TYPE_CHECKING:
     from agentloom.packs.vectors.search import Searcher
@@ -220,24 +218,6 @@ async def vector_add_files(
             skipped.append({"path": str(found.path), "reason": exc.strerror or str(exc)})
         await ctx.report_progress(done, len(files), found.document_id)
     return {"documents": added, "skipped": skipped, "total_chunks": sum(d["chunk_count"] for d in added)}
-
-
-async def client_roots(ctx: Context) -> list[Path]:
-    """The client's file roots; none when it declared no roots capability or cannot be asked."""
-    try:
-        capabilities = ctx.client_capabilities
-    except ValueError:  # no request (a direct call)
-        return []
-    if capabilities is None or capabilities.roots is None:
-        return []
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # deprecated in the 2026-07-28 revision; older clients use it
-            answer = await ctx.session.list_roots()
-    except Exception as exc:  # noqa: BLE001 - a client that cannot answer simply has no roots
-        log.info("vectors: the client did not list its roots (%s)", exc)
-        return []
-    return [Path(url2pathname(urlparse(str(r.uri)).path)) for r in answer.roots if str(r.uri).startswith("file:")]
 
 
 @pack.tool(read_only=True)
