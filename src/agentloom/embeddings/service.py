@@ -74,13 +74,7 @@ class EmbeddingService:
         if model_key is None:
             return registry.ensure_default(MODEL_TYPE)
         record = registry.get(model_key)
-        problem = None
-        if record is None:
-            problem = "is not configured"
-        elif not record.enabled:
-            problem = "is disabled"
-        elif record.model_type != MODEL_TYPE:
-            problem = f"is a {record.model_type} model, not an embedding model"
+        problem = _unusable(record)
         if problem is None:
             assert record is not None
             return record
@@ -89,16 +83,20 @@ class EmbeddingService:
         log.warning("embedding model %r %s; using the default model %r instead", model_key, problem, default.key)
         return default
 
+    def _cached(self, model_key: str | None) -> tuple[ModelRecord, ProviderRecord] | None:
+        """The resolution made within the last ``config_ttl_seconds`` (callers hold the lock)."""
+        now = self._clock()
+        if self._loaded_at is None or now - self._loaded_at >= self.settings.embeddings.config_ttl_seconds:
+            self._resolved.clear()
+            self._loaded_at = now
+        return self._resolved.get(model_key)
+
     def _resolve(self, model_key: str | None) -> tuple[ModelRecord, ProviderRecord]:
         with self._lock:
-            now = self._clock()
-            ttl = self.settings.embeddings.config_ttl_seconds
-            if self._loaded_at is None or now - self._loaded_at >= ttl:
-                self._resolved.clear()
-                self._loaded_at = now
-            hit = self._resolved.get(model_key)
+            hit = self._cached(model_key)
             if hit is not None:
                 return hit
+            now = self._loaded_at
             record = self._lookup(model_key)
             provider_record = self.registry.get_provider(record.provider)
             if provider_record is None:  # the FK makes this impossible short of manual edits
@@ -110,6 +108,29 @@ class EmbeddingService:
 
     def model(self, model_key: str | None = None) -> ModelRecord:
         """The model to use: the default for None; an unknown or disabled key falls back to it (logged)."""
+        return self._resolve(model_key)[0]
+
+    def require(self, model_key: str, needed_by: str) -> ModelRecord:
+        """Exactly this model, never the default in its place: for data built with it (a collection).
+
+        Raises with what is wrong and the way out when the key is unknown, disabled or not an
+        embedding model; ``needed_by`` names what needs it ("collection 'notes'")."""
+        with self._lock:
+            hit = self._cached(model_key)
+        if hit is not None and hit[0].key == model_key:
+            return hit[0]
+        registry = self.registry
+        record = registry.get(model_key)
+        if record is None and registry.ensure_default(MODEL_TYPE).key == model_key:  # a new data folder
+            record = registry.get(model_key)
+        problem = _unusable(record)
+        if problem is not None:
+            fix = ("enable it with `agentloom models enable " + model_key + "`" if record is not None and not record.enabled
+                   else "register it again with `agentloom models add`")
+            raise AgentloomError(
+                f"{needed_by} was built with embedding model {model_key!r}, which {problem}; its vectors can only be "
+                f"searched with that model: {fix}, or re-create the {needed_by.split()[0]} with the current model."
+            )
         return self._resolve(model_key)[0]
 
     def _provider(self, record: ModelRecord, provider_record: ProviderRecord) -> Provider:
@@ -255,5 +276,16 @@ class EmbeddingService:
         for provider in providers:
             try:
                 provider.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
+            except Exception:
                 log.debug("closing provider %r failed", provider, exc_info=True)
+
+
+def _unusable(record: ModelRecord | None) -> str | None:
+    """Why a registry record cannot serve as an embedding model, or None."""
+    if record is None:
+        return "is not configured"
+    if not record.enabled:
+        return "is disabled"
+    if record.model_type != MODEL_TYPE:
+        return f"is a {record.model_type} model, not an embedding model"
+    return None

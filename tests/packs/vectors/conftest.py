@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +62,9 @@ def store_settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, 
 def vhost(tmp_path: Path, store_settings: dict[str, object]) -> Host:
     """A host with only the vectors pack; tests connect an MCP client to its server."""
     return vectors_host(tmp_path, **store_settings)
+
+
+@pytest.fixture
+def name() -> str:
+    """A fresh collection name (the remote server is shared by the whole session)."""
+    return f"c-{uuid.uuid4().hex[:10]}"

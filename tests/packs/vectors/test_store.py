@@ -37,22 +37,21 @@ async def test_leftover_chunks_of_an_interrupted_write_are_invisible(tmp_path: P
     assert col.get(include=["documents"])["documents"] == ["The capital of France is Paris, on the Seine."]
 
 
-async def test_dimension_mismatch_is_refused_and_model_change_warns(tmp_path: Path) -> None:
+async def test_dimension_mismatch_is_refused(tmp_path: Path) -> None:
     host = vectors_host(tmp_path)
     store = host.packs["vectors"].state.store
     client = store.connection.client()
-    wide = collection_name()
-    client.create_collection(wide, metadata={"embedding_model": "text-embedding-3-small", "embedding_dimensions": 1536},
+    wide = collection_name()  # built by another tool, claiming our model's key with other dimensions
+    client.create_collection(wide, metadata={"embedding_model": "all-MiniLM-L6-v2", "embedding_dimensions": 1536},
                              embedding_function=store._ef())
-    other = collection_name()
-    client.create_collection(other, metadata={"embedding_model": "paraphrase-MiniLM", "embedding_dimensions": 384},
+    unknown = collection_name()
+    client.create_collection(unknown, metadata={"embedding_model": "paraphrase-MiniLM", "embedding_dimensions": 384},
                              embedding_function=store._ef())
     async with Client(host.server) as c:
         refused = await c.call_tool("vector_add_document", {"collection": wide, "text": "hello"})
-        warned = await c.call_tool("vector_add_document", {"collection": other, "text": "hello"})
+        missing = await c.call_tool("vector_search", {"collection": unknown, "query": "hello"})
     assert refused.is_error and "1536-dimensional" in refused.content[0].text and "384" in refused.content[0].text
-    assert not warned.is_error
-    assert "paraphrase-MiniLM" in warned.structured_content["warnings"][0]
+    assert missing.is_error and "'paraphrase-MiniLM', which is not configured" in missing.content[0].text
 
 
 async def test_unreachable_server_gives_a_short_error_and_opens_the_breaker(tmp_path: Path) -> None:

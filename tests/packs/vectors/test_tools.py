@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 from mcp.client import Client
 
 from agentloom.server.host import Host
@@ -16,11 +14,6 @@ DOCS = {
     "rust": "Rust is a systems programming language focused on memory safety without garbage collection.",
     "bread": "To bake bread, mix flour, water, salt and yeast, knead the dough, let it rise, then bake it.",
 }
-
-
-@pytest.fixture
-def name() -> str:
-    return f"c-{uuid.uuid4().hex[:10]}"
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
@@ -64,7 +57,7 @@ async def test_add_chunks_long_documents_within_the_model_limit(vhost: Host, nam
                       for i in range(8)]
         text = "\n\n".join(paragraphs)
         added = await call(client, "vector_add_document", collection=name, document_id="long", text=text,
-                           metadata={"kind": "test"})
+                           metadata={"kind": "test"}, include_chunk_ids=True)
         assert added["chunk_count"] > 5 and len(added["chunk_ids"]) == added["chunk_count"]
         info = await call(client, "vector_document_info", collection=name, document_id="long")
         assert info["chunk_count"] == added["chunk_count"]
@@ -167,11 +160,11 @@ async def test_add_files_and_folders(vhost: Host, name: str, tmp_path: Path) -> 
                                         progress_callback=on_progress)
         added = result.structured_content
         assert added is not None and not result.is_error
-        assert sorted(d["document_id"] for d in added["documents"]) == ["guide/install.md", "notes.txt"]
+        assert sorted(d["document_id"] for d in added["documents"]) == ["docs/guide/install.md", "docs/notes.txt"]
         assert [s["reason"] for s in added["skipped"]] == ["binary file"]
         assert added["total_chunks"] == 2
         hit = (await call(client, "vector_search", collection=name, query="how to install", n=1))["results"][0]
-        assert hit["document_id"] == "guide/install.md" and hit["metadata"]["file_name"] == "install.md"
+        assert hit["document_id"] == "docs/guide/install.md" and hit["metadata"]["file_name"] == "install.md"
         assert "does not exist" in await error(client, "vector_add_files", collection=name, paths=[str(tmp_path / "no")])
 
 

@@ -49,6 +49,14 @@ class Roots:
     def owner(self, resolved: Path) -> Root | None:
         return next((r for r in self.roots if resolved == r.path or resolved.is_relative_to(r.path)), None)
 
+    def file_id(self, resolved: Path) -> str:
+        """A file's document id: its path relative to the outermost allowed folder holding it, so
+        the same file gets the same id whichever folder of it was passed."""
+        holders = [r.path for r in self.roots if resolved.is_relative_to(r.path) and resolved != r.path]
+        if not holders:
+            return resolved.name
+        return resolved.relative_to(min(holders, key=lambda p: len(p.parts))).as_posix()
+
 
 def allowed_roots(client: Iterable[Path], configured: list[Path] | None, cwd: Path) -> Roots:
     """The client's roots, then the configured folders (or the working directory by default)."""
@@ -105,7 +113,7 @@ LINK_OUT = "a symbolic link to a file outside the allowed folders (not read)"
 
 
 def expand(paths: list[str], patterns: list[str] | None, roots: Roots) -> Iterator[Found]:
-    """The files to add: a file's document id is its name, a folder's files are ids relative to it.
+    """The files to add, each with its document id (see Roots.file_id).
 
     Every path must resolve inside an allowed folder (else the whole call is refused); a
     relative path is looked up in the allowed folders, in order."""
@@ -119,7 +127,7 @@ def expand(paths: list[str], patterns: list[str] | None, roots: Roots) -> Iterat
     for raw, path in zip(paths, resolved, strict=True):
         try:
             if path.is_file():
-                yield Found(path, path, path.name)
+                yield Found(path, path, roots.file_id(path))
             elif path.is_dir():
                 yield from _folder(path, globs, roots)
             else:
@@ -165,7 +173,10 @@ def _folder(folder: Path, globs: tuple[str, ...], roots: Roots) -> Iterator[Foun
         if any(part.startswith(".") for part in relative.parts):
             continue  # .git, .venv and other hidden folders
         target = f.resolve()
-        yield Found(f, target if roots.owner(target) is not None else None, relative.as_posix())
+        if roots.owner(target) is None:
+            yield Found(f, None, relative.as_posix())
+        else:
+            yield Found(f, target, roots.file_id(target))
 
 
 def read_text(path: Path) -> str:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
 from typing import Any
 
 from agentloom.core.errors import AgentloomError
+from agentloom.core.timestamps import parse
 
 ACCEPTED = (
     'accepted: {"field": value}, {"field": {"$eq|$ne|$gt|$gte|$lt|$lte": v}}, '
@@ -74,12 +74,9 @@ def _timestamp(value: Any, where: str) -> float:
         return float(value)
     if isinstance(value, str):
         try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return parse(value).timestamp()
         except ValueError:
             raise _fail(where, f"{value!r} is not an ISO date such as 2026-01-31 or 2026-01-31T10:00:00Z") from None
-        if isinstance(parsed, date) and parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        return parsed.timestamp()
     raise _fail(where, f"a timestamp must be a number or an ISO date, got {type(value).__name__}")
 
 

@@ -31,7 +31,8 @@ T = TypeVar("T")
 MAX_RESULTS = 100
 CANDIDATE_FACTOR = 5  # hybrid and per-document collapsing look deeper than n
 MAX_ROUNDS = 6  # queries per search when stale chunks keep surfacing (each round guards more documents)
-MAX_GUARDED = 300  # documents named in one guard: keeps the where clause far below SQLite's limits
+MAX_GUARDED = 300
+MAX_DEPTH = 1000  # how deep a search looks for n distinct results  # documents named in one guard: keeps the where clause far below SQLite's limits
 
 
 class Searcher:
@@ -73,20 +74,51 @@ class Searcher:
         document_contains: str | None = None,
         hybrid: bool = False,
         one_per_document: bool = False,
+        min_score: float | None = None,
     ) -> dict[str, Any]:
         if not isinstance(query, str) or not query.strip():
             raise AgentloomError("query is empty: pass the text to search for.")
         if not 1 <= n <= MAX_RESULTS:
             raise AgentloomError(f"n must be between 1 and {MAX_RESULTS}, got {n}.")
+        if min_score is not None and not 0.0 <= min_score <= 1.0:
+            raise AgentloomError(f"min_score must be between 0 and 1 (a cosine similarity), got {min_score}.")
         plan = parse_filter(filter, document_contains)
         collection = self.store.collection(collection_name)
-        warnings = self.store.model_warnings(collection)
-        vector = self.store.embeddings.embed_query(query, self.store.settings.embedding_model)
+        vector = self.store.embeddings.embed_query(query, self.store.collection_model(collection))
 
         allowed = self._candidates(collection, plan)
         if allowed is not None and not allowed:
-            return _empty(collection_name, hybrid, warnings + ["the filters exclude every chunk of the collection"])
+            return _empty(collection_name, hybrid, ["the filters exclude every chunk of the collection"])
         depth = n * CANDIDATE_FACTOR if (hybrid or one_per_document) else n
+        while True:
+            hits = self._ranked(collection, query, vector, plan, allowed, depth, hybrid)
+            found = len(hits)
+            hits = _distinct(hits, one_per_document)
+            # Duplicates (the same text stored twice) took places: look deeper, unless nothing is left.
+            if len(hits) >= n or found < depth or depth >= MAX_DEPTH:
+                break
+            depth = min(MAX_DEPTH, depth * 2)
+        if min_score is not None:
+            hits = [h for h in hits if h["score"] >= min_score]
+        results = [
+            {k: h[k] for k in ("document_id", "chunk_id", "text", "metadata", "score")} for h in hits[:n]
+        ]
+        if not results:
+            filtered = allowed is not None or plan.where is not None or plan.document_contains is not None
+            if filtered:
+                return _empty(collection_name, hybrid, ["the filters exclude every chunk: loosen or remove them"],
+                              "no chunk matched the filters")
+            if min_score is not None and found:
+                return _empty(collection_name, hybrid, [], f"no chunk scored {min_score} or more")
+            return _empty(collection_name, hybrid, [])
+        return {"collection": collection_name, "mode": "hybrid" if hybrid else "vector", "results": results,
+                "message": None, "warnings": []}
+
+    def _ranked(
+        self, collection: Collection, query: str, vector: np.ndarray, plan: FilterPlan,
+        allowed: list[str] | None, depth: int, hybrid: bool,
+    ) -> list[dict[str, Any]]:
+        """Current chunks, best first: by vector similarity, or fused with BM25 (hybrid)."""
         hits = self._vector_hits(collection, vector, plan, allowed, depth)
         if hybrid:
             lexical = self._lexical_index(collection).search(query, depth, allowed)
@@ -96,20 +128,7 @@ class Searcher:
             for extra in self._fetch(collection, missing, vector):
                 hits_by_id[extra["id"]] = extra
             hits = [hits_by_id[i] for i in order if i in hits_by_id]
-        hits = self._current_only(collection_name, hits)
-        if one_per_document:
-            seen: set[str] = set()
-            hits = [h for h in hits if not (h["document_id"] in seen or seen.add(h["document_id"]))]
-        results = [
-            {k: h[k] for k in ("document_id", "chunk_id", "text", "metadata", "score")} for h in hits[:n]
-        ]
-        if not results:
-            filtered = allowed is not None or plan.where is not None or plan.document_contains is not None
-            if filtered:
-                warnings = warnings + ["the filters exclude every chunk: loosen or remove them"]
-            return _empty(collection_name, hybrid, warnings, "no chunk matched the filters" if filtered else None)
-        return {"collection": collection_name, "mode": "hybrid" if hybrid else "vector", "results": results,
-                "message": None, "warnings": warnings}
+        return self._current_only(collection.name, hits)
 
     def _candidates(self, collection: Collection, plan: FilterPlan) -> list[str] | None:
         """Ids allowed by filters Chroma cannot apply itself (substring of metadata); None = no restriction."""
@@ -181,6 +200,22 @@ class Searcher:
         """Drop chunks of superseded or deleted generations (see store.py)."""
         current = self.store.current_generations(collection_name, {h["document_id"] for h in hits})
         return [h for h in hits if current.get(h["document_id"]) == h["generation"]]
+
+
+def _distinct(hits: list[dict[str, Any]], one_per_document: bool) -> list[dict[str, Any]]:
+    """Each text once (the same text stored under two documents is one result), and with
+    one_per_document each document's best chunk only."""
+    texts: set[str] = set()
+    documents: set[str] = set()
+    kept = []
+    for h in hits:
+        text = " ".join(h["text"].split())
+        if text in texts or (one_per_document and h["document_id"] in documents):
+            continue
+        texts.add(text)
+        documents.add(h["document_id"])
+        kept.append(h)
+    return kept
 
 
 def _is_current(meta: Mapping[str, Any] | None, current: Mapping[str, int]) -> bool:

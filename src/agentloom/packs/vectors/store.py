@@ -45,13 +45,13 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.dependency import first_line
 from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
+from agentloom.core.timestamps import iso
 from agentloom.embeddings import EmbeddingService
-from agentloom.packs.vectors.chunking import chunk_text
+from agentloom.packs.vectors.chunking import Chunk, chunk_text
 from agentloom.packs.vectors.connection import ChromaConnection
 from agentloom.packs.vectors.settings import VectorSettings
 
@@ -66,10 +66,6 @@ SYSTEM_FIELDS = frozenset(
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,61}[A-Za-z0-9]$")
 _DUMMY = [0.0]  # manifest rows carry no meaningful vector
-
-
-def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
 
 
 def public_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,6 +115,15 @@ def check_metadata(metadata: Mapping[str, Any] | None, field: str = "metadata") 
 
 
 @dataclass(frozen=True)
+class NewDocument:
+    """A checked document cut into chunks, not yet embedded or written."""
+
+    document_id: str
+    metadata: dict[str, Any]
+    chunks: list[Chunk]
+
+
+@dataclass(frozen=True)
 class DocumentRecord:
     collection: str
     document_id: str
@@ -142,9 +147,11 @@ class VectorStore:
         self.changed: list[Callable[[str], None]] = []  # listeners (the lexical index cache)
         self.started_ns = time.time_ns()
         self._swept: set[str] = set()  # collections checked for leftovers since this store started
+        self._max_batch: int | None = None
 
-    # -- model -------------------------------------------------------------------------
+    # -- model: each collection is embedded and searched with the model that built it ----------
     def model(self) -> tuple[str, int]:
+        """The model new collections are built with (the configured one, or the default)."""
         record = self.embeddings.model(self.settings.embedding_model)
         return record.key, record.dimensions
 
@@ -153,23 +160,21 @@ class VectorStore:
 
         return ServiceEmbeddingFunction(self.embeddings, self.settings.embedding_model)
 
-    def model_warnings(self, collection: Collection) -> list[str]:
-        """Refuse a dimension mismatch; warn when the model differs from the collection's."""
-        key, dims = self.model()
+    def collection_model(self, collection: Collection) -> str:
+        """The key of the model that built the collection; a model that cannot be loaded is an error
+        naming the way out. A collection agentloom did not create uses the configured model."""
         meta = collection.metadata or {}
-        built_with, built_dims = meta.get("embedding_model"), meta.get("embedding_dimensions")
-        if built_dims is not None and int(built_dims) != dims:
+        key, dims = meta.get("embedding_model"), meta.get("embedding_dimensions")
+        if not isinstance(key, str) or not key:
+            key, current = self.model()
+        else:
+            current = self.embeddings.require(key, f"collection {collection.name!r}").dimensions
+        if dims is not None and int(dims) != current:
             raise AgentloomError(
-                f"collection {collection.name!r} holds {built_dims}-dimensional vectors from {built_with!r}, but the "
-                f"current model {key!r} makes {dims}-dimensional ones; they cannot be compared. Switch back to "
-                f"{built_with!r} (agentloom models set-default) or re-create the collection with the new model."
+                f"collection {collection.name!r} holds {dims}-dimensional vectors, but model {key!r} makes "
+                f"{current}-dimensional ones; they cannot be compared. Re-create the collection."
             )
-        if built_with and built_with != key:
-            return [
-                f"collection {collection.name!r} was built with {built_with!r} but the current model is {key!r}: "
-                "scores across models are not comparable; re-index for reliable results."
-            ]
-        return []
+        return key
 
     # -- collections -------------------------------------------------------------------
     def _client(self) -> Any:
@@ -260,12 +265,25 @@ class VectorStore:
 
     # -- documents ---------------------------------------------------------------------
     def document(self, collection: str, document_id: str) -> DocumentRecord | None:
-        got = self._on_manifest(
-            lambda m: m.get(ids=[_manifest_id(collection, document_id)], include=["metadatas"])
-        )
-        if not got["ids"]:
-            return None
-        return _record(got["metadatas"][0])
+        return self.documents(collection, [document_id]).get(document_id)
+
+    def documents(self, collection: str, document_ids: list[str] | None = None) -> dict[str, DocumentRecord]:
+        """The manifest records of these documents (those that exist), or of every document."""
+        if document_ids is None:
+            got = self._on_manifest(lambda m: m.get(where={"collection": collection}, include=["metadatas"]))
+        elif not document_ids:
+            return {}
+        else:
+            wanted = [_manifest_id(collection, d) for d in document_ids]
+            got = self._on_manifest(lambda m: m.get(ids=wanted, include=["metadatas"]))
+        records = (_record(meta) for meta in got["metadatas"])
+        return {r.document_id: r for r in records}
+
+    def max_batch(self) -> int:
+        """Chroma's limit of records per write (asked once)."""
+        if self._max_batch is None:
+            self._max_batch = max(1, int(self.connection.call(self._client().get_max_batch_size)))
+        return self._max_batch
 
     def current_generations(self, collection: str, document_ids: set[str]) -> dict[str, int]:
         known = self._generations
@@ -298,6 +316,36 @@ class VectorStore:
         else:
             self._generations[(collection, document_id)] = generation
 
+    def prepare(
+        self,
+        model_key: str,
+        text: str,
+        document_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+    ) -> NewDocument:
+        """Check one document and cut it into chunks for ``model_key``; nothing is written."""
+        if not isinstance(text, str) or not text.strip():
+            raise AgentloomError("text is empty: pass the document's text (at least one non-space character).")
+        doc_id = document_id if document_id is not None else uuid.uuid4().hex
+        if not isinstance(doc_id, str) or not doc_id.strip() or len(doc_id) > 512:
+            raise AgentloomError("document_id must be a non-empty string of at most 512 characters.")
+        user = check_metadata(metadata)
+        size = chunk_size or self.settings.chunk_size
+        overlap = self.settings.chunk_overlap if chunk_overlap is None else chunk_overlap
+        if overlap >= size:
+            raise ConfigError(f"chunk_overlap ({overlap}) must be smaller than chunk_size ({size}).")
+        max_tokens = self.embeddings.max_tokens(model_key) or 8192
+        chunks = chunk_text(
+            text,
+            tokenizer=self.embeddings.tokenizer(model_key),
+            chunk_tokens=min(size, max_tokens - 2),
+            overlap_tokens=overlap,
+            max_tokens=max_tokens,
+        )
+        return NewDocument(doc_id, user, chunks)
+
     def add_document(
         self,
         collection_name: str,
@@ -309,29 +357,37 @@ class VectorStore:
         *,
         must_exist: bool = False,
     ) -> dict[str, Any]:
-        if not isinstance(text, str) or not text.strip():
-            raise AgentloomError("text is empty: pass the document's text (at least one non-space character).")
-        doc_id = document_id if document_id is not None else uuid.uuid4().hex
-        if not isinstance(doc_id, str) or not doc_id.strip() or len(doc_id) > 512:
-            raise AgentloomError("document_id must be a non-empty string of at most 512 characters.")
-        user = check_metadata(metadata)
         collection = self.collection(collection_name)
-        warnings = self.model_warnings(collection)
-        key, _ = self.model()
-        size = chunk_size or self.settings.chunk_size
-        overlap = self.settings.chunk_overlap if chunk_overlap is None else chunk_overlap
-        if overlap >= size:
-            raise ConfigError(f"chunk_overlap ({overlap}) must be smaller than chunk_size ({size}).")
-        max_tokens = self.embeddings.max_tokens(self.settings.embedding_model) or 8192
-        chunks = chunk_text(
-            text,
-            tokenizer=self.embeddings.tokenizer(self.settings.embedding_model),
-            chunk_tokens=min(size, max_tokens - 2),
-            overlap_tokens=overlap,
-            max_tokens=max_tokens,
-        )
-        vectors = self.embeddings.embed_documents([c.text for c in chunks], self.settings.embedding_model)
+        key = self.collection_model(collection)
+        document = self.prepare(key, text, document_id, metadata, chunk_size, chunk_overlap)
+        return self.write(collection, key, [document], must_exist=must_exist)[0]
 
+    def write(
+        self,
+        collection: Collection,
+        model_key: str,
+        documents: list[NewDocument],
+        *,
+        must_exist: bool = False,
+        written: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Embed the chunks of several documents together (full batches), then commit each document
+        on its own, all or nothing (see the module docstring). ``written`` hears of each commit."""
+        texts = [c.text for d in documents for c in d.chunks]
+        vectors = self.embeddings.embed_documents(texts, model_key)
+        results, at = [], 0
+        for document in documents:
+            n = len(document.chunks)
+            results.append(self._commit(collection, model_key, document, vectors[at : at + n], must_exist))
+            at += n
+            if written is not None:
+                written(results[-1])
+        return results
+
+    def _commit(
+        self, collection: Collection, key: str, document: NewDocument, vectors: Any, must_exist: bool
+    ) -> dict[str, Any]:
+        collection_name, doc_id, chunks = collection.name, document.document_id, document.chunks
         with self._write_lock:
             previous = self.document(collection_name, doc_id)
             if must_exist and previous is None:
@@ -345,7 +401,7 @@ class VectorStore:
             ids = [f"{doc_id}:{generation}:{c.index}" for c in chunks]
             metadatas = [
                 {
-                    **user,
+                    **document.metadata,
                     "document_id": doc_id,
                     "chunk_index": c.index,
                     "start": c.start,
@@ -359,7 +415,7 @@ class VectorStore:
                 for c in chunks
             ]
             try:
-                batch = max(1, int(self.connection.call(self._client().get_max_batch_size)))
+                batch = self.max_batch()
                 for start in range(0, len(ids), batch):
                     part = slice(start, start + batch)
                     self.connection.call(
@@ -378,7 +434,7 @@ class VectorStore:
                     "created_at": created,
                     "updated_at": now,
                     "embedding_model": key,
-                    "metadata_json": json.dumps(user, sort_keys=True),
+                    "metadata_json": json.dumps(document.metadata, sort_keys=True),
                 }
                 self._on_manifest(
                     lambda m: m.upsert(
@@ -404,7 +460,6 @@ class VectorStore:
             "chunk_ids": ids,
             "replaced": previous is not None,
             "embedding_model": key,
-            "warnings": warnings,
         }
 
     def _drop_chunks(self, collection: Collection, doc_id: str, keep: int | None, only: int | None = None) -> None:
@@ -446,7 +501,7 @@ class VectorStore:
             before = time.time_ns() - int(self.settings.stale_write_seconds * 1e9)
         got = self.connection.call(lambda: collection.get(include=["metadatas"]))
         stale = [i for i, m in zip(got["ids"], got["metadatas"] or []) if _abandoned(m or {}, current, before)]
-        batch = max(1, int(self.connection.call(self._client().get_max_batch_size)))
+        batch = self.max_batch()
         for start in range(0, len(stale), batch):
             part: list[str] = stale[start : start + batch]
             self.connection.call(lambda part=part: collection.delete(ids=part))  # type: ignore[misc]
@@ -464,34 +519,6 @@ class VectorStore:
             self._drop_chunks(collection, document_id, keep=-1)
         self._notify(collection_name)
         return {"document_id": document_id, "deleted_chunks": record.chunk_count}
-
-    def document_info(self, collection_name: str, document_id: str) -> dict[str, Any]:
-        collection = self.collection(collection_name)
-        record = self.document(collection_name, document_id)
-        if record is None:
-            raise NotFoundError(f"document {document_id!r} not found in collection {collection_name!r}.")
-        got = self.connection.call(
-            lambda: collection.get(
-                where={"$and": [{"document_id": document_id}, {"generation": record.generation}]},
-                include=["metadatas", "documents"],
-            )
-        )
-        tokens = [int(m["tokens"]) for m in got["metadatas"]]
-        chars = [len(d) for d in got["documents"]]
-        return {
-            "document_id": document_id,
-            "collection": collection_name,
-            "metadata": record.metadata,
-            "embedding_model": record.embedding_model,
-            "created_at": iso(record.created_at),
-            "updated_at": iso(record.updated_at),
-            "chunk_count": len(tokens),
-            "chunk_ids": [i for _, i in sorted(zip([m["chunk_index"] for m in got["metadatas"]], got["ids"]))],
-            "total_characters": max((m["end"] for m in got["metadatas"]), default=0),
-            "chunk_tokens": {"min": min(tokens, default=0), "max": max(tokens, default=0),
-                             "mean": round(sum(tokens) / len(tokens), 1) if tokens else 0},
-            "chunk_characters": {"min": min(chars, default=0), "max": max(chars, default=0)},
-        }
 
     def _notify(self, collection: str) -> None:
         for listener in self.changed:

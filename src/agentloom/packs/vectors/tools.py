@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context
+from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
-from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.roots import client_roots
@@ -47,10 +47,23 @@ class Deleted(TypedDict):
 class AddedDocument(TypedDict):
     document_id: str
     chunk_count: int
-    chunk_ids: list[str]
     replaced: bool
     embedding_model: str
-    warnings: list[str]
+    chunk_ids: NotRequired[list[str]]
+
+
+class AddedDocuments(TypedDict):
+    added: int
+    replaced: int
+    total_chunks: int
+    documents: list[AddedDocument]
+
+
+class AddedFile(TypedDict):
+    document_id: str
+    path: str
+    chunk_count: int
+    replaced: bool
 
 
 class SkippedFile(TypedDict):
@@ -59,9 +72,21 @@ class SkippedFile(TypedDict):
 
 
 class AddedFiles(TypedDict):
-    documents: list[AddedDocument]
-    skipped: list[SkippedFile]
+    added: int
+    replaced: int
     total_chunks: int
+    embedding_model: str
+    documents: list[AddedFile]
+    skipped: list[SkippedFile]
+
+
+class NewDocumentInput(BaseModel):
+    """One document of vector_add_documents."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    document_id: str | None = None
+    metadata: dict[str, str | int | float | bool] | None = None
 
 
 class SearchHit(TypedDict):
@@ -83,6 +108,36 @@ class SearchResult(TypedDict):
 class DeletedDocument(TypedDict):
     document_id: str
     deleted_chunks: int
+
+
+class ListedDocument(TypedDict):
+    document_id: str
+    title: str
+    chunk_count: int
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+
+class DocumentList(TypedDict):
+    collection: str
+    documents: list[ListedDocument]
+    total: int
+    next_cursor: str | None
+
+
+class DocumentText(TypedDict):
+    document_id: str
+    collection: str
+    text: str
+    offset: int
+    total_characters: int
+    next_offset: int | None
+    metadata: dict[str, Any]
+    embedding_model: str
+    chunk_count: int
+    created_at: str
+    updated_at: str
 
 
 class DocumentInfo(TypedDict):
@@ -173,12 +228,42 @@ async def vector_add_document(
     metadata: dict[str, str | int | float | bool] | None = None,
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
+    include_chunk_ids: bool = False,
 ) -> AddedDocument:
     """Add a text document: it is split into chunks (sizes in the embedding model's tokens, preferring
-    paragraph and sentence boundaries), embedded and stored. Without document_id one is generated.
-    Adding an existing document_id replaces that document as one unit (never duplicate chunks).
-    Metadata values must be strings, numbers or booleans."""
-    return await _run(vectors.store.add_document, collection, text, document_id, metadata, chunk_size, chunk_overlap)
+    paragraph and sentence boundaries), embedded with the collection's model and stored. Without
+    document_id one is generated. Adding an existing document_id replaces that document as one unit
+    (never duplicate chunks). Metadata values must be strings, numbers or booleans. The reply gives
+    counts; include_chunk_ids adds the chunk ids."""
+    from agentloom.packs.vectors.ingest import compact
+
+    added = await _run(vectors.store.add_document, collection, text, document_id, metadata, chunk_size, chunk_overlap)
+    return compact(added, include_chunk_ids)  # type: ignore[return-value]
+
+
+@pack.tool()
+async def vector_add_documents(
+    vectors: Vectors, ctx: Context, collection: str, documents: list[NewDocumentInput], include_chunk_ids: bool = False,
+) -> AddedDocuments:
+    """Add many text documents in one call (up to 1,000: [{"text": ..., "document_id": ..., "metadata": {...}}]);
+    their chunks are embedded together, which is much faster than one call per document. Every
+    document is checked before anything is written; each is then stored as one unit, replacing a
+    document with the same id. Progress is reported per document."""
+    from agentloom.packs.vectors.ingest import compact, text_windows
+
+    store = vectors.store
+    target = await _run(store.collection, collection)
+    key = await _run(store.collection_model, target)
+    items = [d.model_dump() for d in documents]
+    windows = await _run(text_windows, store, key, items)
+    written: list[AddedDocument] = []
+    for window in windows:
+        for result in await _run(store.write, target, key, window):
+            written.append(compact(result, include_chunk_ids))  # type: ignore[arg-type]
+            await ctx.report_progress(len(written), len(items), result["document_id"])
+    replaced = sum(d["replaced"] for d in written)
+    return {"added": len(written) - replaced, "replaced": replaced,
+            "total_chunks": sum(d["chunk_count"] for d in written), "documents": written}
 
 
 @pack.tool()
@@ -193,31 +278,31 @@ async def vector_add_files(
     """Add files and folders. By default it reads Markdown, plain text and reST (*.md, *.markdown, *.txt, *.rst); `patterns` like ["*.py"] choose others.
     Only files inside the allowed folders are read: the client's roots and the server's configured
     folders (AGENTLOOM_VECTORS__FILE_ROOTS; by default its working directory); a relative path is looked
-    up in them. A file's document id is its name, or its path relative to the folder given; re-adding
-    replaces it. Unreadable or binary files are skipped with the reason; progress is reported per file."""
-    from agentloom.packs.vectors.files import LINK_OUT, allowed_roots, expand, read_text
+    up in them. A file's document id is its path relative to the allowed folder holding it (e.g.
+    "docs/guide.md"), whichever folder of it you pass; adding a file again replaces its document, and an
+    id already holding another file is never overwritten (that file is skipped with the reason).
+    Unreadable or binary files are skipped with the reason; progress is reported per file."""
+    from agentloom.packs.vectors.files import allowed_roots, expand
+    from agentloom.packs.vectors.ingest import file_windows
 
     store = vectors.store
-    await _run(store.collection, collection)  # an unknown or invalid collection is refused, not "skipped"
+    target = await _run(store.collection, collection)  # an unknown or invalid collection is refused, not "skipped"
+    key = await _run(store.collection_model, target)
     roots = allowed_roots(await client_roots(ctx), store.settings.file_roots, Path.cwd())
     files = await _run(lambda: list(expand(paths, patterns, roots)))
-    added: list[AddedDocument] = []
+    added: list[AddedFile] = []
     skipped: list[SkippedFile] = []
-    for done, found in enumerate(files, start=1):
-        try:
-            if found.target is None:
-                raise AgentloomError(LINK_OUT)
-            text = await _run(read_text, found.target)
-            if not text.strip():
-                raise AgentloomError("empty file")
-            meta = {**(metadata or {}), "source_path": str(found.target), "file_name": found.path.name}
-            added.append(await _run(store.add_document, collection, text, found.document_id, meta))
-        except AgentloomError as exc:
-            skipped.append({"path": str(found.path), "reason": str(exc)})
-        except OSError as exc:
-            skipped.append({"path": str(found.path), "reason": exc.strerror or str(exc)})
-        await ctx.report_progress(done, len(files), found.document_id)
-    return {"documents": added, "skipped": skipped, "total_chunks": sum(d["chunk_count"] for d in added)}
+    windows = file_windows(store, target, key, files, metadata)
+    while (window := await _run(next, windows, None)) is not None:
+        skipped += [{"path": s.path, "reason": s.reason} for s in window.skipped]
+        for result in await _run(store.write, target, key, window.documents):
+            doc_id = result["document_id"]
+            added.append({"document_id": doc_id, "path": window.paths[doc_id], "chunk_count": result["chunk_count"],
+                          "replaced": result["replaced"]})
+            await ctx.report_progress(len(added) + len(skipped), len(files), doc_id)
+    replaced = sum(d["replaced"] for d in added)
+    return {"added": len(added) - replaced, "replaced": replaced, "total_chunks": sum(d["chunk_count"] for d in added),
+            "embedding_model": key, "documents": added, "skipped": skipped}
 
 
 @pack.tool(read_only=True)
@@ -230,14 +315,18 @@ async def vector_search(
     document_contains: str | None = None,
     hybrid: bool = False,
     one_per_document: bool = False,
+    min_score: float | None = None,
 ) -> SearchResult:
     """Semantic search: the chunks closest to `query`, best first, each with a relevance score in [0, 1]
-    (cosine similarity). `filter` restricts chunks before the search, in the form Chroma users know:
+    (cosine similarity), searched with the model that built the collection. `filter` restricts chunks
+    before the search, in the form Chroma users know:
     {"field": value}, {"field": {"$ne"|"$gt"|"$gte"|"$lt"|"$lte": v}}, {"field": {"$in": [..]}},
     {"field": {"$contains": "substring"}}; several keys or {"$and": [...]} combine with AND, {"$or": [...]} with OR; created_at and
     updated_at accept ISO dates. `document_contains` keeps chunks whose text contains a substring.
-    `hybrid` fuses keyword (BM25) and vector rankings; `one_per_document` keeps each document's best chunk."""
-    return await _run(vectors.searcher.search, collection, query, n, filter, document_contains, hybrid, one_per_document)
+    `hybrid` fuses keyword (BM25) and vector rankings; `one_per_document` keeps each document's best chunk;
+    `min_score` drops results scoring below it. The same text never comes back twice."""
+    return await _run(vectors.searcher.search, collection, query, n, filter, document_contains, hybrid,
+                      one_per_document, min_score)
 
 
 @pack.tool(idempotent=True)
@@ -247,10 +336,14 @@ async def vector_update_document(
     document_id: str,
     text: str,
     metadata: dict[str, str | int | float | bool] | None = None,
+    include_chunk_ids: bool = False,
 ) -> AddedDocument:
     """Replace an existing document's text and metadata. Its chunks are swapped as one unit: searches see
     either the old or the new version, never a mix, and a failure keeps the old version whole."""
-    return await _run(vectors.store.add_document, collection, text, document_id, metadata, must_exist=True)
+    from agentloom.packs.vectors.ingest import compact
+
+    added = await _run(vectors.store.add_document, collection, text, document_id, metadata, must_exist=True)
+    return compact(added, include_chunk_ids)  # type: ignore[return-value]
 
 
 @pack.tool(destructive=True, idempotent=False)
@@ -260,6 +353,32 @@ async def vector_delete_document(vectors: Vectors, collection: str, document_id:
 
 
 @pack.tool(read_only=True)
+async def vector_list_documents(
+    vectors: Vectors, collection: str, filter: dict[str, Any] | None = None, limit: int = 50, cursor: str | None = None,
+) -> DocumentList:
+    """The documents of a collection in id order, `limit` at a time (1-1000): id, title (first heading
+    or line), chunk count, metadata, timestamps. `filter` takes the same form as vector_search's, on
+    document fields (your metadata, document_id, created_at, updated_at). Pass the reply's next_cursor
+    as `cursor` for the next page; it is null on the last one."""
+    from agentloom.packs.vectors.browse import list_documents
+
+    return await _run(list_documents, vectors.store, collection, filter, limit, cursor)
+
+
+@pack.tool(read_only=True)
+async def vector_get_document(
+    vectors: Vectors, collection: str, document_id: str, offset: int = 0, max_characters: int = 100_000,
+) -> DocumentText:
+    """A document's text, put back together from its chunks, with its metadata. Long texts come in
+    windows: `max_characters` from `offset`; next_offset continues (null at the end)."""
+    from agentloom.packs.vectors.browse import get_document
+
+    return await _run(get_document, vectors.store, collection, document_id, offset, max_characters)
+
+
+@pack.tool(read_only=True)
 async def vector_document_info(vectors: Vectors, collection: str, document_id: str) -> DocumentInfo:
     """A document's metadata, embedding model, timestamps and chunk statistics."""
-    return await _run(vectors.store.document_info, collection, document_id)
+    from agentloom.packs.vectors.browse import document_info
+
+    return await _run(document_info, vectors.store, collection, document_id)
