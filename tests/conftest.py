@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -29,3 +30,5 @@ def server_env(tmp_path: Path) -> dict[str, str]:
 
 
 PYTHON = sys.executable
+# The one timestamp format of agentloom's replies (agentloom.core.timestamps): 2026-11-23T11:32:00.123Z
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")

@@ -79,7 +79,7 @@ async def test_files_outside_the_allowed_folders_are_refused_naming_them(tmp_pat
         # Inside, relative paths are looked up in the allowed folders.
         error, text, added = await add_files(client, name, ["docs"])
         assert not error, text
-        assert [d["document_id"] for d in added["documents"]] == ["guide.md"]
+        assert [d["document_id"] for d in added["documents"]] == ["docs/guide.md"]
 
 
 async def test_symlinks_are_followed_before_the_check(tmp_path: Path, project: Path, outside: Path) -> None:
@@ -93,7 +93,7 @@ async def test_symlinks_are_followed_before_the_check(tmp_path: Path, project: P
         assert error and "outside the folders" in text
         error, text, added = await add_files(client, name, [str(project / "docs")])
         assert not error, text
-        assert [d["document_id"] for d in added["documents"]] == ["guide.md"]
+        assert [d["document_id"] for d in added["documents"]] == ["docs/guide.md"]
         assert added["skipped"] == [{"path": str(project / "docs" / "link.md"),
                                      "reason": "a symbolic link to a file outside the allowed folders (not read)"}]
         found = (await client.call_tool("vector_search", {"collection": name, "query": "launch code", "n": 10}))
@@ -105,7 +105,7 @@ async def test_the_clients_roots_are_allowed(tmp_path: Path, project: Path, outs
     async with Client(host.server, list_roots_callback=roots_of(project), mode="legacy") as client:
         error, text, added = await add_files(client, name, [str(project / "docs" / "guide.md")])
         assert not error, text
-        assert added["documents"][0]["document_id"] == "guide.md"
+        assert added["documents"][0]["document_id"] == "docs/guide.md"
         error, text, _ = await add_files(client, name, [str(outside)])
         assert error and f"{project} (the client's roots)" in text
     async with Client(host.server, mode="legacy") as client:  # a client without roots
@@ -154,7 +154,7 @@ async def test_roots_over_stdio_from_a_real_client(server_env: dict[str, str], p
         await client.call_tool("vector_create_collection", {"name": "notes"})
         error, text, added = await add_files(client, "notes", [str(project / "docs")])
         assert not error, text
-        assert [d["document_id"] for d in added["documents"]] == ["guide.md"]
+        assert [d["document_id"] for d in added["documents"]] == ["docs/guide.md"]
         error, text, _ = await add_files(client, "notes", ["/etc/hostname"])
         assert error and "outside the folders" in text and str(project) in text
 

@@ -9,14 +9,21 @@ refused or fails, 2 when the arguments or the configuration are wrong.
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
-from agentloom.cli.settings_errors import config_file_name, describe, describe_unparsable
+from agentloom.cli.settings_errors import (
+    config_file_name,
+    describe,
+    describe_unparsable,
+)
 from agentloom.core.settings import CONFIG_FILE_ENV, Settings
+from agentloom.core.timestamps import iso, parse
 
 DataDir = Annotated[
     Path | None, typer.Option("--data-dir", help="Data directory (default ./.agentloom, or AGENTLOOM_DATA_DIR).")
@@ -76,3 +83,32 @@ def load_settings(**overrides: Any) -> Settings:
     for message, fix in problems:
         echo_error(message, fix)
     raise typer.Exit(2)
+
+
+def json_text(value: Any, *, indent: int | None = None) -> str:
+    """``--json`` output: every moment in the one timestamp format (``2026-11-23T11:32:00.123Z``),
+    datetimes and ``*_at`` fields that stores wrote in other ISO 8601 forms alike."""
+    return json.dumps(_moments(value), indent=indent, default=_default)
+
+
+def _moments(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _moment(v) if isinstance(k, str) and k.endswith("_at") else _moments(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_moments(v) for v in value]
+    return value
+
+
+def _moment(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, str) and value:
+        try:
+            return iso(parse(value))
+        except ValueError:
+            return value
+    return _moments(value)
+
+
+def _default(value: Any) -> Any:
+    return iso(value) if isinstance(value, datetime) else str(value)

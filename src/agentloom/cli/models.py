@@ -9,13 +9,12 @@ does not exist.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from agentloom.cli.common import DataDir, fail, load_settings
+from agentloom.cli.common import DataDir, fail, json_text, load_settings
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService
@@ -125,7 +124,7 @@ def list_models(
     except Exception as exc:  # noqa: BLE001 - reported in the user's terms
         _refuse(exc)
     if as_json:
-        typer.echo(json.dumps(rows, indent=2, default=str))
+        typer.echo(json_text(rows, indent=2))
         return
     table = Table("", "id", "model", "provider", "dims", "enabled")
     for m in rows:
@@ -232,7 +231,7 @@ def _resolve(service: EmbeddingService, ref: str) -> int:
 
 
 def _done(record: Any, line: str, as_json: bool) -> None:
-    typer.echo(json.dumps(record.as_dict(), default=str) if as_json else line)
+    typer.echo(json_text(record.as_dict()) if as_json else line)
 
 
 def _set(ref: str, data_dir: object, as_json: bool, what: str, **change: Any) -> None:

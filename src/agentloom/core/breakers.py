@@ -19,9 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from agentloom.core.errors import DependencyUnavailable, NotFoundError
+from agentloom.core.timestamps import iso
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class BreakerStatus:
     failures: int
     reason: str | None
     retry_in_seconds: float | None
+    opened_at: str | None = None  # when it last opened (open or half-open), in the one timestamp format
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -55,6 +56,7 @@ class BreakerStatus:
             "failures": self.failures,
             "reason": self.reason,
             "retry_in_seconds": self.retry_in_seconds,
+            "opened_at": self.opened_at,
         }
 
 
@@ -74,7 +76,8 @@ class CircuitBreaker:
         self._state = State.CLOSED
         self._failures = 0
         self._reason: str | None = None
-        self._opened_at = 0.0
+        self._opened_at = 0.0  # on ``clock`` (monotonic): for the retry time
+        self._opened_wall: str | None = None  # the same moment as shown to people and clients
         self._trial_in_flight = False
 
     # -- state -----------------------------------------------------------------
@@ -85,7 +88,7 @@ class CircuitBreaker:
             self.name,
             old.value,
             new.value,
-            datetime.now(UTC).isoformat(timespec="milliseconds"),
+            iso(),
             f" ({self._reason})" if new is State.OPEN and self._reason else "",
         )
 
@@ -106,7 +109,8 @@ class CircuitBreaker:
             retry = None
             if self._state is State.OPEN:
                 retry = max(0.0, self.reset_timeout - (self._clock() - self._opened_at))
-            return BreakerStatus(self.name, self._state, self._failures, self._reason, retry)
+            opened = self._opened_wall if self._state is not State.CLOSED else None
+            return BreakerStatus(self.name, self._state, self._failures, self._reason, retry, opened)
 
     # -- protocol --------------------------------------------------------------
     def before_call(self) -> None:
@@ -141,6 +145,7 @@ class CircuitBreaker:
                 self._state is State.CLOSED and self._failures >= self.failure_threshold
             ):
                 self._opened_at = self._clock()
+                self._opened_wall = iso()
                 self._transition(State.OPEN)
 
     def record_ignored(self) -> None:

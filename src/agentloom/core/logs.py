@@ -8,6 +8,15 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from agentloom.core.timestamps import iso
+
+
+class _Formatter(logging.Formatter):
+    """Log lines stamped in the one timestamp format (UTC, milliseconds, Z), as replies are."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
+        return iso(record.created)
+
 
 def configure_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
@@ -16,7 +25,7 @@ def configure_logging(level: str = "INFO") -> None:
         return
     handler = logging.StreamHandler(sys.stderr)
     handler._agentloom = True  # type: ignore[attr-defined]
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(level)
     # Third-party chatter that would drown our own messages at INFO.

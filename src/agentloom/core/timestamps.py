@@ -26,7 +26,7 @@ def iso(value: float | datetime | None = None) -> str:
 
 def parse(text: str) -> datetime:
     """The inverse of :func:`iso`; also takes any ISO 8601 date or time (naive means UTC)."""
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Annotated, Any
 
 import anyio
@@ -29,6 +30,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentloom.core.timestamps import iso, parse
 from agentloom.stitch.db import Database
 from agentloom.stitch.dispatcher import Dispatcher
 from agentloom.stitch.engine import Engine, NotFound, Sending
@@ -54,6 +56,34 @@ class FlowUpdate(BaseModel):
 
 class RunIn(BaseModel):
     input: Any = None
+
+
+STAMPS = ("created_at", "updated_at", "at")  # the row columns that are moments
+
+
+def as_reply(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A flow, run or event row as a reply: every moment in the one timestamp format
+    (``2026-11-23T11:32:00.123Z``), whatever the database returned (SQLite: naive UTC;
+    PostgreSQL: the session's zone), node states' ``updated_at`` included (runs saved by
+    older versions hold other ISO 8601 forms)."""
+    out = dict(row)
+    for key in STAMPS:
+        if isinstance(out.get(key), datetime):
+            out[key] = iso(out[key])
+    states = out.get("node_states")
+    if isinstance(states, dict):
+        out["node_states"] = {key: _state(value) for key, value in states.items()}
+    return out
+
+
+def _state(state: Any) -> Any:
+    stamp = state.get("updated_at") if isinstance(state, dict) else None
+    if not isinstance(stamp, str):
+        return state
+    try:
+        return {**state, "updated_at": iso(parse(stamp))}
+    except ValueError:
+        return state
 
 
 def app_from_environment() -> FastAPI:
@@ -231,37 +261,37 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
 
     @app.post(f"{PREFIX}/flows", status_code=201)
     async def create_flow(body: FlowIn, request: Request) -> dict[str, Any]:
-        return await call(engine_of(request).create_flow, body.name, body.graph)  # type: ignore[no-any-return]
+        return as_reply(await call(engine_of(request).create_flow, body.name, body.graph))
 
     @app.get(f"{PREFIX}/flows")
     async def list_flows(request: Request) -> list[dict[str, Any]]:
-        return await call(engine_of(request).list_flows)  # type: ignore[no-any-return]
+        return [as_reply(flow) for flow in await call(engine_of(request).list_flows)]
 
     @app.get(f"{PREFIX}/flows/{{flow_id}}")
     async def get_flow(flow_id: str, request: Request) -> dict[str, Any]:
-        return await call(engine_of(request).get_flow, flow_id)  # type: ignore[no-any-return]
+        return as_reply(await call(engine_of(request).get_flow, flow_id))
 
     @app.put(f"{PREFIX}/flows/{{flow_id}}")
     async def update_flow(flow_id: str, body: FlowUpdate, request: Request) -> dict[str, Any]:
-        return await call(engine_of(request).update_flow, flow_id, body.name, body.graph)  # type: ignore[no-any-return]
+        return as_reply(await call(engine_of(request).update_flow, flow_id, body.name, body.graph))
 
     @app.post(f"{PREFIX}/flows/{{flow_id}}/runs", status_code=201)
     async def start_run(flow_id: str, request: Request, body: RunIn | None = None) -> dict[str, Any]:
         run, sendings = await call(engine_of(request).start_run, flow_id, body.input if body else None)
         request.app.state.dispatcher.submit(sendings)
-        return run  # type: ignore[no-any-return]
+        return as_reply(run)
 
     @app.get(f"{PREFIX}/runs")
     async def list_runs(request: Request, flow_id: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[dict[str, Any]]:
-        return await call(engine_of(request).list_runs, flow_id, limit)  # type: ignore[no-any-return]
+        return [as_reply(run) for run in await call(engine_of(request).list_runs, flow_id, limit)]
 
     @app.get(f"{PREFIX}/runs/{{run_id}}")
     async def get_run(run_id: str, request: Request) -> dict[str, Any]:
-        return await call(engine_of(request).get_run, run_id)  # type: ignore[no-any-return]
+        return as_reply(await call(engine_of(request).get_run, run_id))
 
     @app.get(f"{PREFIX}/runs/{{run_id}}/events")
     async def run_events(run_id: str, request: Request) -> list[dict[str, Any]]:
-        return await call(engine_of(request).run_events, run_id)  # type: ignore[no-any-return]
+        return [as_reply(event) for event in await call(engine_of(request).run_events, run_id)]
 
     @app.post(f"{PREFIX}/callback/{{run_id}}/{{node_id}}")
     async def callback(

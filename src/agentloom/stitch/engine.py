@@ -15,9 +15,16 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping, insert, select, update
 
+from agentloom.core.timestamps import iso
 from agentloom.stitch.db import Database
 from agentloom.stitch.db.schema import events, flows, outbox, runs
-from agentloom.stitch.execution import Dispatch, Execution, Outcome, Result, initial_states
+from agentloom.stitch.execution import (
+    Dispatch,
+    Execution,
+    Outcome,
+    Result,
+    initial_states,
+)
 from agentloom.stitch.graph import Plan, analyse
 from agentloom.stitch.ids import is_uuid, shown
 from agentloom.stitch.models import Graph
@@ -185,7 +192,7 @@ class Engine:
             return result, self._record(conn, run_id, execution, stamp)
 
     def _execution(self, run_id: str, plan: Plan, states: dict[str, Any], run_input: Any) -> Execution:
-        return Execution(run_id, plan, states, run_input, self.signer.callback_url, now().isoformat())
+        return Execution(run_id, plan, states, run_input, self.signer.callback_url, iso(now()))
 
     def _record(self, conn: Connection, run_id: str, execution: Execution, stamp: datetime) -> list[Sending]:
         if execution.events:

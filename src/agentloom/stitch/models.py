@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from agentloom.core.timestamps import Timestamp
 
 
 class NodeType(StrEnum):
@@ -66,15 +67,15 @@ class NodeState(BaseModel):
     attempt: int = 0
     input: Any = None
     fanout: int | None = None  # a completed Splitter: how many paths it opened
-    updated_at: str | None = None
+    updated_at: Timestamp | None = None  # stored as text in the one format (older runs: any ISO 8601)
 
 
 class StitchFlow(BaseModel):
     id: str
     name: str
     graph: Graph
-    created_at: datetime
-    updated_at: datetime
+    created_at: Timestamp
+    updated_at: Timestamp
 
 
 RunStatus = Literal["running", "waiting_for_user", "completed", "failed"]
@@ -86,8 +87,8 @@ class StitchRun(BaseModel):
     status: RunStatus
     input: Any = None
     node_states: dict[str, NodeState]
-    created_at: datetime
-    updated_at: datetime
+    created_at: Timestamp
+    updated_at: Timestamp
 
 
 class WorkerPayload(BaseModel):

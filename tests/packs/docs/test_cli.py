@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.conftest import PYTHON
+from tests.conftest import PYTHON, TIMESTAMP
 from tests.packs.docs.conftest import write_config
 from tests.packs.docs.repos import Repo
 
@@ -96,3 +96,23 @@ def test_wrong_arguments_and_configuration_exit_2(tmp_path: Path) -> None:
     write_config(project, "docsets:\n  - name: react\n\tversion: x\n")
     broken = run(project, "status")
     assert broken.returncode == 2 and "line 3" in broken.stderr
+
+
+def test_status_shows_times_in_the_one_format(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "guide", {"README.md": "# Guide"})
+    project = tmp_path / "project"
+    write_config(project, f"docsets:\n  - name: guide\n    web_sources:\n      - type: git_repo\n        url: {repo.url}\n")
+    assert run(project, "init", "guide").returncode == 0
+    metadata_path = project / ".knowledge" / "docsets" / "guide" / ".agentic-metadata.json"
+    metadata = json.loads(metadata_path.read_text())
+    assert TIMESTAMP.fullmatch(metadata["updated_at"]) and TIMESTAMP.fullmatch(metadata["sources"][0]["last_fetched"])
+
+    (source,) = json.loads(run(project, "status", "--json").stdout)["docsets"][0]["sources"]
+    assert source["last_fetched"] == metadata["sources"][0]["last_fetched"]
+    assert source["last_fetched"] in run(project, "status").stdout.replace("\n", "")  # the table, maybe wrapped
+
+    # Metadata written before the one format (seconds, +00:00) is shown converted, and read as before.
+    metadata["sources"][0]["last_fetched"] = "2024-03-01T12:00:00+00:00"
+    metadata_path.write_text(json.dumps(metadata))
+    (source,) = json.loads(run(project, "status", "--json").stdout)["docsets"][0]["sources"]
+    assert source["last_fetched"] == "2024-03-01T12:00:00.000Z" and source["files"] == 1

@@ -13,7 +13,7 @@ from mcp.client import Client
 
 from agentloom.core.settings import Settings
 from agentloom.server.host import Host, discover_packs
-from tests.conftest import free_port
+from tests.conftest import TIMESTAMP, free_port
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
 from tests.stitch.worker import Worker
@@ -44,6 +44,7 @@ async def test_start_follow_complete_and_retry(server: StitchServer, worker: Wor
     async with Client(stitch_host(tmp_path, server.base).server) as client:
         flows = (await client.call_tool("stitch_list_flows", {})).structured_content
         assert flows == {"flows": [{"id": flow_id, "name": "review", "version": 1, "nodes": 3, "updated_at": flows["flows"][0]["updated_at"]}]}  # type: ignore[index]
+        assert TIMESTAMP.fullmatch(flows["flows"][0]["updated_at"])  # type: ignore[index]
         started = (await client.call_tool("stitch_start_run", {"flow_id": flow_id, "input": {"text": "hi"}})).structured_content
         run_id = started["run_id"]  # type: ignore[index]
         status = await _until(client, run_id, "waiting_for_user")

@@ -35,6 +35,7 @@ class BreakerResult(TypedDict):
     failures: int
     reason: str | None
     retry_in_seconds: float | None
+    opened_at: str | None  # when it last opened, e.g. 2026-11-23T11:32:00.123Z; null while closed
 
 
 class HealthResult(TypedDict):

@@ -1,8 +1,10 @@
-"""``agentic-knowledge`` (also ``agentloom docs``): download and refresh docsets' web sources.
+"""``agentic-knowledge`` (also ``agentloom docs``): start a configuration, download and refresh
+docsets' web sources, show their state.
 
 The CLI only chooses docsets and shows results; what is fetched, filtered and copied is
 decided by the content loader alone (REQ-19). Exit codes: 0 everything succeeded,
-1 a source failed, 2 the configuration or the arguments are wrong.
+1 a source failed or ``new`` refused to replace a file, 2 the configuration or the arguments
+are wrong.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="agentic-knowledge",
-    help="Manage the documentation sets of .knowledge/config.yaml: download web sources, refresh, status.",
+    help="Manage the documentation sets of .knowledge/config.yaml: start one (new), download web sources "
+    "(init), refresh them, show their status.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-DocsetArg = Annotated[str, typer.Argument(help="Docset name or alias from .knowledge/config.yaml.")]
 ProjectOpt = Annotated[
     Path | None,
     typer.Option("--project-dir", "-C", help="Search for .knowledge/config.yaml from here upward (default: .)."),
@@ -101,7 +103,9 @@ def _fetch(project: Project, docsets: list[Docset]) -> list[DocsetResult]:
 
 
 def _report(results: list[DocsetResult]) -> bool:
-    from rich.markup import escape  # messages quote repository and metadata text: never read it as markup
+    from rich.markup import (
+        escape,  # messages quote repository and metadata text: never read it as markup
+    )
 
     console = _console()
     ok = True
@@ -122,9 +126,97 @@ def _report(results: list[DocsetResult]) -> bool:
     return ok
 
 
+def _command(ctx: typer.Context) -> str:
+    """How the user called this program: ``agentic-knowledge`` or ``agentloom docs``."""
+    parent = ctx.parent
+    return parent.command_path if parent is not None and parent.command_path else "agentic-knowledge"
+
+
+def _write_starter(ctx: typer.Context, project_dir: Path | None) -> None:
+    from agentloom.packs.docs.discovery import find_config
+    from agentloom.packs.docs.starter import config_path, write_starter
+
+    root = (project_dir or Path.cwd()).absolute()
+    command = _command(ctx)
+    if not root.is_dir():
+        raise _usage_error(f"--project-dir: {root} is not a folder; create it first or name another one")
+    target = config_path(root)
+    if target.exists() or target.is_symlink():
+        typer.echo(
+            f"error: {target} already exists; `new` never replaces it. Edit it (docsets go under `docsets:`), "
+            f"or move it away and run `{command} new` again",
+            err=True,
+        )
+        raise typer.Exit(1)
+    above = find_config(root.parent) if root.parent != root else None
+    try:
+        starter = write_starter(root)
+    except FileExistsError:
+        typer.echo(f"error: {target} appeared while it was being written; `new` never replaces it", err=True)
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        typer.echo(f"error: cannot write {target}: {exc.strerror or exc}; check that this user may write there", err=True)
+        raise typer.Exit(1) from None
+    here = "" if root == Path.cwd().absolute() else f" -C {_shell_word(str(root))}"
+    local = "the project folder" if starter.local_path == "./" else starter.local_path
+    lines = [
+        f"wrote {starter.path}",
+        f"  with the docset {starter.docset!r} ({local}) and commented examples of every setting.",
+    ]
+    if above is not None:
+        lines.append(f"  In {root} and below it takes the place of {above}.")
+    steps = [
+        (f"{command} status{here}", "see the docsets and their folders"),
+        (f"edit {_shell_word(str(starter.path))}", "add docsets: uncomment an example and change it"),
+        (f"{command} init NAME{here}", "download a docset's web_sources, once it has some"),
+        ("agentic-knowledge-mcp", "what an MCP client starts in this project (or `agentloom serve`, every pack)"),
+    ]
+    width = max(len(step) for step, _ in steps)
+    lines += ["next:", *(f"  {step.ljust(width)}  {why}" for step, why in steps)]
+    typer.echo("\n".join(lines))
+
+
+def _shell_word(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
 @app.command()
-def init(docset: DocsetArg, project_dir: ProjectOpt = None) -> None:
-    """Download a docset's web sources into its folder (a local docset gets its folder created)."""
+def new(ctx: typer.Context, project_dir: Annotated[
+    Path | None,
+    typer.Option("--project-dir", "-C", help="The project folder to write .knowledge/config.yaml in (default: .)."),
+] = None) -> None:
+    """Write a commented starter .knowledge/config.yaml: one docset for this project's own docs (its docs/ folder, else the project folder) and commented examples of the other kinds. Never replaces an existing file."""  # noqa: E501 - one paragraph in --help
+    _write_starter(ctx, project_dir)
+
+
+@app.command()
+def init(
+    ctx: typer.Context,
+    docset: Annotated[
+        str | None,
+        typer.Argument(help="Docset name or alias from .knowledge/config.yaml. Leave it out in a project without "
+                       "a configuration to write the starter one (as `new` does)."),
+    ] = None,
+    project_dir: ProjectOpt = None,
+) -> None:
+    """Download a docset's web sources into its folder (a local docset gets its folder created). Without DOCSET, in a project with no .knowledge/config.yaml yet (here or above), write the commented starter one, as `new` does.
+
+    Without DOCSET in a project that has a configuration, list the docsets to choose from."""  # noqa: E501 - paragraphs in --help
+    if docset is None:
+        from agentloom.packs.docs.discovery import find_config
+
+        found = find_config((project_dir or Path.cwd()).absolute())
+        if found is None:
+            _write_starter(ctx, project_dir)
+            return
+        project = _project(project_dir)
+        raise _usage_error(
+            f"name the docset to download, for example `{_command(ctx)} init NAME`. Docsets in "
+            f"{project.config_path}: {project.available()}. `{_command(ctx)} refresh` downloads every docset "
+            "with web_sources"
+        )
     project = _project(project_dir)
     chosen = _docset(project, docset)
     if not chosen.web_sources:
@@ -165,8 +257,10 @@ def status(
 
     project = _project(project_dir)
     rows = []
+    fetched = False  # any time to show: its column is then never cut short
     for docset in project.docsets:
         sources = docset_status(docset) if docset.web_sources else []
+        fetched = fetched or any(s.last_fetched for s in sources)
         rows.append(
             {
                 "docset": docset.name,
@@ -189,9 +283,10 @@ def status(
     if as_json:
         typer.echo(json.dumps({"config": project.config_path.as_posix(), "docsets": rows}, indent=2))
         return
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table("docset", "version", "source", "last fetched", "files", "state", title=str(project.config_path))
+    stamp = Column("last fetched", no_wrap=True, min_width=len("2026-11-23T11:32:00.123Z") if fetched else None)
+    table = Table("docset", "version", "source", stamp, "files", "state", title=str(project.config_path))
     for row in rows:
         version = row["version"] or ""
         if not row["sources"]:

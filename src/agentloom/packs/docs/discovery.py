@@ -15,7 +15,13 @@ import time
 from pathlib import Path
 
 from agentloom.core.errors import ConfigError
-from agentloom.packs.docs.config import CONFIG_NAME, KNOWLEDGE_DIR, Project, load_project, read_config_text
+from agentloom.packs.docs.config import (
+    CONFIG_NAME,
+    KNOWLEDGE_DIR,
+    Project,
+    load_project,
+    read_config_text,
+)
 
 RACY_SECONDS = 2.0
 
@@ -34,7 +40,7 @@ def not_found(start: Path) -> ConfigError:
     return ConfigError(
         f"no {KNOWLEDGE_DIR}/{CONFIG_NAME} found in {start.absolute()} or any folder above it. "
         f"Create {KNOWLEDGE_DIR}/{CONFIG_NAME} in your project root with a `docsets:` section "
-        "(see `agentic-knowledge --help`), or start the server from inside the project"
+        "(`agentic-knowledge new` writes a commented one to start from), or start the server from inside the project"
     )
 
 

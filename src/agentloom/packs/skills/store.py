@@ -8,6 +8,7 @@ changes, ``skills`` is rebuilt with the new model: vectors of two models never m
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import json
 import logging
@@ -21,9 +22,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError, DependencyUnavailable, NotFoundError
+from agentloom.core.timestamps import iso
 from agentloom.packs.skills.keywords import keyword_score
 from agentloom.packs.skills.settings import FOLLOW_DEFAULT, SkillSettings
-from agentloom.packs.skills.skillfile import MARKER, SKILL_FILE, Skill, SkillFormatError, parse_skill
+from agentloom.packs.skills.skillfile import (
+    MARKER,
+    SKILL_FILE,
+    Skill,
+    SkillFormatError,
+    parse_skill,
+)
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService, ModelRecord
@@ -413,7 +421,7 @@ class SkillIndex:
         counts["seconds"] = round(time.perf_counter() - started, 3)
         counts["model"] = record.key
         counts["total"] = len(self.rows())
-        self.last_scan = {**counts, "at": _now_ms()}
+        self.last_scan = {**counts, "at": iso()}  # shown by status: the one timestamp format
         log.info(
             "skills: scan done in %.2f s: %d added, %d updated, %d unchanged, %d removed, %d skipped",
             counts["seconds"], counts["added"], counts["updated"], counts["unchanged"], counts["removed"],
@@ -587,7 +595,16 @@ def _table_names(db: Any) -> set[str]:
 
 
 def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+    """Front matter as JSON: a YAML time in the one timestamp format, a date as 2026-11-23, anything else as text."""
+    return json.loads(json.dumps(value, default=_json_default))
+
+
+def _json_default(value: Any) -> str:
+    if isinstance(value, datetime.datetime):
+        return iso(value)
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return str(value)
 
 
 def iter_roots(roots: Iterable[Path]) -> list[Path]:

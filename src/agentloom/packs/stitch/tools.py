@@ -22,6 +22,7 @@ from agentloom.core.breakers import BreakerRegistry, DependencyFailure
 from agentloom.core.dependency import Dependency
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.health import Check
+from agentloom.core.timestamps import iso, parse
 from agentloom.server.packs import Pack, PackContext
 from agentloom.stitch.ids import NODE_ID_CHARACTERS, is_uuid, shown
 
@@ -45,7 +46,7 @@ class FlowSummary(TypedDict):
     name: str
     version: int
     nodes: int
-    updated_at: str
+    updated_at: str  # e.g. 2026-11-23T11:32:00.123Z
 
 
 class FlowList(TypedDict):
@@ -191,7 +192,7 @@ def stitch_list_flows(stitch: StitchClient) -> FlowList:
     """List the flows on the Stitch server (id, name, version, node count)."""
     flows = stitch.call("GET", "/flows")
     return {"flows": [{"id": f["id"], "name": f["name"], "version": f["version"], "nodes": len(f["graph"]["nodes"]),
-                       "updated_at": str(f["updated_at"])} for f in flows]}
+                       "updated_at": _moment(f["updated_at"])} for f in flows]}
 
 
 @pack.tool(open_world=True)
@@ -220,6 +221,14 @@ def stitch_retry(stitch: StitchClient, run_id: str, node_id: str) -> Done:
     has not failed is refused with the reason."""
     body = stitch.call("POST", _path("retry", _run_id(run_id), _node_id(node_id)))
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "retrying"))}
+
+
+def _moment(value: Any) -> str:
+    """A time from the server in the one format (an older server sends other ISO 8601 forms)."""
+    try:
+        return iso(parse(str(value)))
+    except ValueError:
+        return str(value)
 
 
 def _summary(run: dict[str, Any], include_outputs: bool = False) -> RunStatus:

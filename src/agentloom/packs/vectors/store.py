@@ -148,6 +148,9 @@ class VectorStore:
         self.started_ns = time.time_ns()
         self._swept: set[str] = set()  # collections checked for leftovers since this store started
         self._max_batch: int | None = None
+        # Open collections, in embedded mode only (this process is the only writer, so a handle
+        # cannot go stale behind its back): opening one costs a catalog read on every call.
+        self._handles: dict[str, Collection] | None = {} if settings.mode == "embedded" else None
 
     # -- model: each collection is embedded and searched with the model that built it ----------
     def model(self) -> tuple[str, int]:
@@ -192,6 +195,9 @@ class VectorStore:
     def collection(self, name: str, *, sweep: bool = True) -> Collection:
         """Open a collection; the first time after a start, remove what crashed writes left in it."""
         check_collection_name(name)
+        cached = self._handles.get(name) if self._handles is not None else None
+        if cached is not None:
+            return cached
         client = self._client()
 
         def get() -> Collection:
@@ -207,6 +213,8 @@ class VectorStore:
         collection = self.connection.call(get)
         if sweep and name not in self._swept:
             self._sweep(collection)
+        if self._handles is not None and name in self._swept:  # swept: nothing left to do on opening
+            self._handles[name] = collection
         return collection
 
     def create_collection(self, name: str, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -257,6 +265,8 @@ class VectorStore:
         client = self._client()
         with self._write_lock:
             self.connection.call(lambda: client.delete_collection(name))
+            if self._handles is not None:
+                self._handles.pop(name, None)
             self._on_manifest(lambda m: m.delete(where={"collection": name}))
             self._remember(name, None, None)
             self._swept.discard(name)

@@ -19,9 +19,9 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
+from agentloom.core.timestamps import iso, parse
 from agentloom.packs.docs.config import Docset, GitRepoSource, Project
 from agentloom.packs.docs.content import state
 from agentloom.packs.docs.content.repository import GitRepoLoader, SourceError
@@ -135,8 +135,20 @@ def docset_status(docset: Docset) -> list[SourceStatus]:
         if entry is None:
             statuses.append(SourceStatus(source.url, None, None, 0, None, None))
         else:
-            statuses.append(SourceStatus(source.url, entry.last_fetched, entry.content_hash, len(entry.files), entry.commit, entry.error))
+            statuses.append(SourceStatus(source.url, _shown(entry.last_fetched), entry.content_hash, len(entry.files),
+                                         entry.commit, entry.error))
     return statuses
+
+
+def _shown(stamp: str | None) -> str | None:
+    """A recorded time in the one format; metadata written before it (``+00:00``, seconds) is
+    converted, and text that is no time at all is shown as it is."""
+    if not stamp:
+        return stamp
+    try:
+        return iso(parse(stamp))
+    except ValueError:
+        return stamp
 
 
 def ensure_gitignore(knowledge_dir: Path) -> str | None:
@@ -260,4 +272,4 @@ def _check_disk(target: Path, min_free_bytes: int | None) -> None:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return iso()

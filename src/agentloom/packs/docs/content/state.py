@@ -32,7 +32,7 @@ class SourceEntry(BaseModel):
     url: str
     branch: str | None = None
     paths: list[str] | None = None
-    last_fetched: str | None = None  # ISO-8601 UTC of the last successful fetch
+    last_fetched: str | None = None  # of the last successful fetch: core.timestamps.iso (older files: ISO 8601)
     last_attempt: str | None = None
     content_hash: str | None = None
     files: list[str] = Field(default_factory=list)
