@@ -192,3 +192,12 @@ async def test_each_collection_searches_with_the_model_that_built_it(
         message = await error(client, "vector_search", collection="old", query="kitten")
         assert "collection 'old' was built with embedding model 'all-MiniLM-L6-v2', which is disabled" in message
         assert "agentloom models enable all-MiniLM-L6-v2" in message
+
+
+async def test_an_overlap_beyond_what_the_model_reads_is_refused_with_the_limit(tmp_path: Path) -> None:
+    host = vectors_host(tmp_path)
+    async with Client(host.server) as client:
+        await call(client, "vector_create_collection", name="limits")
+        message = await error(client, "vector_add_document", collection="limits", text="some text",
+                              chunk_size=300, chunk_overlap=260)
+        assert "chunk_overlap (260)" in message and "254 tokens" in message and "lower chunk_overlap" in message

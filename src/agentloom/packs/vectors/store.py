@@ -347,6 +347,11 @@ class VectorStore:
         if overlap >= size:
             raise ConfigError(f"chunk_overlap ({overlap}) must be smaller than chunk_size ({size}).")
         max_tokens = self.embeddings.max_tokens(model_key) or 8192
+        if overlap >= max_tokens - 2:
+            raise ConfigError(
+                f"chunk_overlap ({overlap}) must be smaller than the chunks model {model_key!r} can read "
+                f"({max_tokens - 2} tokens, its input limit less two special tokens); lower chunk_overlap."
+            )
         chunks = chunk_text(
             text,
             tokenizer=self.embeddings.tokenizer(model_key),
