@@ -3,8 +3,9 @@
 A document is a set of chunks tagged with the document id and a *generation* (the write's
 start time in nanoseconds, never reused for that document). The manifest (a small Chroma
 collection of its own) names the current generation of every document; it is the commit
-point. Adding or updating writes the new generation's chunks, then flips the manifest, then
-removes every other generation of that document. A reader never sees a mix of old and new,
+point. Adding or updating writes the new generation's chunks, then flips the manifest (one
+write for all the documents of a call: they commit together), then removes every other
+generation of those documents. A reader never sees a mix of old and new,
 and a failure at any step leaves the previous version whole.
 
 **Leftovers of a crash.** A kill between the first chunk written and the last one removed
@@ -384,40 +385,98 @@ class VectorStore:
         documents: list[NewDocument],
         *,
         must_exist: bool = False,
-        written: Callable[[dict[str, Any]], None] | None = None,
     ) -> list[dict[str, Any]]:
-        """Embed the chunks of several documents together (full batches), then commit each document
-        on its own, all or nothing (see the module docstring). ``written`` hears of each commit."""
+        """Embed and store several documents together: their chunks in full embedding batches and
+        few Chroma writes, then one manifest write that commits them all (see the module docstring).
+        A failure before that write leaves every previous version whole."""
+        if not documents:
+            return []
         texts = [c.text for d in documents for c in d.chunks]
         vectors = self.embeddings.embed_documents(texts, model_key)
-        results, at = [], 0
-        for document in documents:
-            n = len(document.chunks)
-            results.append(self._commit(collection, model_key, document, vectors[at : at + n], must_exist))
-            at += n
-            if written is not None:
-                written(results[-1])
-        return results
-
-    def _commit(
-        self, collection: Collection, key: str, document: NewDocument, vectors: Any, must_exist: bool
-    ) -> dict[str, Any]:
-        collection_name, doc_id, chunks = collection.name, document.document_id, document.chunks
+        name = collection.name
+        ids_in_call = [d.document_id for d in documents]
         with self._write_lock:
-            previous = self.document(collection_name, doc_id)
-            if must_exist and previous is None:
+            previous = self.documents(name, ids_in_call)
+            if must_exist and (missing := [d for d in ids_in_call if d not in previous]):
                 raise NotFoundError(
-                    f"document {doc_id!r} not found in collection {collection_name!r}; add it with vector_add_document."
+                    f"document {missing[0]!r} not found in collection {name!r}; add it with vector_add_document."
                 )
             now = time.time()
-            created = previous.created_at if previous else now
             # Unique, not previous + 1: a crash may have left chunks of an uncommitted "next" generation.
-            generation = max(time.time_ns(), previous.generation + 1 if previous else 0)
-            ids = [f"{doc_id}:{generation}:{c.index}" for c in chunks]
-            metadatas = [
+            generation = max([time.time_ns()] + [p.generation + 1 for p in previous.values()])
+            rows = [row for d in documents for row in self._chunk_rows(d, previous.get(d.document_id), model_key,
+                                                                         generation, now)]
+            manifest = [
+                {
+                    "collection": name,
+                    "document_id": d.document_id,
+                    "generation": generation,
+                    "chunk_count": len(d.chunks),
+                    "created_at": previous[d.document_id].created_at if d.document_id in previous else now,
+                    "updated_at": now,
+                    "embedding_model": model_key,
+                    "metadata_json": json.dumps(d.metadata, sort_keys=True),
+                }
+                for d in documents
+            ]
+            try:
+                batch = self.max_batch()
+                for start in range(0, len(rows), batch):
+                    part = rows[start : start + batch]
+                    self.connection.call(
+                        lambda part=part, start=start: collection.add(
+                            ids=[r[0] for r in part],
+                            embeddings=vectors[start : start + len(part)],
+                            documents=[r[1] for r in part],
+                            metadatas=[r[2] for r in part],
+                        )
+                    )
+                # The commit point: one write flips every document of the call to the new generation.
+                self._on_manifest(
+                    lambda m: m.upsert(
+                        ids=[_manifest_id(name, d) for d in ids_in_call],
+                        embeddings=[_DUMMY] * len(manifest),
+                        metadatas=manifest,
+                    )
+                )
+            except Exception as exc:
+                # Roll back this generation; the previous ones (if any) are still current.
+                self._drop(collection, {"$and": [{"document_id": {"$in": ids_in_call}}, {"generation": generation}]})
+                if isinstance(exc, (ValueError, TypeError)) or chroma_refused(exc):
+                    shown = ids_in_call[0] if len(ids_in_call) == 1 else f"{ids_in_call[0]} (and {len(ids_in_call) - 1} more)"
+                    raise AgentloomError(
+                        f"Chroma refused document {shown!r} ({first_line(exc)}); the previous version, if any, "
+                        "is unchanged. Check the metadata keys and values."
+                    ) from None
+                raise
+            for d in ids_in_call:
+                self._remember(name, d, generation)
+            # Every other generation of these documents: previous versions, and what crashed writes left.
+            self._drop(collection, {"$and": [{"document_id": {"$in": ids_in_call}}, {"generation": {"$ne": generation}}]})
+        self._notify(name)
+        return [
+            {
+                "document_id": d.document_id,
+                "chunk_count": len(d.chunks),
+                "chunk_ids": [_chunk_id(d.document_id, generation, c.index) for c in d.chunks],
+                "replaced": d.document_id in previous,
+                "embedding_model": model_key,
+            }
+            for d in documents
+        ]
+
+    @staticmethod
+    def _chunk_rows(
+        document: NewDocument, previous: DocumentRecord | None, key: str, generation: int, now: float
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        created = previous.created_at if previous else now
+        return [
+            (
+                _chunk_id(document.document_id, generation, c.index),
+                c.text,
                 {
                     **document.metadata,
-                    "document_id": doc_id,
+                    "document_id": document.document_id,
                     "chunk_index": c.index,
                     "start": c.start,
                     "end": c.end,
@@ -426,68 +485,17 @@ class VectorStore:
                     "updated_at": now,
                     "embedding_model": key,
                     "generation": generation,
-                }
-                for c in chunks
-            ]
-            try:
-                batch = self.max_batch()
-                for start in range(0, len(ids), batch):
-                    part = slice(start, start + batch)
-                    self.connection.call(
-                        lambda part=part: collection.add(
-                            ids=ids[part],
-                            embeddings=vectors[part],
-                            documents=[c.text for c in chunks[part]],
-                            metadatas=metadatas[part],
-                        )
-                    )
-                manifest = {
-                    "collection": collection_name,
-                    "document_id": doc_id,
-                    "generation": generation,
-                    "chunk_count": len(chunks),
-                    "created_at": created,
-                    "updated_at": now,
-                    "embedding_model": key,
-                    "metadata_json": json.dumps(document.metadata, sort_keys=True),
-                }
-                self._on_manifest(
-                    lambda m: m.upsert(
-                        ids=[_manifest_id(collection_name, doc_id)], embeddings=[_DUMMY], metadatas=[manifest]
-                    )
-                )
-            except Exception as exc:
-                # Roll back this generation; the previous one (if any) is still the current one.
-                self._drop_chunks(collection, doc_id, keep=None, only=generation)
-                if isinstance(exc, (ValueError, TypeError)) or chroma_refused(exc):
-                    raise AgentloomError(
-                        f"Chroma refused document {doc_id!r} ({first_line(exc)}); the previous version, if any, "
-                        "is unchanged. Check the metadata keys and values."
-                    ) from None
-                raise
-            self._remember(collection_name, doc_id, generation)
-            # Every other generation: the previous version, and what a crashed earlier write left.
-            self._drop_chunks(collection, doc_id, keep=generation)
-        self._notify(collection_name)
-        return {
-            "document_id": doc_id,
-            "chunk_count": len(chunks),
-            "chunk_ids": ids,
-            "replaced": previous is not None,
-            "embedding_model": key,
-        }
+                },
+            )
+            for c in document.chunks
+        ]
 
-    def _drop_chunks(self, collection: Collection, doc_id: str, keep: int | None, only: int | None = None) -> None:
+    def _drop(self, collection: Collection, where: dict[str, Any]) -> None:
         """Best effort: leftovers are invisible to search (wrong generation), so failure is only logged."""
-        where: dict[str, Any]
-        if only is not None:
-            where = {"$and": [{"document_id": doc_id}, {"generation": only}]}
-        else:
-            where = {"$and": [{"document_id": doc_id}, {"generation": {"$ne": keep}}]}
         try:
             self.connection.call(lambda: collection.delete(where=where))
         except Exception as exc:  # noqa: BLE001 - see docstring
-            log.warning("could not remove stale chunks of %s in %s: %s", doc_id, collection.name, exc)
+            log.warning("could not remove stale chunks (%s) in %s: %s", where, collection.name, exc)
 
     def _sweep(self, collection: Collection) -> None:
         """Remove what interrupted writes left in a collection (see the module docstring); once per start."""
@@ -531,7 +539,7 @@ class VectorStore:
             # The manifest row is the commit point: once it is gone, no chunk of the document is visible.
             self._on_manifest(lambda m: m.delete(ids=[_manifest_id(collection_name, document_id)]))
             self._remember(collection_name, document_id, None)
-            self._drop_chunks(collection, document_id, keep=-1)
+            self._drop(collection, {"document_id": document_id})
         self._notify(collection_name)
         return {"document_id": document_id, "deleted_chunks": record.chunk_count}
 
@@ -556,6 +564,10 @@ def _abandoned(meta: Mapping[str, Any], current: Mapping[str, int], before: int)
     if not isinstance(doc, str) or not isinstance(generation, int) or isinstance(generation, bool):
         return False  # not written by agentloom: not ours to remove
     return current.get(doc) != generation and generation < before
+
+
+def _chunk_id(document_id: str, generation: int, index: int) -> str:
+    return f"{document_id}:{generation}:{index}"
 
 
 def _manifest_id(collection: str, document_id: str) -> str:
