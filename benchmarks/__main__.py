@@ -8,10 +8,12 @@ import sys
 SUITES = {
     "cold-start": "benchmarks.cold_start",
     "embeddings": "benchmarks.embeddings",
+    "embeddings-int8": "benchmarks.embeddings_int8",
     "vectors": "benchmarks.vectors",
     "docs": "benchmarks.docs",
     "stitch": "benchmarks.stitch",
     "skills": "benchmarks.skills",
+    "chunker": "benchmarks.chunker",
 }
 
 

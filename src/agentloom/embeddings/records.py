@@ -16,6 +16,15 @@ from agentloom.core.errors import ConfigError, NotFoundError
 DEFAULT_PROVIDER = "local"
 DEFAULT_MODEL_KEY = "all-MiniLM-L6-v2"
 DEFAULT_DIMENSIONS = 384
+# Built-in models besides the default: registered under the local provider the first time
+# anything names them (never as the default). key -> (config, dimensions).
+INT8_MODEL_KEY = "all-MiniLM-L6-v2-int8"
+BUILTIN_MODELS: dict[str, tuple[dict[str, Any], int]] = {
+    # all-MiniLM-L6-v2 with int8 weights, quantised locally from the exact ONNX file; same
+    # tokenizer and dimensions. Speed and SciFact nDCG@10: BENCHMARKS.md, "Embeddings: int8".
+    INT8_MODEL_KEY: ({"quantization": "int8"}, DEFAULT_DIMENSIONS),
+}
+QUANTIZATIONS = ("int8",)
 PROVIDER_KINDS = ("local", "openai", "ollama")
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 
@@ -24,7 +33,7 @@ PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MODEL_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 # Config keys accepted per provider kind, with the camelCase spellings of seed 003.
-_LOCAL_KEYS = {"model_path", "max_tokens", "default_threshold"}
+_LOCAL_KEYS = {"model_path", "max_tokens", "default_threshold", "quantization"}
 _API_KEYS = {"api_endpoint", "timeout", "send_dimensions"}
 _ALIASES = {
     "modelPath": "model_path",
@@ -233,6 +242,12 @@ def check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
                 f"config.max_tokens {value!r} is invalid: use an integer from 8 to 512 (BERT's limit).",
                 field="config.max_tokens", reason="invalid", value=value,
             )
+    if "quantization" in out and out["quantization"] is not None and out["quantization"] not in QUANTIZATIONS:
+        raise InvalidFieldError(
+            f"config.quantization {out['quantization']!r} is invalid: use {' or '.join(QUANTIZATIONS)}, or leave it "
+            "out for the exact model.",
+            field="config.quantization", reason="invalid", value=out["quantization"], allowed=list(QUANTIZATIONS),
+        )
     if "api_endpoint" in out:
         value = out["api_endpoint"]
         if not isinstance(value, str) or not value.startswith("/"):

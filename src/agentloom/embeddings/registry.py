@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from agentloom.embeddings.records import (
+    BUILTIN_MODELS,
     DEFAULT_DIMENSIONS,
     DEFAULT_MODEL_KEY,
     DEFAULT_PROVIDER,
@@ -272,7 +273,56 @@ class ModelRegistry:
         return self._model(row) if row else None
 
     def get(self, model_key: str, provider: str | None = None) -> ModelRecord | None:
-        """The model with this key; when several providers have it and none is named, the default wins."""
+        """The model with this key; when several providers have it and none is named, the default wins.
+
+        A built-in key (``BUILTIN_MODELS``) that is not registered yet is registered now, under
+        the local provider and not as the default: naming it is enough to use it.
+        """
+        found = self._get(model_key, provider)
+        if found is None and model_key in BUILTIN_MODELS and provider in (None, DEFAULT_PROVIDER):
+            self.ensure_builtin(model_key)
+            found = self._get(model_key, provider)
+        return found
+
+    def ensure_builtin(self, model_key: str) -> ModelRecord:
+        """Register a built-in model (``BUILTIN_MODELS``) under the local provider when it is missing."""
+        if model_key not in BUILTIN_MODELS:
+            raise InvalidFieldError(
+                f"{model_key!r} is not a built-in model: built-in models are {', '.join(BUILTIN_MODELS)}.",
+                field="model_key", reason="invalid", value=model_key, allowed=list(BUILTIN_MODELS),
+            )
+        config, dimensions = BUILTIN_MODELS[model_key]
+        now = now_iso()
+        with self._write() as conn:  # one transaction: two processes naming it at once add it once
+            prow = conn.execute("SELECT kind FROM providers WHERE name = ?", (DEFAULT_PROVIDER,)).fetchone()
+            if prow is None:
+                conn.execute(
+                    "INSERT INTO providers (name, kind, created_at, updated_at) VALUES (?, 'local', ?, ?)",
+                    (DEFAULT_PROVIDER, now, now),
+                )
+            elif prow["kind"] != "local":
+                raise RefusedError(
+                    f"built-in model {model_key!r} runs on the provider {DEFAULT_PROVIDER!r}, which is a "
+                    f"{prow['kind']} provider here, so it cannot be registered: built-in models need {DEFAULT_PROVIDER!r} "
+                    "to be the local provider.",
+                    field="provider", reason="builtin_provider", value=DEFAULT_PROVIDER, model_key=model_key,
+                    kind=prow["kind"],
+                )
+            found = conn.execute(
+                "SELECT id FROM models WHERE provider = ? AND model_key = ?", (DEFAULT_PROVIDER, model_key)
+            ).fetchone()
+            if found is None:
+                conn.execute(
+                    "INSERT INTO models (model_key, model_type, provider, config, dimensions, is_default, "
+                    "enabled, created_at, updated_at) VALUES (?, 'embedding', ?, ?, ?, 0, 1, ?, ?)",
+                    (model_key, DEFAULT_PROVIDER, json.dumps(check_config(config, "local")), dimensions, now, now),
+                )
+                log.info("registered built-in embedding model %s (provider %s)", model_key, DEFAULT_PROVIDER)
+        record = self._get(model_key, DEFAULT_PROVIDER)
+        assert record is not None  # written above, in one transaction
+        return record
+
+    def _get(self, model_key: str, provider: str | None) -> ModelRecord | None:
         with self._read() as conn:
             if provider is not None:
                 rows = conn.execute(

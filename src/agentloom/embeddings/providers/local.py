@@ -5,6 +5,10 @@ normalisation, truncation at 256 tokens) at a third of the latency, and without 
 the server process. The ONNX file is exported once (see ``onnx_export``) and cached at
 ``<cache_dir>/models/<folder-name>-<fingerprint>.onnx``; the fingerprint covers the
 weights file (path, size, mtime) and the exporter version, so new weights mean a new file.
+
+A record with ``config.quantization = "int8"`` (the built-in ``all-MiniLM-L6-v2-int8``) runs
+an int8 copy of that file instead, made once on this machine (see ``quantize``) and cached
+beside it; tokenizer, pooling and dimensions are the same.
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ class LocalProvider:
         self._max_tokens = int(record.config.get("max_tokens") or settings.embeddings.max_tokens)
         self._batch_size = settings.embeddings.batch_size
         self._threads = settings.embeddings.threads
+        self._quantization = record.config.get("quantization") or None
         self._lock = threading.RLock()
         self._tokenizer: Tokenizer | None = None
         self._encoder: Tokenizer | None = None
@@ -162,11 +167,17 @@ class LocalProvider:
         return self._max_tokens
 
     def ready_on_disk(self) -> bool:
-        """True when the ONNX file exists (shipped or cached): no export is needed."""
+        """True when the ONNX file to run exists (shipped or cached, and its int8 copy for an int8 record)."""
         model_path = self.model_path()
-        if any((model_path / name).is_file() for name in SHIPPED_ONNX):
+        shipped = [model_path / name for name in SHIPPED_ONNX if (model_path / name).is_file()]
+        exact = shipped[0] if shipped else onnx_cache_path(model_path, self._cache_dir)
+        if not exact.is_file():
+            return False
+        if self._quantization is None:
             return True
-        return onnx_cache_path(model_path, self._cache_dir).is_file()
+        from agentloom.embeddings.quantize import int8_path
+
+        return int8_path(exact, self._cache_dir).is_file()
 
     def _find_onnx(self, model_path: Path, progress: Callable[[str], None] | None) -> Path:
         for name in SHIPPED_ONNX:
@@ -176,6 +187,24 @@ class LocalProvider:
         with _export_lock(str(target)):
             if not target.is_file():
                 export_onnx(model_path, target, progress)
+        return target
+
+    def _model_file(self, model_path: Path, progress: Callable[[str], None] | None) -> Path:
+        """The ONNX file to run: the exact one, or its int8 copy (made on first use) for an int8 record."""
+        exact = self._find_onnx(model_path, progress)
+        if self._quantization is None:
+            return exact
+        if self._quantization != "int8":
+            raise ConfigError(
+                f"config.quantization {self._quantization!r} of model {self.record.key!r} is unknown: use 'int8' "
+                f"or remove it (agentloom models remove {self.record.id}, then agentloom models add)."
+            )
+        from agentloom.embeddings.quantize import int8_path, quantize_int8
+
+        target = int8_path(exact, self._cache_dir)
+        with _export_lock(str(target)):
+            if not target.is_file():
+                quantize_int8(exact, target, progress)
         return target
 
     def prepare(self, progress: Callable[[str], None] | None = None) -> None:
@@ -190,16 +219,16 @@ class LocalProvider:
             if self._encoder is None:
                 self._load_tokenizers()
             model_path = self.model_path()
-            onnx_path = self._find_onnx(model_path, progress)
+            onnx_path = self._model_file(model_path, progress)
             try:
                 session = _load_session(onnx_path, self._threads)
             except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors
                 if onnx_path.parent != self._cache_dir / "models":
                     raise DependencyUnavailable(f"cannot load {onnx_path}: {exc}. Fix: replace the file.") from exc
-                # A cached file we cannot load (older format, damaged disk): export it again once.
-                log.warning("cached ONNX model %s cannot be loaded (%s); exporting it again", onnx_path, exc)
+                # A cached file we cannot load (older format, damaged disk): make it again once.
+                log.warning("cached ONNX model %s cannot be loaded (%s); making it again", onnx_path, exc)
                 onnx_path.unlink(missing_ok=True)
-                onnx_path = self._find_onnx(model_path, progress)
+                onnx_path = self._model_file(model_path, progress)
                 session = _load_session(onnx_path, self._threads)
             names = {i.name for i in session.get_inputs()}
             missing = {"input_ids", "attention_mask"} - names
