@@ -25,7 +25,7 @@ class VectorSettings(BaseModel):
     hnsw_ef_search: int = Field(
         100, ge=10,
         description="HNSW search breadth of new collections: higher is closer to exact search. On SciFact 100 "
-        "gave the same nDCG@10 and Recall@100 as 200, 1.8 ms sooner (BENCHMARKS.md, Vectors).",
+        "gave the same nDCG@10 and Recall@100 as 200 (BENCHMARKS.md, Vectors).",
     )
     file_roots: list[Path] | None = Field(
         None,
