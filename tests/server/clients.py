@@ -15,6 +15,21 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import PYTHON
 
 
+async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
+    """A tool call that must succeed: its structured reply."""
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content[0].text
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def error(client: Client, tool: str, **args: Any) -> str:
+    """A tool call that must fail: its message."""
+    result = await client.call_tool(tool, args)
+    assert result.is_error, result.structured_content
+    return result.content[0].text
+
+
 def serve_args(*extra: str) -> list[str]:
     return ["-m", "agentloom", "serve", *extra]
 

@@ -295,12 +295,7 @@ class ModelRegistry:
         now = now_iso()
         with self._write() as conn:  # one transaction: two processes naming it at once add it once
             prow = conn.execute("SELECT kind FROM providers WHERE name = ?", (DEFAULT_PROVIDER,)).fetchone()
-            if prow is None:
-                conn.execute(
-                    "INSERT INTO providers (name, kind, created_at, updated_at) VALUES (?, 'local', ?, ?)",
-                    (DEFAULT_PROVIDER, now, now),
-                )
-            elif prow["kind"] != "local":
+            if prow is not None and prow["kind"] != "local":
                 raise RefusedError(
                     f"built-in model {model_key!r} runs on the provider {DEFAULT_PROVIDER!r}, which is a "
                     f"{prow['kind']} provider here, so it cannot be registered: built-in models need {DEFAULT_PROVIDER!r} "
@@ -308,15 +303,8 @@ class ModelRegistry:
                     field="provider", reason="builtin_provider", value=DEFAULT_PROVIDER, model_key=model_key,
                     kind=prow["kind"],
                 )
-            found = conn.execute(
-                "SELECT id FROM models WHERE provider = ? AND model_key = ?", (DEFAULT_PROVIDER, model_key)
-            ).fetchone()
-            if found is None:
-                conn.execute(
-                    "INSERT INTO models (model_key, model_type, provider, config, dimensions, is_default, "
-                    "enabled, created_at, updated_at) VALUES (?, 'embedding', ?, ?, ?, 0, 1, ?, ?)",
-                    (model_key, DEFAULT_PROVIDER, json.dumps(check_config(config, "local")), dimensions, now, now),
-                )
+            if _add_local_model(conn, model_key, "embedding", check_config(config, "local"), dimensions,
+                                is_default=False, now=now) is None:
                 log.info("registered built-in embedding model %s (provider %s)", model_key, DEFAULT_PROVIDER)
         record = self._get(model_key, DEFAULT_PROVIDER)
         assert record is not None  # written above, in one transaction
@@ -368,27 +356,15 @@ class ModelRegistry:
                 "SELECT id FROM models WHERE model_type = ? AND is_default = 1", (model_type,)
             ).fetchone()
             if row is None:
-                if conn.execute("SELECT 1 FROM providers WHERE name = ?", (DEFAULT_PROVIDER,)).fetchone() is None:
-                    conn.execute(
-                        "INSERT INTO providers (name, kind, created_at, updated_at) VALUES (?, 'local', ?, ?)",
-                        (DEFAULT_PROVIDER, now, now),
-                    )
-                found = conn.execute(
-                    "SELECT id FROM models WHERE provider = ? AND model_key = ?", (DEFAULT_PROVIDER, DEFAULT_MODEL_KEY)
-                ).fetchone()
+                found = _add_local_model(conn, DEFAULT_MODEL_KEY, model_type, {}, DEFAULT_DIMENSIONS,
+                                         is_default=True, now=now)
                 if found is None:
-                    conn.execute(
-                        "INSERT INTO models (model_key, model_type, provider, config, dimensions, is_default, "
-                        "enabled, created_at, updated_at) VALUES (?, ?, ?, '{}', ?, 1, 1, ?, ?)",
-                        (DEFAULT_MODEL_KEY, model_type, DEFAULT_PROVIDER, DEFAULT_DIMENSIONS, now, now),
-                    )
                     log.info(
                         "created default %s model %s (provider %s)", model_type, DEFAULT_MODEL_KEY, DEFAULT_PROVIDER
                     )
                 else:
                     conn.execute(
-                        "UPDATE models SET is_default = 1, enabled = 1, updated_at = ? WHERE id = ?",
-                        (now, found["id"]),
+                        "UPDATE models SET is_default = 1, enabled = 1, updated_at = ? WHERE id = ?", (now, found)
                     )
         record = self.default(model_type)
         assert record is not None  # written above, in one transaction
@@ -526,3 +502,27 @@ class ModelRegistry:
                 )
             conn.execute("DELETE FROM models WHERE id = ?", (model_id,))
         log.info("embedding model removed: id %s", model_id)
+
+
+def _add_local_model(
+    conn: sqlite3.Connection, model_key: str, model_type: str, config: Mapping[str, Any], dimensions: int,
+    *, is_default: bool, now: str,
+) -> int | None:
+    """Add a model of the local provider (creating the provider if needed) unless it exists:
+    None when added, else the existing model's id. Callers hold a write transaction."""
+    if conn.execute("SELECT 1 FROM providers WHERE name = ?", (DEFAULT_PROVIDER,)).fetchone() is None:
+        conn.execute(
+            "INSERT INTO providers (name, kind, created_at, updated_at) VALUES (?, 'local', ?, ?)",
+            (DEFAULT_PROVIDER, now, now),
+        )
+    found = conn.execute(
+        "SELECT id FROM models WHERE provider = ? AND model_key = ?", (DEFAULT_PROVIDER, model_key)
+    ).fetchone()
+    if found is not None:
+        return int(found["id"])
+    conn.execute(
+        "INSERT INTO models (model_key, model_type, provider, config, dimensions, is_default, enabled, "
+        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
+        (model_key, model_type, DEFAULT_PROVIDER, json.dumps(dict(config)), dimensions, int(is_default), now, now),
+    )
+    return None

@@ -6,29 +6,15 @@ import os
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
 
 from mcp.client import Client
 
 from agentloom.core.settings import Settings
 from agentloom.server.host import Host, discover_packs
 from tests.packs.skills.conftest import SKILLS_EP, write_skill
-from tests.server.clients import stdio_client_session
+from tests.server.clients import call, error, stdio_client_session
 
 TOOLS = {"skills_search", "skills_get", "skills_index", "skills_list", "skills_remove"}
-
-
-async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content[0].text
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-async def error(client: Client, tool: str, **args: Any) -> str:
-    result = await client.call_tool(tool, args)
-    assert result.is_error, result.structured_content
-    return result.content[0].text
 
 
 def host(tmp_path: Path, root: Path, **pack_settings: object) -> Host:

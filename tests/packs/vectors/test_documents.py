@@ -13,7 +13,7 @@ from agentloom.packs.vectors.chunking import chunk_text
 from agentloom.server.host import Host
 from tests.embeddings.conftest import ServerState, http_server  # noqa: F401 - a fixture: a real loopback server
 from tests.packs.vectors.conftest import vectors_host
-from tests.packs.vectors.test_tools import call, error
+from tests.server.clients import call, error
 
 SKILL = "# {name}\n\n{name} is a Python library. This skill explains how to use {name} well."
 DEPENDENCIES = "# Dependencies\n\nDeclare dependencies with Depends() and FastAPI resolves them per request."

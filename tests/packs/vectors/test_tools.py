@@ -8,25 +8,13 @@ from typing import Any
 from mcp.client import Client
 
 from agentloom.server.host import Host
+from tests.server.clients import call, error
 
 DOCS = {
     "cats": "Cats are small domesticated felines. They purr, hunt mice and sleep most of the day.",
     "rust": "Rust is a systems programming language focused on memory safety without garbage collection.",
     "bread": "To bake bread, mix flour, water, salt and yeast, knead the dough, let it rise, then bake it.",
 }
-
-
-async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content[0].text
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-async def error(client: Client, tool: str, **args: Any) -> str:
-    result = await client.call_tool(tool, args)
-    assert result.is_error, result.structured_content
-    return result.content[0].text
 
 
 async def seed(client: Client, name: str) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from agentloom.cli.common import DataDir, fail, load_settings
 from agentloom.core.errors import AgentloomError
 
 if TYPE_CHECKING:
@@ -15,32 +17,36 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Agent Skills search: index skill folders into LanceDB and find the right one.", no_args_is_help=True)
 
-DataDir = Annotated[Path | None, typer.Option("--data-dir", help="Data directory (default ./.agentloom, or AGENTLOOM_DATA_DIR).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def _index(data_dir: Path | None) -> SkillIndex:
     from agentloom.core.breakers import BreakerRegistry
-    from agentloom.core.settings import Settings
     from agentloom.embeddings import EmbeddingService
     from agentloom.packs.skills.settings import SkillSettings, default_roots
     from agentloom.packs.skills.store import SkillIndex
 
+    settings = load_settings(data_dir=data_dir)
     try:
-        settings = Settings(**({"data_dir": data_dir} if data_dir else {}))
         skill_settings = settings.for_pack("skills", SkillSettings)
     except Exception as exc:  # noqa: BLE001 - a configuration problem, said in one line
-        typer.echo(f"error: skills settings: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"skills settings: {exc}", code=2)
     folder = settings.data_dir / "skills"
     folder.mkdir(parents=True, exist_ok=True)
     roots = skill_settings.roots if skill_settings.roots is not None else default_roots(folder)
     return SkillIndex(folder / "skills.lance", [Path(r).expanduser() for r in roots], EmbeddingService(settings, BreakerRegistry()), skill_settings)
 
 
-def _fail(exc: Exception) -> None:
-    typer.echo(f"error: {exc}", err=True)
-    raise typer.Exit(1)
+def _answer(call: Callable[[], dict[str, Any]], as_json: bool) -> dict[str, Any] | None:
+    """The command's result, or None once it is printed as JSON; an AgentloomError exits with 1."""
+    try:
+        result = call()
+    except AgentloomError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return None
+    return result
 
 
 @app.command("index")
@@ -50,23 +56,24 @@ def index_cmd(
     as_json: AsJson = False,
 ) -> None:
     """Index the skill roots (or one folder), with a progress bar."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     index = _index(data_dir)
-    try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      transient=True, disable=as_json) as bar:
-            task = bar.add_task("indexing skills", total=None)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=True, disable=as_json) as bar:
+        task = bar.add_task("indexing skills", total=None)
 
-            def progress(done: int, total: int, message: str) -> None:
-                bar.update(task, completed=done, total=total, description=f"indexing skills ({message})")
+        def progress(done: int, total: int, message: str) -> None:
+            bar.update(task, completed=done, total=total, description=f"indexing skills ({message})")
 
-            result = index.scan(path, progress)
-    except AgentloomError as exc:
-        _fail(exc)
-        return
-    if as_json:
-        typer.echo(json.dumps(result, ensure_ascii=False))
+        result = _answer(lambda: index.scan(path, progress), as_json)
+    if result is None:
         return
     typer.echo(
         f"{result['added']} added, {result['updated']} updated, {result['unchanged']} unchanged, "
@@ -86,13 +93,8 @@ def search_cmd(
     as_json: AsJson = False,
 ) -> None:
     """Search the indexed skills."""
-    try:
-        result = _index(data_dir).search(query, limit, threshold)
-    except AgentloomError as exc:
-        _fail(exc)
-        return
-    if as_json:
-        typer.echo(json.dumps(result, ensure_ascii=False))
+    result = _answer(lambda: _index(data_dir).search(query, limit, threshold), as_json)
+    if result is None:
         return
     for hit in result["results"]:
         typer.echo(f"{hit['score']:.3f}  {hit['name']}  {hit['description']}")
@@ -103,13 +105,8 @@ def search_cmd(
 @app.command("list")
 def list_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
     """Every indexed skill."""
-    try:
-        result = _index(data_dir).list()
-    except AgentloomError as exc:
-        _fail(exc)
-        return
-    if as_json:
-        typer.echo(json.dumps(result, ensure_ascii=False))
+    result = _answer(lambda: _index(data_dir).list(), as_json)
+    if result is None:
         return
     for skill in result["skills"]:
         typer.echo(f"{skill['name']}: {skill['description']}")
@@ -118,13 +115,8 @@ def list_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
 @app.command("status")
 def status_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
     """The store, its model, the roots and the number of skills."""
-    try:
-        result = _index(data_dir).status()
-    except AgentloomError as exc:
-        _fail(exc)
-        return
-    if as_json:
-        typer.echo(json.dumps(result, ensure_ascii=False))
+    result = _answer(lambda: _index(data_dir).status(), as_json)
+    if result is None:
         return
     typer.echo(f"store: {result['path']}")
     typer.echo(f"skills: {result['skills']}")
