@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.timestamps import iso
 from agentloom.packs.vectors.filters import parse_filter
-from agentloom.packs.vectors.store import DocumentRecord, VectorStore
+from agentloom.packs.vectors.records import DocumentRecord
+from agentloom.packs.vectors.store import VectorStore
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.vectors.files import LINK_OUT, Found, read_text
-from agentloom.packs.vectors.store import NewDocument, VectorStore
+from agentloom.packs.vectors.records import NewDocument
+from agentloom.packs.vectors.store import VectorStore
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection

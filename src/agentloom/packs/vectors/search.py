@@ -20,7 +20,8 @@ from agentloom.core.dependency import first_line
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.vectors.filters import ACCEPTED, FilterPlan, parse_filter
 from agentloom.packs.vectors.lexical import LexicalIndex, reciprocal_rank_fusion
-from agentloom.packs.vectors.store import VectorStore, chroma_refused, public_metadata
+from agentloom.packs.vectors.records import public_metadata
+from agentloom.packs.vectors.store import VectorStore, chroma_refused
 
 if TYPE_CHECKING:
     import numpy as np

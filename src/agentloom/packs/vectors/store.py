@@ -40,20 +40,28 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.dependency import first_line
 from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
 from agentloom.core.timestamps import iso
 from agentloom.embeddings import EmbeddingService
-from agentloom.packs.vectors.chunking import Chunk, chunk_text
+from agentloom.packs.vectors.chunking import chunk_text
 from agentloom.packs.vectors.connection import ChromaConnection
+from agentloom.packs.vectors.records import (
+    MANIFEST,
+    DocumentRecord,
+    NewDocument,
+    check_collection_name,
+    check_metadata,
+    chunk_id,
+    manifest_id,
+    record_of,
+)
 from agentloom.packs.vectors.settings import VectorSettings
 
 if TYPE_CHECKING:
@@ -61,79 +69,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "agentloom-documents"
-SYSTEM_FIELDS = frozenset(
-    {"document_id", "chunk_index", "start", "end", "tokens", "created_at", "updated_at", "embedding_model", "generation"}
-)
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,61}[A-Za-z0-9]$")
 _DUMMY = [0.0]  # manifest rows carry no meaningful vector
-
-
-def public_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """A chunk's metadata as replies show it: no internal generation (a 19-digit integer that
-    JavaScript clients cannot hold exactly), timestamps as ISO dates (what filters accept)."""
-    shown = {k: v for k, v in meta.items() if k != "generation"}
-    for key in ("created_at", "updated_at"):
-        if isinstance(shown.get(key), (int, float)):
-            shown[key] = iso(shown[key])
-    return shown
-
-
-def check_collection_name(name: object) -> str:
-    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
-        raise AgentloomError(
-            f"collection name {name!r} is invalid: use 3-63 characters from letters, digits, '.', '_' and '-', "
-            "starting and ending with a letter or digit (e.g. 'project-notes')."
-        )
-    if name == MANIFEST:
-        raise AgentloomError(f"collection name {name!r} is reserved by agentloom; choose another name.")
-    return name
-
-
-def check_metadata(metadata: Mapping[str, Any] | None, field: str = "metadata") -> dict[str, Any]:
-    clean: dict[str, Any] = {}
-    for key, value in (metadata or {}).items():
-        if not isinstance(key, str) or not key or key.startswith(("$", "#")):
-            raise AgentloomError(
-                f"{field} key {key!r} is invalid: keys are non-empty strings not starting with '$' or '#' "
-                "(Chroma reserves those)."
-            )
-        if key in SYSTEM_FIELDS:
-            raise AgentloomError(
-                f"{field}[{key!r}] is set by agentloom ({', '.join(sorted(SYSTEM_FIELDS))}); rename your key."
-            )
-        if not isinstance(value, (str, int, float, bool)) or value is None:
-            raise AgentloomError(
-                f"{field}[{key!r}] must be a string, number or boolean, got {type(value).__name__}; "
-                "flatten nested values or store them as a JSON string."
-            )
-        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
-            raise AgentloomError(
-                f"{field}[{key!r}] = {value} does not fit in a 64-bit integer (Chroma's limit); store it as a string."
-            )
-        clean[key] = value
-    return clean
-
-
-@dataclass(frozen=True)
-class NewDocument:
-    """A checked document cut into chunks, not yet embedded or written."""
-
-    document_id: str
-    metadata: dict[str, Any]
-    chunks: list[Chunk]
-
-
-@dataclass(frozen=True)
-class DocumentRecord:
-    collection: str
-    document_id: str
-    generation: int
-    chunk_count: int
-    created_at: float
-    updated_at: float
-    embedding_model: str
-    metadata: dict[str, Any]
 
 
 class VectorStore:
@@ -285,9 +221,9 @@ class VectorStore:
         elif not document_ids:
             return {}
         else:
-            wanted = [_manifest_id(collection, d) for d in document_ids]
+            wanted = [manifest_id(collection, d) for d in document_ids]
             got = self._on_manifest(lambda m: m.get(ids=wanted, include=["metadatas"]))
-        records = (_record(meta) for meta in got["metadatas"])
+        records = (record_of(meta) for meta in got["metadatas"])
         return {r.document_id: r for r in records}
 
     def max_batch(self) -> int:
@@ -302,7 +238,7 @@ class VectorStore:
         fetched: dict[str, int] = {}
         if wanted:
             got = self._on_manifest(
-                lambda m: m.get(ids=[_manifest_id(collection, d) for d in wanted], include=["metadatas"])
+                lambda m: m.get(ids=[manifest_id(collection, d) for d in wanted], include=["metadatas"])
             )
             fetched = {m["document_id"]: int(m["generation"]) for m in got["metadatas"]}
         if known is None:
@@ -434,7 +370,7 @@ class VectorStore:
                 # The commit point: one write flips every document of the call to the new generation.
                 self._on_manifest(
                     lambda m: m.upsert(
-                        ids=[_manifest_id(name, d) for d in ids_in_call],
+                        ids=[manifest_id(name, d) for d in ids_in_call],
                         embeddings=[_DUMMY] * len(manifest),
                         metadatas=manifest,
                     )
@@ -458,7 +394,7 @@ class VectorStore:
             {
                 "document_id": d.document_id,
                 "chunk_count": len(d.chunks),
-                "chunk_ids": [_chunk_id(d.document_id, generation, c.index) for c in d.chunks],
+                "chunk_ids": [chunk_id(d.document_id, generation, c.index) for c in d.chunks],
                 "replaced": d.document_id in previous,
                 "embedding_model": model_key,
             }
@@ -472,7 +408,7 @@ class VectorStore:
         created = previous.created_at if previous else now
         return [
             (
-                _chunk_id(document.document_id, generation, c.index),
+                chunk_id(document.document_id, generation, c.index),
                 c.text,
                 {
                     **document.metadata,
@@ -537,7 +473,7 @@ class VectorStore:
             if record is None:
                 raise NotFoundError(f"document {document_id!r} not found in collection {collection_name!r}.")
             # The manifest row is the commit point: once it is gone, no chunk of the document is visible.
-            self._on_manifest(lambda m: m.delete(ids=[_manifest_id(collection_name, document_id)]))
+            self._on_manifest(lambda m: m.delete(ids=[manifest_id(collection_name, document_id)]))
             self._remember(collection_name, document_id, None)
             self._drop(collection, {"document_id": document_id})
         self._notify(collection_name)
@@ -564,24 +500,3 @@ def _abandoned(meta: Mapping[str, Any], current: Mapping[str, int], before: int)
     if not isinstance(doc, str) or not isinstance(generation, int) or isinstance(generation, bool):
         return False  # not written by agentloom: not ours to remove
     return current.get(doc) != generation and generation < before
-
-
-def _chunk_id(document_id: str, generation: int, index: int) -> str:
-    return f"{document_id}:{generation}:{index}"
-
-
-def _manifest_id(collection: str, document_id: str) -> str:
-    return json.dumps([collection, document_id])  # unambiguous whatever the characters
-
-
-def _record(meta: Mapping[str, Any]) -> DocumentRecord:
-    return DocumentRecord(
-        collection=meta["collection"],
-        document_id=meta["document_id"],
-        generation=int(meta["generation"]),
-        chunk_count=int(meta["chunk_count"]),
-        created_at=float(meta["created_at"]),
-        updated_at=float(meta["updated_at"]),
-        embedding_model=meta["embedding_model"],
-        metadata=json.loads(meta.get("metadata_json") or "{}"),
-    )
