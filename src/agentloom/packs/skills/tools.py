@@ -34,7 +34,7 @@ class SkillHit(TypedDict):
 class SearchResult(TypedDict):
     results: list[SkillHit]
     message: str | None
-    mode: Literal["vector", "keyword"]
+    mode: Literal["hybrid", "vector", "keyword"]
     fallback: bool
     model: str | None
     threshold: float | None
@@ -118,7 +118,8 @@ async def _run(fn: Any, *args: Any) -> Any:
 @pack.tool(read_only=True)
 async def skills_search(index: SkillIndex, query: str, limit: int = 5, threshold: float | None = None) -> SearchResult:
     """Find the skills that fit a request (any language), best first, at most `limit`. `score` is the cosine
-    similarity (0-1) of the embedding model in use; `threshold` drops lower scores (default: the model's own).
+    similarity (0-1) of the embedding model named in `model`; `threshold` drops lower scores (default: the
+    model's own). In mode "hybrid" a second model helps order the results, so scores need not decrease.
     Then call skills_get(name) for the chosen skill's instructions. When the model fails, results come from
     keyword matching and `fallback` is true."""
     return await _run(index.search, query, limit, threshold)

@@ -1,0 +1,385 @@
+"""Skill search: exact cosine top-k over an in-memory copy of the table, re-ordered by a second model.
+
+How a result list is made (``skills_search``):
+
+1. The **scoring model** (the pack's ``embedding_model``, multilingual-e5-small by default) embeds
+   the request; each skill's ``score`` is that model's cosine similarity with the skill's vector,
+   clipped to [0, 1]. The threshold (the model record's ``default_threshold`` unless given) applies
+   to this score and only to it.
+2. The **rank model** (``rank_model``, use-multilingual-v3 by default) embeds the request too. Each
+   model's cosines are standardised over the whole index (z-scores: the two models' raw cosines
+   live on different scales: e5 puts unrelated text near 0.8, USE near 0.1) and mixed,
+   ``(1 - w) * z(scoring) + w * z(rank)`` with ``w = rank_weight`` (0.4). That mix only orders the
+   skills that passed the threshold; it is never reported, so a score is always an honest cosine.
+   The reply's ``mode`` is ``"hybrid"``; ``"vector"`` when the rank model is off or failed.
+3. When the scoring model fails, keyword matching answers (``mode "keyword"``, ``fallback`` true).
+
+Why this mix (``python -m benchmarks skills``; paraphrased requests over 51 real skills, top-1 on
+the first 32 English + 32 Chinese, where the weight was chosen): e5 alone EN 88% / ZH 53%; USE
+alone 88% / 72%; rank fusion (RRF) of both 94% / 84%; z-score mix 0.6 e5 + 0.4 USE 94% / 91%.
+On 8 + 8 requests added afterwards (held out) the mix gets 4/8 / 6/8; over all 40 + 40, 85% / 88%.
+LanceDB full-text search (``FTS(base_tokenizer="icu")`` on name, description and tags) fused by
+RRF lowered every combination (e.g. e5+USE+FTS 81% / 75% on the first set) and added nothing when
+mixed in by score, so it is not used. USE alone cannot score: its cosine for 帮我提交代码 →
+git-commit is 0.11, where the seed asks for more than 0.75.
+
+Speed (1,000 skills, 2 loaded cores, uncached queries): a search costs about e5's query embedding,
+p50 18-26 ms, p95 23-39 ms on its own; USE (3 ms) runs beside it in a worker thread. LanceDB is
+read only when the table's version changes; between versions the vectors sit in numpy matrices and
+the whole ranking costs about 1 ms (einsum, see ``_cosines``). Measured: search p50 21-27 ms, p95
+30-45 ms (e5 alone just as much); the issue's 20 ms p95 is out of reach while e5 embeds every
+request on such a machine.
+
+The rank model's vectors live in their own table, ``skills_rank`` (id, hash, fingerprint, vector),
+kept in step with ``skills`` after every scan and before any search that sees a new table version:
+rows whose SKILL.md hash or model fingerprint differ are embedded again, rows whose skill is gone
+are deleted, and a model of another dimension makes the table anew.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from agentloom.core.errors import AgentloomError
+from agentloom.packs.skills.keywords import keyword_score
+from agentloom.packs.skills.skillfile import embedding_text
+
+if TYPE_CHECKING:  # numpy is imported on first use: the server's start path stays light
+    import numpy as np
+
+    from agentloom.embeddings import ModelRecord
+    from agentloom.packs.skills.store import SkillIndex
+
+log = logging.getLogger("agentloom.packs.skills")
+
+RANK_TABLE = "skills_rank"
+SNIPPET = 200  # characters of a description in search results (~50 tokens)
+BATCH = 64
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="skills-rank")
+        return _POOL
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One version of the ``skills`` table in memory: rows in a fixed order and their vectors."""
+
+    table: Any  # the table object read: a model switch makes a new table whose versions start again
+    version: int
+    names: list[str]
+    descriptions: list[str]
+    paths: list[str]
+    vectors: np.ndarray  # (rows, dimensions), L2-normalised
+
+
+def _same(key: tuple[Any, int, str] | None, other: tuple[Any, int, str]) -> bool:
+    return key is not None and key[0] is other[0] and key[1:] == other[1:]
+
+
+def _cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """Dot products of every row with ``vector`` (cosines: both sides are L2-normalised).
+
+    einsum, not ``matrix @ vector``: the BLAS product wakes OpenBLAS's thread pool, and on a loaded
+    2-core machine that costs up to 13 ms now and then (measured: matmul p50 0.03 ms, max 13 ms;
+    einsum p50 0.11 ms, max 0.22 ms at 1,000 x 512), which is the p95 of a whole search.
+    """
+    import numpy as np
+
+    return np.einsum("ij,j->i", matrix, vector)
+
+
+def _zscores(cosines: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    spread = float(cosines.std())
+    if spread < 1e-9:  # one skill, or all alike: this model cannot tell them apart
+        return np.zeros_like(cosines)
+    return (cosines - float(cosines.mean())) / spread
+
+
+def _matrix(column: Any, rows: int) -> np.ndarray:
+    """A fixed-size-list Arrow column as a (rows, dimensions) float32 matrix, without a Python loop."""
+    import numpy as np
+
+    if rows == 0:
+        return np.zeros((0, 1), dtype=np.float32)
+    flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(flat, dtype=np.float32).reshape(rows, -1)
+
+
+def _rank_schema(dimensions: int) -> Any:
+    import pyarrow as pa
+
+    return pa.schema([
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("hash", pa.string()),
+        pa.field("fingerprint", pa.string()),
+        pa.field("vector", pa.list_(pa.float32(), dimensions)),
+    ])
+
+
+class SkillSearch:
+    """The search of one :class:`SkillIndex` (its in-memory vectors and its rank model's table)."""
+
+    def __init__(self, index: SkillIndex) -> None:
+        self.index = index
+        self._lock = threading.RLock()
+        self._snapshot: Snapshot | None = None
+        # Keys are (table object, version, rank model fingerprint): compared by identity and equality.
+        self._rank_vectors: tuple[tuple[Any, int, str], np.ndarray] | None = None
+        self._synced: tuple[Any, int, str] | None = None
+        self._rank_table: Any = None
+        self._rank_failed: str | None = None
+        self._fallback_told = False
+
+    # -- the scoring model's vectors -------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """The table in memory, read again only when its version changed (a scan, a removal)."""
+        table = self.index.table()
+        with self.index._guard():
+            version = int(table.version)
+            current = self._snapshot
+            if current is not None and current.table is table and current.version == version:
+                return current
+            with self._lock:
+                try:
+                    data = table.to_arrow()
+                except Exception:  # noqa: BLE001 - a compaction may have removed the version we read: once more
+                    table.checkout_latest()
+                    version = int(table.version)
+                    data = table.to_arrow()
+                meta = data.column("metadata").to_pylist()
+                snap = Snapshot(
+                    table=table,
+                    version=version,
+                    names=data.column("name").to_pylist(),
+                    descriptions=[d or "" for d in data.column("description").to_pylist()],
+                    paths=[(m or {}).get("path") or "" for m in meta],
+                    vectors=_matrix(data.column("vector"), data.num_rows),
+                )
+                self._snapshot = snap
+                return snap
+
+    # -- the rank model ------------------------------------------------------------------------
+    def rank_record(self) -> ModelRecord | None:
+        """The second model, or None when it is off, the same as the scoring model, or broken."""
+        settings = self.index.settings
+        key = settings.rank_model
+        if not key or settings.rank_weight <= 0 or self._rank_failed is not None:
+            return None
+        try:
+            record = self.index.registered(key)
+        except Exception as exc:  # noqa: BLE001 - an unknown key or a broken registry: rank by cosine alone
+            self._give_up_rank(exc)
+            return None
+        if record.key != key:  # the service answers an unknown key with its default model: not what was asked
+            self._give_up_rank(LookupError(f"no embedding model {key!r} in the registry (got {record.key!r})"))
+            return None
+        return None if record.key == self.index.model().key else record
+
+    def _give_up_rank(self, exc: BaseException) -> None:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        self._rank_failed = detail
+        log.warning("skills: rank model %r cannot be used (%s): results are ordered by the scoring model alone. "
+                    "Fix: install it, or set rank_model to '' in [pack_settings.skills].",
+                    self.index.settings.rank_model, detail)
+
+    def _open_rank_table(self, record: ModelRecord) -> Any:
+        db = self.index._db
+        if self._rank_table is None:
+            from agentloom.packs.skills.store import _table_names
+
+            if RANK_TABLE in _table_names(db):
+                self._rank_table = db.open_table(RANK_TABLE)
+            else:
+                self._rank_table = db.create_table(RANK_TABLE, schema=_rank_schema(record.dimensions))
+        if self._rank_table.schema.field("vector").type.list_size != record.dimensions:
+            # Another model of another size made these vectors: they cannot be updated row by row.
+            db.drop_table(RANK_TABLE)
+            self._rank_table = db.create_table(RANK_TABLE, schema=_rank_schema(record.dimensions))
+            log.warning("skills: rank model is now %s (%d-d): its table is made anew", record.key, record.dimensions)
+        return self._rank_table
+
+    def sync(self) -> None:
+        """Bring ``skills_rank`` in step with ``skills`` (called after a scan and when a search sees a new version)."""
+        record = self.rank_record()
+        if record is None:
+            return
+        main = self.index.table()
+        with self._lock, self.index._guard():
+            key = (main, int(main.version), record.fingerprint)
+            if _same(self._synced, key):
+                return
+            rows = self.index.rows()
+            table = self._open_rank_table(record)
+            table.checkout_latest()
+            have = {r["id"]: (r["hash"], r["fingerprint"]) for r in table.to_arrow().select(["id", "hash", "fingerprint"]).to_pylist()}
+            todo = [row for name, row in rows.items() if have.get(name) != (row.get("hash"), record.fingerprint)]
+            gone = [name for name in have if name not in rows]
+            for start in range(0, len(todo), BATCH):
+                batch = todo[start : start + BATCH]
+                texts = [embedding_text(r["name"], r["description"] or "", list(r.get("tags") or [])) for r in batch]
+                try:
+                    vectors = self.index.embeddings.embed_documents(texts, record.key)
+                except Exception as exc:  # noqa: BLE001 - the rank model is optional: search goes on without it
+                    self._give_up_rank(exc)
+                    return
+                import pyarrow as pa
+
+                data = [{"id": r["name"], "hash": r.get("hash"), "fingerprint": record.fingerprint,
+                         "vector": vectors[i].tolist()} for i, r in enumerate(batch)]
+                table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+                    pa.Table.from_pylist(data, schema=table.schema))
+            if gone:
+                table.delete("id IN (" + ", ".join("'" + n.replace("'", "''") + "'" for n in gone) + ")")
+            if (todo or gone) and self.index.settings.compact:
+                import warnings
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)
+                    table.optimize(cleanup_older_than=timedelta(seconds=0))
+            if todo or gone:
+                log.info("skills: rank model %s: %d embedded, %d removed", record.key, len(todo), len(gone))
+            self._synced = key
+
+    def after_scan(self) -> None:
+        """``sync`` after a scan; a failure is logged, never fails the scan (the next search tries again)."""
+        try:
+            self.sync()
+        except Exception as exc:  # noqa: BLE001 - the scan itself succeeded
+            log.warning("skills: rank model table not updated after the scan (%s); the next search retries", exc)
+
+    def _rank_matrix(self, snap: Snapshot, record: ModelRecord) -> np.ndarray | None:
+        """The rank model's vectors in the snapshot's row order (None when they cannot be had)."""
+        import numpy as np
+
+        key = (snap.table, snap.version, record.fingerprint)
+        cached = self._rank_vectors
+        if cached is not None and _same(cached[0], key):
+            return cached[1]
+        self.sync()
+        if self._rank_failed is not None:
+            return None
+        with self._lock, self.index._guard():
+            data = self._rank_table.to_arrow()
+            ids = data.column("id").to_pylist()
+            vectors = _matrix(data.column("vector"), data.num_rows)
+            where = {name: i for i, name in enumerate(ids)}
+            # A skill without a rank vector (written after the sync) gets zeros: it ranks by the scoring model.
+            matrix = np.zeros((len(snap.names), record.dimensions), dtype=np.float32)
+            for row, name in enumerate(snap.names):
+                if name in where:
+                    matrix[row] = vectors[where[name]]
+            self._rank_vectors = (key, matrix)
+            return matrix
+
+    def _start_rank_query(self, query: str) -> tuple[ModelRecord, Future[np.ndarray]] | None:
+        """The rank model embeds the request in a worker thread while the scoring model does (ctypes and
+        numpy release the GIL): the search then costs about the slower model, not the sum."""
+        record = self.rank_record()
+        if record is None:
+            return None
+        return record, _pool().submit(self.index.embeddings.embed_query, query, record.key)
+
+    def _order(self, pending: tuple[ModelRecord, Future[np.ndarray]] | None, cosines: np.ndarray,
+               snap: Snapshot) -> tuple[np.ndarray, str]:
+        """Row indices best first, and the mode: "hybrid" (both models) or "vector" (the scoring model alone)."""
+        import numpy as np
+
+        fused = None
+        if pending is not None and len(snap.names) > 1:
+            record, future = pending
+            try:
+                matrix = self._rank_matrix(snap, record)
+                if matrix is not None:
+                    other = _cosines(matrix, future.result())
+                    weight = self.index.settings.rank_weight
+                    fused = (1 - weight) * _zscores(cosines) + weight * _zscores(other)
+            except Exception as exc:  # noqa: BLE001 - any rank model failure: order by cosine alone
+                self._give_up_rank(exc)
+        if fused is None:
+            return np.argsort(-cosines, kind="stable"), "vector"
+        return np.argsort(-fused, kind="stable"), "hybrid"
+
+    # -- searching --------------------------------------------------------------------------------
+    def search(self, query: str, limit: int = 5, threshold: float | None = None) -> dict[str, Any]:
+        if not isinstance(query, str) or not query.strip():
+            raise AgentloomError("query: it is empty; describe the task, e.g. 'commit my changes' or '帮我提交代码'.")
+        if limit < 1 or limit > 100:
+            raise AgentloomError(f"limit: {limit} is out of range; use 1 to 100.")
+        if threshold is not None and not 0 <= threshold <= 1:
+            raise AgentloomError(f"threshold: {threshold} is out of range; use a cosine similarity from 0 to 1.")
+        from agentloom.packs.skills.store import LanceSearchError
+
+        query = query.strip()
+        index = self.index
+        index.table()
+        try:
+            record = index.ensure_model()
+            pending = self._start_rank_query(query)
+            vector = index.embeddings.embed_query(query, record.key)
+        except LanceSearchError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any model failure: keyword matching instead
+            return self._keyword_search(query, limit, exc)
+        import numpy as np
+
+        cut = index.default_threshold(record) if threshold is None else threshold
+        snap = self.snapshot()
+        results = []
+        mode = "vector"
+        if snap.names:
+            cosines = np.clip(_cosines(snap.vectors, vector), 0.0, 1.0)
+            order, mode = self._order(pending, cosines, snap)
+            for row in order:
+                score = round(float(cosines[row]), 4)
+                if score < cut:
+                    continue  # the threshold belongs to the scoring model's cosine, whatever the order
+                results.append(_hit(snap.names[row], snap.descriptions[row], score, snap.paths[row]))
+                if len(results) == limit:
+                    break
+        notes = [m for m in (index._status_message(),) if m]
+        if not results:
+            notes.append(
+                f"no skill scored {cut:g} or more (cosine, model {record.key}); lower threshold or rephrase"
+                if snap.names else "no skills are indexed yet; put skill folders in a root and run skills_index"
+            )
+        return {"results": results, "message": "; ".join(notes) or None, "mode": mode, "fallback": False,
+                "model": record.key, "threshold": cut}
+
+    def _keyword_search(self, query: str, limit: int, exc: BaseException) -> dict[str, Any]:
+        if not self._fallback_told:
+            self._fallback_told = True
+            log.warning("skills: embedding model failed (%s): answering by keyword matching", exc)
+        scored = []
+        for row in self.index.rows().values():
+            score = keyword_score(query, row["name"], row["description"] or "", list(row.get("tags") or []))
+            if score > 0:
+                scored.append((score, row))
+        scored.sort(key=lambda item: (-item[0], item[1]["name"]))
+        results = [_hit(r["name"], r["description"] or "", s, r.get("path")) for s, r in scored[:limit]]
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        notes = [f"fallback: the embedding model failed ({detail}); results come from keyword matching on name, "
+                 "description and tags, and scores are the share of query terms found, not cosine similarities"]
+        if msg := self.index._status_message():
+            notes.append(msg)
+        return {"results": results, "message": "; ".join(notes), "mode": "keyword", "fallback": True,
+                "model": None, "threshold": None}
+
+
+def _hit(name: str, description: str, score: float, path: str | None) -> dict[str, Any]:
+    if len(description) > SNIPPET:
+        description = description[: SNIPPET - 1].rstrip() + "…"
+    return {"name": name, "description": description, "score": score, "path": path or ""}

@@ -1,0 +1,134 @@
+"""Hybrid search (search.py) on a real LanceDB with both real models: scores stay e5 cosines, USE re-orders."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentloom.packs.skills.search import RANK_TABLE
+from agentloom.packs.skills.skillfile import embedding_text
+from agentloom.packs.skills.store import SkillIndex
+from benchmarks.skills import EVAL_EN, EVAL_ZH
+from tests.packs.skills.conftest import SEED_SKILLS, make_index, write_skill
+
+E5, USE = "multilingual-e5-small", "use-multilingual-v3"
+
+
+def names(result: dict) -> list[str]:
+    return [hit["name"] for hit in result["results"]]
+
+
+def scores(result: dict) -> dict[str, float]:
+    return {hit["name"]: hit["score"] for hit in result["results"]}
+
+
+def rank_rows(index: SkillIndex) -> dict[str, str]:
+    """id -> SKILL.md hash of the rank model's table."""
+    rows = index._db.open_table(RANK_TABLE).to_arrow().select(["id", "hash"]).to_pylist()
+    return {r["id"]: r["hash"] for r in rows}
+
+
+def test_seed_commit_request_is_hybrid_and_scored_by_e5(seed_index: SkillIndex) -> None:
+    result = seed_index.search("帮我提交代码")
+    assert result["mode"] == "hybrid" and result["model"] == E5
+    assert names(result)[0] == "git-commit"
+    assert scores(result)["git-commit"] > 0.75
+    assert {"git-commit", "file-read", "calculate"} >= set(names(result)) - {"excel-analysis"}
+
+
+def test_seed_excel_request_in_top_three(seed_index: SkillIndex) -> None:
+    result = seed_index.search("分析Excel文件", limit=3)
+    assert result["mode"] == "hybrid"
+    assert "excel-analysis" in names(result)[:3]
+    assert scores(result)["excel-analysis"] > 0.7
+
+
+@pytest.mark.parametrize("query", ["帮我提交代码", "分析Excel文件", "commit my staged changes", "读取这个文件"])
+def test_fused_ranking_never_changes_a_score(tmp_path: Path, seed_index: SkillIndex, seed_root: Path, query: str) -> None:
+    service = seed_index.embeddings
+    q = service.embed_query(query, E5)
+    texts = {n: embedding_text(n, d, t) for n, (d, t) in SEED_SKILLS.items()}
+    docs = service.embed_documents(list(texts.values()), E5)
+    cosine = dict(zip(texts, (float(np.clip(v @ q, 0, 1)) for v in docs), strict=True))
+    hybrid = seed_index.search(query, threshold=0)
+    assert hybrid["mode"] == "hybrid"
+    for name, value in scores(hybrid).items():
+        assert value == pytest.approx(cosine[name], abs=1e-3)  # the e5 cosine, whatever the order
+    alone = make_index(tmp_path / "alone", [seed_root], rank_model="")
+    alone.scan()
+    plain = alone.search(query, threshold=0)
+    assert plain["mode"] == "vector"
+    assert scores(plain) == scores(hybrid)  # same scores; only the order may differ
+    assert list(scores(plain).values()) == sorted(scores(plain).values(), reverse=True)
+
+
+def test_threshold_applies_to_the_cosine_and_limit_to_the_count(seed_index: SkillIndex) -> None:
+    everything = seed_index.search("帮我提交代码", threshold=0)["results"]
+    assert len(everything) == 4
+    values = sorted(hit["score"] for hit in everything)
+    cut = (values[1] + values[2]) / 2
+    kept = seed_index.search("帮我提交代码", threshold=cut)
+    assert sorted(names(kept)) == sorted(h["name"] for h in everything if h["score"] >= cut)
+    assert len(seed_index.search("帮我提交代码", limit=1, threshold=0)["results"]) == 1
+    default = seed_index.search("帮我提交代码")
+    assert default["threshold"] == 0.8 and all(hit["score"] >= 0.8 for hit in default["results"])
+    none = seed_index.search("帮我提交代码", threshold=0.99)
+    assert none["results"] == [] and "0.99" in none["message"] and "multilingual-e5-small" in none["message"]
+
+
+def test_rank_table_follows_rescans(seed_index: SkillIndex, seed_root: Path) -> None:
+    assert rank_rows(seed_index) == {n: r["hash"] for n, r in seed_index.rows().items()}
+    write_skill(seed_root, "deploy-app", "把应用部署到生产服务器", ["deploy"])
+    seed_index.scan()
+    assert set(rank_rows(seed_index)) == set(SEED_SKILLS) | {"deploy-app"}
+    assert names(seed_index.search("帮我把网站发布上线", threshold=0))[0] == "deploy-app"
+    write_skill(seed_root, "file-read", "Read a file from disk and show its text", ["filesystem"])
+    shutil.rmtree(seed_root / "calculate")
+    seed_index.scan()
+    rows = seed_index.rows()
+    assert rank_rows(seed_index) == {n: r["hash"] for n, r in rows.items()}
+    assert "calculate" not in rank_rows(seed_index)
+    result = seed_index.search("帮我算一下这道数学题", threshold=0)
+    assert "calculate" not in names(result) and result["mode"] == "hybrid"
+
+
+def test_removed_skill_leaves_the_rank_table_at_the_next_search(seed_index: SkillIndex) -> None:
+    seed_index.remove("calculate")
+    result = seed_index.search("帮我算一下这道数学题", threshold=0)
+    assert "calculate" not in names(result)
+    assert set(rank_rows(seed_index)) == set(SEED_SKILLS) - {"calculate"}
+
+
+def test_broken_rank_model_falls_back_to_the_scoring_model(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], rank_model="no-such-model")
+    index.scan()
+    result = index.search("帮我提交代码")
+    assert result["mode"] == "vector" and names(result)[0] == "git-commit" and result["fallback"] is False
+
+
+def test_rank_model_same_as_scoring_model_is_plain_vector(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], rank_model=E5)
+    index.scan()
+    assert index.search("帮我提交代码")["mode"] == "vector"
+
+
+def test_eval_set_top1_in_both_languages(bench_root: Path, tmp_path: Path) -> None:
+    """The issue's goal: top-1 of 85% or more in English and in Chinese (benchmarks/skills.py's set)."""
+    index = make_index(tmp_path, [bench_root])
+    index.scan()
+    for queries in (EVAL_EN, EVAL_ZH):
+        hits = sum(names(index.search(q, limit=1, threshold=0))[:1] == [want] for q, want in queries)
+        assert hits / len(queries) >= 0.85, (queries[0][0], hits)
+
+
+def test_rank_model_of_another_size_makes_its_table_anew(tmp_path: Path, seed_index: SkillIndex, seed_root: Path) -> None:
+    assert seed_index._db.open_table(RANK_TABLE).schema.field("vector").type.list_size == 512  # USE
+    other = make_index(tmp_path, [seed_root], rank_model="all-MiniLM-L6-v2")  # same store, 384-d rank model
+    result = other.search("commit my staged changes", threshold=0)
+    assert result["mode"] == "hybrid" and names(result)[0] == "git-commit"
+    table = other._db.open_table(RANK_TABLE)
+    assert table.schema.field("vector").type.list_size == 384
+    assert {r["id"] for r in table.to_arrow().select(["id"]).to_pylist()} == set(SEED_SKILLS)
