@@ -7,11 +7,13 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError
 from agentloom.core.timestamps import iso
-from agentloom.packs.vectors.chunking import Chunk
+
+if TYPE_CHECKING:
+    from agentloom.packs.vectors.chunking import Chunk
 
 MANIFEST = "agentloom-documents"
 SYSTEM_FIELDS = frozenset(

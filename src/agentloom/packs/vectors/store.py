@@ -50,7 +50,6 @@ from agentloom.core.dependency import first_line
 from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
 from agentloom.core.timestamps import iso
 from agentloom.embeddings import EmbeddingService
-from agentloom.packs.vectors.chunking import chunk_text
 from agentloom.packs.vectors.connection import ChromaConnection
 from agentloom.packs.vectors.records import (
     MANIFEST,
@@ -289,6 +288,8 @@ class VectorStore:
                 f"chunk_overlap ({overlap}) must be smaller than the chunks model {model_key!r} can read "
                 f"({max_tokens - 2} tokens, its input limit less two special tokens); lower chunk_overlap."
             )
+        from agentloom.packs.vectors.chunking import chunk_text  # numpy: not on the server's start path
+
         chunks = chunk_text(
             text,
             tokenizer=self.embeddings.tokenizer(model_key),
