@@ -11,7 +11,19 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
+
+
+def _shared() -> Path:
+    """The workplace's shared test data (benchmarks, notes): AGENTLOOM_SHARED_DATA, else the folder
+    beside the checkout (../shared), else /work/shared (a clone made elsewhere, e.g. under /tmp)."""
+    candidates = [os.environ.get("AGENTLOOM_SHARED_DATA"), REPO.parent / "shared", "/work/shared"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return REPO.parent / "shared"
+
+
+SHARED = _shared()
 
 
 def free_port() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint
@@ -15,8 +16,9 @@ from agentloom.core.settings import Settings
 from agentloom.embeddings import EmbeddingService
 from agentloom.packs.skills.settings import SkillSettings
 from agentloom.packs.skills.store import SkillIndex
+from tests.conftest import SHARED
 
-BENCH_SKILLS = Path(__file__).resolve().parents[3].parent / "shared" / "benchmarks" / "skills" / "skills"
+BENCH_SKILLS = SHARED / "benchmarks" / "skills" / "skills"
 SKILLS_EP = EntryPoint(name="skills", value="agentloom.packs.skills:pack", group="agentloom.packs")
 
 # The seed's skills (seed 003: 检索相关Skills, 中文查询检索, 生成Skills向量).
@@ -62,7 +64,10 @@ def seed_index(tmp_path: Path, seed_root: Path) -> SkillIndex:
 def bench_root(tmp_path: Path) -> Path:
     """A private copy of the 51 public skills (the scan writes .vectorized files)."""
     if not BENCH_SKILLS.is_dir():
-        pytest.skip(f"benchmark skills not found at {BENCH_SKILLS}")
+        message = f"benchmark skills not found at {BENCH_SKILLS}: set AGENTLOOM_SHARED_DATA to the shared folder"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)  # CI runs every test
+        pytest.skip(message)
     return Path(shutil.copytree(BENCH_SKILLS, tmp_path / "bench"))
 
 
