@@ -109,6 +109,23 @@ def test_broken_rank_model_falls_back_to_the_scoring_model(tmp_path: Path, seed_
     assert result["mode"] == "vector" and names(result)[0] == "git-commit" and result["fallback"] is False
 
 
+def test_failed_rank_model_shows_in_status_and_is_tried_again_later(tmp_path: Path, seed_root: Path) -> None:
+    from agentloom.packs.skills.search import RANK_RETRY_SECONDS
+
+    index = make_index(tmp_path, [seed_root], rank_model="no-such-model")
+    index.scan()
+    assert index.search("帮我提交代码")["mode"] == "vector"
+    state = index.status()
+    assert state["rank_model"] == "no-such-model" and state["rank_model_state"].startswith("failed (")
+    # The model becomes usable (here: the setting now names an installed one); until the retry
+    # time has passed the pack keeps ordering by the scoring model alone.
+    index.settings.rank_model = "use-multilingual-v3"
+    assert index.search("帮我提交代码")["mode"] == "vector"
+    index.searcher._rank_failed_at -= RANK_RETRY_SECONDS
+    assert index.search("帮我提交代码")["mode"] == "hybrid"
+    assert index.status()["rank_model_state"].startswith("in use")
+
+
 def test_rank_model_same_as_scoring_model_is_plain_vector(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root], rank_model=E5)
     index.scan()

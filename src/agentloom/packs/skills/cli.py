@@ -121,4 +121,5 @@ def status_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
     typer.echo(f"store: {result['path']}")
     typer.echo(f"skills: {result['skills']}")
     typer.echo(f"model: {result['model']} (in use: {result['model_in_use']}, default threshold {result['default_threshold']:g})")
+    typer.echo(f"rank model: {result['rank_model'] or '-'} ({result['rank_model_state']})")
     typer.echo("roots: " + ", ".join(result["roots"]))

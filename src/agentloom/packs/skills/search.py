@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -60,6 +61,7 @@ log = logging.getLogger("agentloom.packs.skills")
 RANK_TABLE = "skills_rank"
 SNIPPET = 200  # characters of a description in search results (~50 tokens)
 BATCH = 64
+RANK_RETRY_SECONDS = 300.0  # a failed rank model is tried again after this long (as the model config cache)
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -142,6 +144,7 @@ class SkillSearch:
         self._synced: tuple[Any, int, str] | None = None
         self._rank_table: Any = None
         self._rank_failed: str | None = None
+        self._rank_failed_at = 0.0
         self._fallback_told = False
 
     # -- the scoring model's vectors -------------------------------------------------------------
@@ -177,6 +180,8 @@ class SkillSearch:
         """The second model, or None when it is off, the same as the scoring model, or broken."""
         settings = self.index.settings
         key = settings.rank_model
+        if self._rank_failed is not None and time.monotonic() - self._rank_failed_at >= RANK_RETRY_SECONDS:
+            self._rank_failed = None  # installed or repaired meanwhile? One more try.
         if not key or settings.rank_weight <= 0 or self._rank_failed is not None:
             return None
         try:
@@ -192,9 +197,19 @@ class SkillSearch:
     def _give_up_rank(self, exc: BaseException) -> None:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         self._rank_failed = detail
+        self._rank_failed_at = time.monotonic()
         log.warning("skills: rank model %r cannot be used (%s): results are ordered by the scoring model alone. "
                     "Fix: install it, or set rank_model to '' in [pack_settings.skills].",
                     self.index.settings.rank_model, detail)
+
+    def rank_state(self) -> str:
+        """For ``skills status``: whether the rank model orders results, and if not, why."""
+        settings = self.index.settings
+        if not settings.rank_model or settings.rank_weight <= 0:
+            return "off"
+        if self._rank_failed is not None:
+            return f"failed ({self._rank_failed}); results are ordered by the scoring model until it works again"
+        return f"in use (weight {settings.rank_weight:g})"
 
     def _open_rank_table(self, record: ModelRecord) -> Any:
         db = self.index._db

@@ -366,6 +366,8 @@ class SkillIndex:
             "model_in_use": record.key,
             "up_to_date_model": self._current(record),
             "default_threshold": self.default_threshold(record),
+            "rank_model": self.settings.rank_model or None,
+            "rank_model_state": self.searcher.rank_state(),
             "version": int(self.table().version),
             "scanning": self.scanning,
             "last_scan": self.last_scan,
