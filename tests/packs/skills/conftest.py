@@ -39,6 +39,11 @@ def write_skill(root: Path, name: str, description: str, tags: list[str] | None 
     return path
 
 
+def names(result: dict) -> list[str]:
+    """The skill names of a search reply, in its order."""
+    return [hit["name"] for hit in result["results"]]
+
+
 def make_index(tmp_path: Path, roots: list[Path], **settings: object) -> SkillIndex:
     config = Settings(data_dir=tmp_path / "data")
     service = EmbeddingService(config, BreakerRegistry())

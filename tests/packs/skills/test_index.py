@@ -13,11 +13,7 @@ import pytest
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.packs.skills.skillfile import MARKER
 from agentloom.packs.skills.store import LanceSearchError, SkillIndex
-from tests.packs.skills.conftest import make_index, write_skill
-
-
-def names(result: dict) -> list[str]:
-    return [hit["name"] for hit in result["results"]]
+from tests.packs.skills.conftest import make_index, names, write_skill
 
 
 def score(result: dict, name: str) -> float:

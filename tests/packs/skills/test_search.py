@@ -12,13 +12,9 @@ from agentloom.packs.skills.search import RANK_TABLE
 from agentloom.packs.skills.skillfile import embedding_text
 from agentloom.packs.skills.store import SkillIndex
 from benchmarks.skills import EVAL_EN, EVAL_ZH
-from tests.packs.skills.conftest import SEED_SKILLS, make_index, write_skill
+from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_skill
 
 E5, USE = "multilingual-e5-small", "use-multilingual-v3"
-
-
-def names(result: dict) -> list[str]:
-    return [hit["name"] for hit in result["results"]]
 
 
 def scores(result: dict) -> dict[str, float]:

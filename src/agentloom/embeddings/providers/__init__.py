@@ -51,10 +51,7 @@ def make_provider(
     """Build (cheaply: nothing is loaded yet) the provider for a model record."""
     kind = provider_record.kind
     if kind == "local":
-        from agentloom.embeddings.providers.packaged import (
-            PackagedProvider,
-            is_packaged,
-        )
+        from agentloom.embeddings.providers.packaged import PackagedProvider, is_packaged
 
         if is_packaged(record):  # config.model_path "pkg:<name>": weights inside a Python package
             return PackagedProvider(record, settings)

