@@ -14,6 +14,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,7 +108,7 @@ class ModelRegistry:
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
             conn = self._open()
             try:
-                conn.execute("PRAGMA journal_mode = WAL")
+                _use_wal(conn)
                 conn.executescript(_SCHEMA)
             finally:
                 conn.close()
@@ -502,6 +503,22 @@ class ModelRegistry:
                 )
             conn.execute("DELETE FROM models WHERE id = ?", (model_id,))
         log.info("embedding model removed: id %s", model_id)
+
+
+def _use_wal(conn: sqlite3.Connection, patience: float = 10.0) -> None:
+    """Put the file in WAL mode (once per file). Changing the journal mode needs the database to
+    itself, and SQLite answers "database is locked" at once, without the busy timeout, while another
+    process sets up the same new file: retried here for as long as any other lock is waited for."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _add_local_model(
