@@ -1,0 +1,131 @@
+"""`agentloom flowise refresh|status|search`: the catalog from a terminal."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from agentloom.cli.common import DataDir, fail, load_settings
+from agentloom.core.errors import AgentloomError
+
+if TYPE_CHECKING:
+    from agentloom.packs.flowise.tools import Flowise
+
+app = typer.Typer(help="Flowise chatflow builder: its node catalog and templates.", no_args_is_help=True)
+
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _state(data_dir: Path | None) -> Flowise:
+    from agentloom.core.breakers import BreakerRegistry
+    from agentloom.embeddings import EmbeddingService
+    from agentloom.packs.flowise.settings import FlowiseSettings
+    from agentloom.packs.flowise.tools import Flowise
+
+    settings = load_settings(data_dir=data_dir)
+    try:
+        flowise_settings = settings.for_pack("flowise", FlowiseSettings)
+    except Exception as exc:  # noqa: BLE001 - a configuration problem, said in one line
+        fail(f"flowise settings: {exc}", code=2)
+    folder = settings.data_dir / "flowise"
+    folder.mkdir(parents=True, exist_ok=True)
+    breakers = BreakerRegistry()
+    return Flowise(flowise_settings, folder, breakers, EmbeddingService(settings, breakers))
+
+
+def _answer(call: Callable[[], Any], as_json: bool) -> Any:
+    try:
+        result = call()
+    except AgentloomError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return None
+    return result
+
+
+@app.command("refresh")
+def refresh_cmd(
+    force: Annotated[bool, typer.Option("--force", help="Refresh even when the catalog is younger than 24 h.")] = False,
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+) -> None:
+    """Fetch the node catalog and templates from Flowise and index what changed, with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    state = _state(data_dir)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=True, disable=as_json) as bar:
+        task = bar.add_task("refreshing the Flowise catalog", total=None)
+
+        def progress(done: int, total: int, message: str) -> None:
+            bar.update(task, completed=done, total=total, description=message)
+
+        result = _answer(lambda: state.catalog.refresh(force, progress), as_json)
+    if result is None:
+        return
+    if result["skipped_fresh"]:
+        typer.echo(f"catalog is fresh (refreshed {result['refreshed_at']}); --force refreshes anyway")
+    typer.echo(
+        f"{result['new']} new, {result['updated']} updated, {result['removed']} removed, "
+        f"{result['newly_deprecated']} newly deprecated; {result['nodes']} nodes ({result['deprecated']} deprecated), "
+        f"{result['templates']} templates; Flowise {result['server_version']}"
+    )
+    if result["message"]:
+        typer.echo(result["message"], err=True)
+
+
+@app.command("status")
+def status_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """The server, and the cached catalog's size and age."""
+    state = _state(data_dir)
+
+    def status() -> dict[str, Any]:
+        catalog = state.catalog.state()
+        age = state.catalog.age_seconds()
+        return {"url": state.settings.url, "api_key_set": state.settings.api_key is not None,
+                "nodes": len(catalog.nodes), "templates": len(catalog.templates),
+                "catalog_age_hours": None if age is None else round(age / 3600, 2),
+                "server_version": catalog.server_version, "model": catalog.model}
+
+    result = _answer(status, as_json)
+    if result is None:
+        return
+    typer.echo(f"Flowise: {result['url']} (API key {'set' if result['api_key_set'] else 'not set'})")
+    age = "never refreshed" if result["catalog_age_hours"] is None else f"{result['catalog_age_hours']} h old"
+    typer.echo(f"catalog: {result['nodes']} nodes, {result['templates']} templates, {age}, model {result['model']}")
+
+
+@app.command("search")
+def search_cmd(
+    query: Annotated[str, typer.Argument(help="What the node or template should do.")],
+    category: Annotated[str | None, typer.Option("--category", help="Only nodes of this category.")] = None,
+    templates: Annotated[bool, typer.Option("--templates", help="Search templates instead of nodes.")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many results.")] = 5,
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+) -> None:
+    """Search the cached catalog (refresh first if it is empty)."""
+    state = _state(data_dir)
+
+    def search() -> list[dict[str, Any]]:
+        if state.catalog.state().refreshed_at is None:
+            state.catalog.refresh()
+        if templates:
+            return [{"template_id": t.template_id, "name": t.name, "score": round(s, 3), "nodes": t.nodes}
+                    for t, s in state.catalog.search_templates(query, limit)]
+        return state.catalog.search_nodes(query, category, limit)
+
+    result = _answer(search, as_json)
+    if result is None:
+        return
+    for hit in result:
+        if templates:
+            typer.echo(f"{hit['score']:.3f}  {hit['template_id']}  {', '.join(hit['nodes'])}")
+        else:
+            flag = "  (deprecated)" if hit.get("deprecated") else ""
+            typer.echo(f"{hit['score']:.3f}  {hit['name']}  {hit['label']} [{hit['category']}]{flag}")

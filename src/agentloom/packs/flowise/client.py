@@ -1,0 +1,156 @@
+"""The Flowise REST API, each call guarded by the ``flowise`` circuit breaker.
+
+Only the server's own failures count towards opening the breaker (FR-039): no
+connection, a timeout, a 5xx answer. A refused key (401/403), a missing chatflow (404)
+or another 4xx is the caller's problem and becomes an error naming the fix, uncounted.
+A page of HTML where JSON was expected means a wrong path setting (Flowise answers its
+UI for unknown paths such as ``/api/v1/nodes-list``), also uncounted.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import TYPE_CHECKING, Any
+
+from agentloom.core.breakers import BreakerRegistry, DependencyFailure
+from agentloom.core.dependency import Dependency, caused_by
+from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
+from agentloom.packs.flowise.settings import FlowiseSettings
+
+if TYPE_CHECKING:
+    import httpx
+
+BREAKER = "flowise"
+Json = Any
+
+
+class FlowiseServerError(DependencyFailure):
+    """A 5xx answer: the server's failure, counted by the breaker."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class FlowiseClient:
+    def __init__(self, settings: FlowiseSettings, breakers: BreakerRegistry) -> None:
+        self.settings = settings
+        self.url = settings.url
+        self.dependency = Dependency(BREAKER, breakers.get(BREAKER), is_failure=_is_transport_error, describe=self._describe)
+        self._http: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    # -- the API ---------------------------------------------------------------------
+    def version(self) -> str | None:
+        answer = self._json("GET", "/api/v1/version")
+        return str(answer.get("version")) if isinstance(answer, dict) and answer.get("version") else None
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._list("GET", self.settings.nodes_path, "AGENTLOOM_FLOWISE__NODES_PATH")
+
+    def templates(self) -> list[dict[str, Any]]:
+        return self._list("GET", self.settings.templates_path, "AGENTLOOM_FLOWISE__TEMPLATES_PATH")
+
+    def create_chatflow(self, name: str, flow_data: dict[str, Any]) -> dict[str, Any]:
+        body = {"name": name, "flowData": json.dumps(flow_data), "type": "CHATFLOW", "deployed": False, "isPublic": False}
+        return self._json("POST", "/api/v1/chatflows", json=body)
+
+    def list_chatflows(self) -> list[dict[str, Any]]:
+        return self._list("GET", "/api/v1/chatflows", None, params={"type": "CHATFLOW"})
+
+    def get_chatflow(self, chatflow_id: str) -> dict[str, Any]:
+        return self._json("GET", f"/api/v1/chatflows/{chatflow_id}")
+
+    def delete_chatflow(self, chatflow_id: str) -> None:
+        self._json("DELETE", f"/api/v1/chatflows/{chatflow_id}")
+
+    def validation(self, chatflow_id: str) -> list[dict[str, Any]]:
+        return self._list("GET", f"/api/v1/validation/{chatflow_id}", None)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._http is not None:
+                self._http.close()
+                self._http = None
+
+    # -- plumbing --------------------------------------------------------------------
+    def _client(self) -> httpx.Client:
+        with self._lock:
+            if self._http is None:
+                import httpx
+
+                headers = {"Accept": "application/json"}
+                if self.settings.api_key is not None:
+                    headers["Authorization"] = f"Bearer {self.settings.api_key.get_secret_value()}"
+                self._http = httpx.Client(base_url=self.url, headers=headers, timeout=self.settings.timeout_seconds)
+            return self._http
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        client = self._client()
+
+        def request() -> httpx.Response:
+            response = client.request(method, path, **kwargs)
+            if response.status_code >= 500:
+                raise FlowiseServerError(response.status_code, _message(response))
+            return response
+
+        return self.dependency.call(request)
+
+    def _json(self, method: str, path: str, *, setting: str | None = None, **kwargs: Any) -> Json:
+        response = self._send(method, path, **kwargs)
+        if response.status_code in (401, 403):
+            if self.settings.api_key is None:
+                raise ConfigError(
+                    f"Flowise at {self.url} needs an API key: create one in its UI (Settings → API Keys) "
+                    "and set AGENTLOOM_FLOWISE__API_KEY."
+                )
+            raise ConfigError(
+                f"Flowise at {self.url} refused the API key ({response.status_code} {_message(response)}); "
+                "set AGENTLOOM_FLOWISE__API_KEY to a key with chatflows and templates permissions."
+            )
+        if response.status_code == 404:
+            raise NotFoundError(f"Flowise: {_message(response)}")
+        if response.status_code >= 400:
+            raise AgentloomError(f"Flowise refused {method} {path} ({response.status_code}): {_message(response)}")
+        if not response.content:
+            return None
+        if "json" not in response.headers.get("content-type", "json"):
+            fix = f"; set {setting} to the JSON endpoint" if setting else ""
+            raise ConfigError(
+                f"Flowise at {self.url}{path} answered {response.headers.get('content-type')}, not JSON: "
+                f"the path is not an API endpoint of this server{fix}."
+            )
+        try:
+            return response.json()
+        except ValueError:
+            raise AgentloomError(f"Flowise at {self.url}{path} answered text that is not JSON.") from None
+
+    def _list(self, method: str, path: str, setting: str | None, **kwargs: Any) -> list[dict[str, Any]]:
+        answer = self._json(method, path, setting=setting, **kwargs)
+        if not isinstance(answer, list):
+            fix = f"; check {setting}" if setting else ""
+            raise AgentloomError(f"Flowise at {self.url}{path} answered {type(answer).__name__}, not a list{fix}.")
+        return [item for item in answer if isinstance(item, dict)]
+
+    def _describe(self, exc: BaseException) -> str:
+        if isinstance(exc, FlowiseServerError):
+            return f"Flowise at {self.url} failed ({str(exc)[:80]})."
+        return f"Flowise at {self.url} unreachable; start it or set AGENTLOOM_FLOWISE__URL."
+
+
+def _message(response: httpx.Response) -> str:
+    """Flowise's own error text ({statusCode, success, message}), else the start of the body."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:120] or response.reason_phrase
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])[:160]
+    return str(body)[:120]
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    import httpx
+
+    return caused_by(exc, lambda e: isinstance(e, (ConnectionError, TimeoutError, httpx.TransportError)))

@@ -1,0 +1,242 @@
+"""Customise a chatflow (a template, usually): its chat model, temperature and memory.
+
+The result must obey every rule of ``flowdata`` as the template did, so a change never edits one
+place only:
+
+- ``temperature`` sets ``inputs.temperature`` on each chat model (or LLM, in a flow without chat
+  models) that has one.
+- ``model`` is either a chat-model node name (``chatAnthropic``) or a model name (``gpt-4o``). A
+  node name swaps every chat model for a fresh node of that kind: new id, same position, the
+  plain settings both kinds share (temperature, max tokens...) carried over, every edge re-pointed
+  with handles of the new node, every ``{{oldId.data.instance}}`` reference rewritten, and the
+  swap refused when the new node's classes do not fit an input it would feed (a LangChain model
+  cannot feed a LlamaIndex engine). A model name goes into the chat model's ``modelName`` (or
+  ``model``) input; a name that looks like a misspelt node name is refused rather than stored.
+- ``memory_type`` swaps the memory node the same way, or adds one and connects it to the first
+  free input that takes it (the ending node's first) when the flow has none. A swapped-in node
+  whose own required inputs are empty (a summary memory needs a chat model) is fed from the
+  flow's nodes that fit.
+
+Nodes keep their positions; ``layout.resolve_overlaps`` moves down only the nodes a taller
+replacement or an added node now overlaps. Bad values raise ``PlanError`` naming the argument and
+a few valid choices.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentloom.packs.flowise.flowdata import (Json, add_reference, chosen_output, compatible, connect, edge_id,
+                                              input_slot, new_node, new_node_id, output_options, reference,
+                                              several_outputs, type_classes)
+from agentloom.packs.flowise.layout import COLUMN_PITCH, ROW_GAP, resolve_overlaps
+from agentloom.packs.flowise.planner import FAMILIAR, PlanError
+
+MODEL_CATEGORIES = ("Chat Models", "LLMs")  # LLMs only when the flow has no chat model
+UNCARRIED = frozenset({"modelName", "model", "credential", "password", "file", "folder"})
+
+
+def customise(flow_data: Mapping[str, Any] | str, catalog: Mapping[str, Any], *, model: str | None = None,
+              temperature: float | None = None, memory_type: str | None = None) -> Json:
+    """A customised copy of ``flow_data`` (a dict or its JSON string); the input is left untouched."""
+    flow: Json = json.loads(flow_data) if isinstance(flow_data, str) else copy.deepcopy(dict(flow_data))
+    flow.setdefault("edges", [])
+    before = {n["id"] for n in flow["nodes"]}
+    added: list[str] = []
+    if model is not None:
+        _set_model(flow, catalog, model)
+    if memory_type is not None:
+        added += _set_memory(flow, catalog, memory_type)
+    if temperature is not None:
+        _set_temperature(flow, temperature)
+    # Swapped-in nodes keep their place and push neighbours down; an added node moves itself.
+    rank = {n["id"]: 1 if n["id"] in added else 0 if n["id"] in before else -1 for n in flow["nodes"]}
+    resolve_overlaps(flow, rank)
+    return flow
+
+
+def _nodes_in(flow: Json, category: str) -> list[Json]:
+    return [n for n in flow["nodes"] if n["data"].get("category") == category]
+
+
+def _model_nodes(flow: Json) -> list[Json]:
+    for category in MODEL_CATEGORIES:
+        if found := _nodes_in(flow, category):
+            return found
+    return []
+
+
+def _choices(catalog: Mapping[str, Any], category: str, handles: Sequence[str] = (), near: str = "") -> str:
+    """Two catalog nodes of ``category`` whose outputs fit every handle: the names nearest ``near``
+    (chatAnthropic -> chatAnthropic_LlamaIndex), else well-known ones first. Two keep errors short."""
+    def fits(definition: Mapping[str, Any]) -> bool:
+        classes = [set(o.get("baseClasses") or ()) for o in definition.get("outputs") or []]
+        classes = classes or [set(definition.get("baseClasses") or ())]
+        return any(all(c & type_classes(h.split("-")[-1]) for h in handles) for c in classes)
+
+    pool = sorted(d["name"] for d in catalog.values() if d.get("category") == category and fits(d))
+    fresh = [n for n in pool if catalog[n].get("badge") != "DEPRECATING"] or pool
+    ranked = [n for n in FAMILIAR if n in fresh] + [n for n in fresh if n not in FAMILIAR]
+    if near:
+        ranked.sort(key=lambda n: -difflib.SequenceMatcher(None, near.lower(), n.lower()).ratio())
+    return ", ".join(ranked[:2]) or "none in this catalog"
+
+
+def _rename(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, list):
+        return [_rename(v, old, new) for v in value]
+    if isinstance(value, dict):
+        return {k: _rename(v, old, new) for k, v in value.items()}
+    return value
+
+
+def _reaches(flow: Json, start: str, goal: str) -> bool:
+    seen, todo = {start}, [start]
+    while todo:
+        node = todo.pop()
+        if node == goal:
+            return True
+        for e in flow["edges"]:
+            if e["source"] == node and e["target"] not in seen:
+                seen.add(e["target"])
+                todo.append(e["target"])
+    return False
+
+
+def replace_node(flow: Json, old_id: str, definition: Mapping[str, Any], catalog: Mapping[str, Any],
+                 argument: str) -> str:
+    """Swap node ``old_id`` for a new node of ``definition`` in place; returns the new id."""
+    index = next(k for k, n in enumerate(flow["nodes"]) if n["id"] == old_id)
+    old = flow["nodes"][index]
+    new_id = new_node_id(definition["name"], {n["id"] for n in flow["nodes"]})
+    new = new_node(definition, new_id, old["position"]["x"], old["position"]["y"])
+    data, name = new["data"], definition["name"]
+    for param in data["inputParams"]:
+        if param["name"] not in UNCARRIED and param["type"] not in UNCARRIED and param["name"] in old["data"]["inputs"]:
+            if any(p["name"] == param["name"] and p["type"] == param["type"] for p in old["data"]["inputParams"]):
+                data["inputs"][param["name"]] = old["data"]["inputs"][param["name"]]
+    feeds = [e["targetHandle"] for e in flow["edges"] if e["source"] == old_id]
+    previous = (chosen_output(old["data"]) or {}).get("name")
+    options = sorted(output_options(data), key=lambda o: o.get("name") != previous)
+    option = next((o for o in options if all(compatible(o["id"], h) for h in feeds)), None)
+    if option is None:
+        needed = next(h for h in feeds if not any(compatible(o["id"], h) for o in options)).split("-")[-1]
+        raise PlanError(f"{argument}: {name} is not the {needed.split('|')[0]} this flow needs; "
+                        f"try {_choices(catalog, definition['category'], feeds, name)}")
+    if several_outputs(data):
+        data["outputs"]["output"] = option["name"]
+    edges = []
+    for edge in flow["edges"]:
+        if edge["source"] == old_id:
+            edge = {**edge, "source": new_id, "sourceHandle": option["id"]}
+        elif edge["target"] == old_id:
+            slot = input_slot(data, edge["targetHandle"].split("-")[2])
+            if slot is None or not compatible(edge["sourceHandle"], slot["id"]):
+                # The new node does without this input (a summary memory's model): drop the edge, unless
+                # that leaves its source unconnected.
+                if any(e["source"] == edge["source"] and e["target"] != old_id for e in flow["edges"]):
+                    continue
+                raise PlanError(f"{argument}: {name} has no input for {edge['source']}; "
+                                f"try {_choices(catalog, definition['category'], feeds, name)}")
+            edge = {**edge, "target": new_id, "targetHandle": slot["id"]}
+            add_reference(data, slot, edge["source"])
+        edge["id"] = edge_id(edge["source"], edge["sourceHandle"], edge["target"], edge["targetHandle"])
+        edges.append(edge)
+    flow["edges"] = edges
+    flow["nodes"][index] = new
+    for node in flow["nodes"]:
+        node["data"]["inputs"] = _rename(node["data"].get("inputs") or {}, reference(old_id), reference(new_id))
+    _feed_required(flow, new_id, catalog, argument)
+    return new_id
+
+
+def _feed_required(flow: Json, node_id: str, catalog: Mapping[str, Any], argument: str) -> None:
+    """Fill the new node's empty required inputs from flow nodes whose chosen output fits (no cycle)."""
+    node = next(n for n in flow["nodes"] if n["id"] == node_id)
+    for anchor in node["data"]["inputAnchors"]:
+        if anchor.get("optional") or any(e["targetHandle"] == anchor["id"] for e in flow["edges"]):
+            continue
+        source = next((n for n in flow["nodes"] if n["id"] != node_id and (out := chosen_output(n["data"]))
+                       and compatible(out["id"], anchor["id"]) and not _reaches(flow, node_id, n["id"])), None)
+        if source is None:
+            feeds = [e["targetHandle"] for e in flow["edges"] if e["source"] == node_id]
+            raise PlanError(f"{argument}: {node['data']['name']} needs a {anchor['type']} this flow lacks; "
+                            f"try {_choices(catalog, node['data']['category'], feeds)}")
+        connect(flow, source["id"], node_id, anchor["name"])
+
+
+def _set_model(flow: Json, catalog: Mapping[str, Any], model: str) -> None:
+    if not isinstance(model, str) or not model.strip():
+        raise PlanError("model: give a chat model node such as chatAnthropic or a model name such as gpt-4o-mini")
+    targets = _model_nodes(flow)
+    if not targets:
+        raise PlanError("model: this flow has no chat model or LLM node to change")
+    definition = catalog.get(model)
+    if definition is not None:
+        if definition.get("category") not in MODEL_CATEGORIES:
+            raise PlanError(f"model: {model} is a {definition.get('category')} node, not a chat model; "
+                            f"try {_choices(catalog, 'Chat Models')}")
+        for node in targets:
+            if node["data"]["name"] != model:
+                replace_node(flow, node["id"], definition, catalog, "model")
+        return
+    names = [n for n, d in catalog.items() if d.get("category") in MODEL_CATEGORIES]
+    close = difflib.get_close_matches(model, names, n=1, cutoff=0.85)
+    if close:
+        raise PlanError(f"model: no chat model node {model!r}; did you mean {close[0]}?")
+    for node in targets:
+        params = {p["name"]: p for p in node["data"]["inputParams"]}
+        param = params.get("modelName") or params.get("model")
+        if param is None:
+            raise PlanError(f"model: {node['data']['name']} takes no model name; name a node instead, e.g. chatOpenAI")
+        offered = [o.get("name") for o in param.get("options") or [] if isinstance(o, dict)]
+        if param["type"] == "options" and model not in offered:
+            raise PlanError(f"model: {node['data']['name']} offers no {model!r}; try {', '.join(offered[:2])}")
+        node["data"]["inputs"][param["name"]] = model
+
+
+def _set_temperature(flow: Json, temperature: float) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
+        raise PlanError(f"temperature: {temperature!r} is not a number from 0 to 2; e.g. 0.2 for focused answers")
+    nodes = [n for n in _model_nodes(flow) if any(p["name"] == "temperature" for p in n["data"]["inputParams"])]
+    if not nodes:
+        raise PlanError("temperature: this flow has no chat model with a temperature setting")
+    for node in nodes:
+        node["data"]["inputs"]["temperature"] = temperature
+
+
+def _set_memory(flow: Json, catalog: Mapping[str, Any], memory_type: str) -> list[str]:
+    """Swap the flow's memory nodes, or add one; returns the id of a node added."""
+    definition = catalog.get(memory_type) if isinstance(memory_type, str) else None
+    if definition is None or definition.get("category") != "Memory":
+        raise PlanError(f"memory_type: {memory_type!r} is not a memory node; try bufferMemory or bufferWindowMemory")
+    existing = _nodes_in(flow, "Memory")
+    for node in existing:
+        if node["data"]["name"] != memory_type:
+            replace_node(flow, node["id"], definition, catalog, "memory_type")
+    if existing:
+        return []
+    new_id = new_node_id(memory_type, {n["id"] for n in flow["nodes"]})
+    memory = new_node(definition, new_id)
+    handle = (chosen_output(memory["data"]) or {}).get("id", "")
+    taken = {e["targetHandle"] for e in flow["edges"]}
+    ends = {n["id"] for n in flow["nodes"]} - {e["source"] for e in flow["edges"]}
+    slots = [(node, a) for node in sorted(flow["nodes"], key=lambda n: n["id"] not in ends)
+             for a in node["data"].get("inputAnchors") or []
+             if a["id"] not in taken and compatible(handle, a["id"])]
+    if not slots:
+        raise PlanError(f"memory_type: no free input here takes {memory_type}; pick a template whose chain or "
+                        "agent has a memory input")
+    target, anchor = slots[0]
+    x, y = target["position"]["x"] - COLUMN_PITCH, target["position"]["y"] + (target.get("height") or 0) + ROW_GAP
+    memory["position"], memory["positionAbsolute"] = {"x": x, "y": y}, {"x": x, "y": y}
+    flow["nodes"].append(memory)
+    connect(flow, new_id, target["id"], anchor["name"])
+    _feed_required(flow, new_id, catalog, "memory_type")
+    return [new_id]

@@ -1,0 +1,281 @@
+"""The MCP tools of the flowise pack: each reply a few dozen tokens, flowData never in the context."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context
+from typing_extensions import NotRequired, TypedDict
+
+from agentloom.core.errors import AgentloomError, NotFoundError
+from agentloom.core.health import Check
+from agentloom.server.packs import Pack, PackContext
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agentloom.core.breakers import BreakerRegistry
+    from agentloom.embeddings import EmbeddingService
+    from agentloom.packs.flowise.settings import FlowiseSettings
+    from agentloom.packs.flowise.builder import Builder
+    from agentloom.packs.flowise.catalog import Catalog
+
+pack = Pack(
+    "flowise",
+    "Build Flowise chatflows from a node catalog and templates, at a few tokens per call",
+    cli="agentloom.packs.flowise.cli:app",
+)
+
+
+class NodeHit(TypedDict):
+    name: str
+    label: str
+    category: str
+    score: float
+    deprecated: NotRequired[bool]
+
+
+class NodeSearch(TypedDict):
+    results: list[NodeHit]
+    message: NotRequired[str]
+
+
+class TemplateHit(TypedDict):
+    template_id: str
+    name: str
+    nodes: list[str]
+
+
+class TemplateSearch(TypedDict):
+    results: list[TemplateHit]
+    message: NotRequired[str]
+
+
+class Built(TypedDict):
+    chatflow_id: str
+    name: str
+    credentials: NotRequired[list[str]]
+    issues: NotRequired[list[str]]
+    warning: NotRequired[str]
+
+
+class Refreshed(TypedDict):
+    new: int
+    updated: int
+    removed: int
+    newly_deprecated: int
+    templates_changed: int
+    nodes: int
+    deprecated: int
+    templates: int
+    refreshed_at: str | None
+    server_version: str | None
+    skipped_fresh: bool
+    stale: bool
+    message: str | None
+
+
+class ChatflowLine(TypedDict):
+    id: str
+    name: str
+    updated: str | None
+
+
+class ChatflowList(TypedDict):
+    chatflows: list[ChatflowLine]
+    count: int
+
+
+class Deleted(TypedDict):
+    deleted: str
+
+
+class Flowise:
+    """The pack's state: the API client now, the catalog (Chroma) on first use."""
+
+    def __init__(self, settings: FlowiseSettings, folder: Path, breakers: BreakerRegistry, embeddings: EmbeddingService) -> None:
+        from agentloom.packs.flowise.client import FlowiseClient
+
+        self.settings = settings
+        self.folder = folder
+        self.client = FlowiseClient(settings, breakers)
+        self._breakers = breakers
+        self._embeddings = embeddings
+        self._catalog: Catalog | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def catalog(self) -> Catalog:
+        with self._lock:
+            if self._catalog is None:
+                from agentloom.packs.flowise.catalog import Catalog
+                from agentloom.packs.vectors.connection import ChromaConnection
+                from agentloom.packs.vectors.settings import VectorSettings
+
+                path = self.settings.chroma_path or self.folder / "chroma"
+                chroma = ChromaConnection(VectorSettings(mode="embedded", path=path), self._breakers)
+                self._catalog = Catalog(self.folder, self.settings, self.client, chroma, self._embeddings)
+            return self._catalog
+
+    @property
+    def builder(self) -> Builder:
+        from agentloom.packs.flowise.builder import Builder
+
+        return Builder(self.catalog, self.client)
+
+
+@pack.setup
+def setup(ctx: PackContext) -> Flowise:
+    from agentloom.packs.flowise.settings import FlowiseSettings
+
+    state = Flowise(ctx.config(FlowiseSettings), ctx.data_dir, ctx.breakers, ctx.embeddings)
+    ctx.log.info("flowise: server %s%s", state.settings.url, "" if state.settings.api_key else " (no API key set)")
+    return state
+
+
+@pack.health
+def health(state: Flowise) -> list[Check]:
+    try:
+        version = state.client.version()
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return [Check(f"Flowise ({state.settings.url})", False, str(exc))]
+    age = state.catalog.age_seconds()
+    catalog = "no catalog yet" if age is None else f"catalog {age / 3600:.1f} h old"
+    return [Check(f"Flowise ({state.settings.url})", True, f"version {version}, {catalog}")]
+
+
+async def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def _check_search(query: str, limit: int) -> None:
+    if not query.strip():
+        raise AgentloomError("query: it is empty; describe the need, e.g. 'remember the conversation'.")
+    if not 1 <= limit <= 10:
+        raise AgentloomError(f"limit {limit} is outside 1-10.")
+
+
+def _ready(state: Flowise) -> str | None:
+    """A catalog to search: the first search fetches it; later ones never wait for the server."""
+    if state.catalog.state().refreshed_at is None:
+        return state.catalog.refresh().get("message")
+    return None
+
+
+@pack.tool(read_only=True)
+async def flowise_search_nodes(state: Flowise, query: str, category: str | None = None, limit: int = 5) -> NodeSearch:
+    """Flowise nodes for a need ("remember the chat", "split PDFs"), best first; `category` narrows to one
+    (Chat Models, Memory, Tools, ...). Deprecated nodes rank lower and say so. Pass the names to flowise_build_flow."""
+    _check_search(query, limit)
+
+    def search() -> NodeSearch:
+        message = _ready(state)
+        results = state.catalog.search_nodes(query, category, limit)
+        reply: NodeSearch = {"results": results}  # type: ignore[typeddict-item]
+        if not results:
+            reply["message"] = "no node matches well; rephrase or drop category."
+        elif message:
+            reply["message"] = message
+        return reply
+
+    return await _run(search)
+
+
+@pack.tool(read_only=True)
+async def flowise_search_templates(state: Flowise, query: str, limit: int = 5) -> TemplateSearch:
+    """Marketplace chatflow templates for a need, best first: pass a template_id to flowise_build_flow."""
+    _check_search(query, limit)
+
+    def search() -> TemplateSearch:
+        message = _ready(state)
+        hits = state.catalog.search_templates(query, limit)
+        results: list[TemplateHit] = [
+            {"template_id": t.template_id, "name": t.name, "nodes": _short_nodes(t.nodes)} for t, _ in hits
+        ]
+        reply: TemplateSearch = {"results": results}
+        if not results:
+            reply["message"] = "no template matches; build from nodes instead."
+        elif message:
+            reply["message"] = message
+        return reply
+
+    return await _run(search)
+
+
+def _short_nodes(nodes: list[str], keep: int = 4) -> list[str]:
+    unique = list(dict.fromkeys(nodes))
+    return unique if len(unique) <= keep else [*unique[:keep], f"+{len(unique) - keep} more"]
+
+
+@pack.tool()
+async def flowise_build_flow(
+    state: Flowise,
+    template_id: str | None = None,
+    nodes: list[str] | None = None,
+    name: str | None = None,
+    model: str | None = None,
+    temperature: float | None = None,
+    memory_type: str | None = None,
+) -> Built:
+    """Create a chatflow in Flowise from a template_id or from node names (connected by type, laid out
+    left to right). Optional: name; model (a chat model node such as chatAnthropic, or a model name);
+    temperature; memory_type (a memory node such as bufferWindowMemory). Returns the chatflow id; then
+    the user picks `credentials` in the Flowise UI."""
+
+    def build() -> Built:
+        return state.builder.build(template_id=template_id, nodes=nodes, name=name, model=model,  # type: ignore[return-value]
+                                   temperature=temperature, memory_type=memory_type)
+
+    return await _run(build)
+
+
+@pack.tool(idempotent=True)
+async def flowise_refresh_catalog(state: Flowise, ctx: Context, force: bool = False) -> Refreshed:
+    """Fetch Flowise's node catalog and templates when older than 24 h (force: now) and index what changed.
+    Counts new, updated, removed and deprecated nodes. When Flowise is unreachable the cache is kept (stale)."""
+
+    def progress(done: int, total: int, message: str) -> None:
+        try:
+            anyio.from_thread.run(ctx.report_progress, done, total, message)
+        except Exception:  # noqa: BLE001 - progress is best effort (direct calls have no request)
+            pass
+
+    return await _run(state.catalog.refresh, force, progress)
+
+
+@pack.tool(read_only=True)
+async def flowise_list_chatflows(state: Flowise) -> ChatflowList:
+    """The chatflows on the Flowise server: id, name, last update."""
+
+    def listing() -> ChatflowList:
+        flows = state.client.list_chatflows()
+        lines: list[ChatflowLine] = [
+            {"id": str(f.get("id")), "name": str(f.get("name")), "updated": f.get("updatedDate")} for f in flows
+        ]
+        return {"chatflows": lines, "count": len(lines)}
+
+    return await _run(listing)
+
+
+@pack.tool(destructive=True, idempotent=True)
+async def flowise_delete_chatflow(state: Flowise, id: str) -> Deleted:
+    """Delete a chatflow from Flowise by its id."""
+
+    def delete() -> Deleted:
+        import uuid
+
+        try:
+            uuid.UUID(id)
+        except ValueError:
+            raise AgentloomError(f"id {id!r} is not a chatflow id (a UUID); flowise_list_chatflows shows them.") from None
+        try:
+            state.client.get_chatflow(id)  # Flowise answers a missing one's DELETE with a 500
+        except NotFoundError:
+            raise NotFoundError(f"chatflow {id} not found; flowise_list_chatflows shows the existing ones.") from None
+        state.client.delete_chatflow(id)
+        return {"deleted": id}
+
+    return await _run(delete)

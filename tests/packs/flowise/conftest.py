@@ -1,0 +1,45 @@
+"""Fixtures: a fake Flowise 3.1.2 per test, and one real Flowise 3.1.2 per session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import NoReturn
+
+import pytest
+
+from tests.conftest import SHARED
+from tests.packs.flowise import servers
+from tests.packs.flowise.servers import FakeFlowise, FlowiseUnavailable
+
+FLOWISE_DATA = SHARED / "flowise"
+LIVE_DATA = FLOWISE_DATA / "live-3.1.2"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip outside CI; CI runs every test, so there it fails."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def fake_flowise() -> Iterator[FakeFlowise]:
+    """A fresh fake Flowise 3.1.2, listening; ``.url``, ``.api_key``, ``.nodes``, ``.fail_next()``..."""
+    missing = servers.live_data_missing()
+    if missing:
+        unavailable(missing)
+    with FakeFlowise() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="session")
+def live_flowise(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """``(url, api_key)`` of a real Flowise 3.1.2 (scripts/flowise-test-server.sh), shared by the session."""
+    with ExitStack() as stack:
+        try:
+            url_key = stack.enter_context(servers.live_flowise(tmp_path_factory.mktemp("flowise")))
+        except FlowiseUnavailable as exc:
+            unavailable(f"real Flowise unavailable: {exc}")
+        yield url_key
