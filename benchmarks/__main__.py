@@ -14,6 +14,7 @@ SUITES = {
     "stitch": "benchmarks.stitch",
     "skills": "benchmarks.skills",
     "chunker": "benchmarks.chunker",
+    "flowise": "benchmarks.flowise",
 }
 
 

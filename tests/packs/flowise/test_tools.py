@@ -11,7 +11,7 @@ from mcp.client import Client
 
 from agentloom.core.settings import Settings
 from agentloom.server.host import Host, discover_packs
-from tests.packs.flowise.servers import FakeFlowise
+from tests.packs.flowise.fake_flowise import FakeFlowise
 from tests.packs.flowise.test_catalog import trim
 from tests.packs.flowise.tokens import tokens
 from tests.server.clients import call, error
@@ -62,7 +62,7 @@ async def test_search_build_list_delete(fake_flowise: FakeFlowise, tmp_path: Pat
             assert tokens(hit) < 50, hit
 
         built = await call(client, "flowise_build_flow", template_id="conversation-chain", temperature=0.2)
-        assert set(built) <= {"chatflow_id", "name", "credentials", "issues", "warning"}
+        assert set(built) <= {"chatflow_id", "name", "credentials", "fill", "issues", "warning"}
         # Flowise's UUID alone is 24 tokens, so the issue's "< 30" cannot hold; the rest stays small.
         assert tokens({"chatflow_id": built["chatflow_id"], "name": built["name"]}) - tokens(built["chatflow_id"]) <= 12
         assert "issues" not in built, built  # Flowise's validation found nothing but credentials

@@ -19,8 +19,10 @@ from agentloom.packs.flowise.client import FlowiseClient
 from agentloom.packs.flowise.customise import customise
 from agentloom.packs.flowise.flowdata import check_flow
 from agentloom.packs.flowise.planner import PlanError, plan_flow
+from agentloom.packs.flowise.upgrade import upgrade_nodes, without_notes
 
 CREDENTIAL_ISSUES = ("Credential is required", "Connect Credential is required")
+REQUIRED = " is required"
 MAX_NODES = 30
 
 
@@ -55,7 +57,8 @@ class Builder:
         try:
             if template_id is not None:
                 template = self.template(template_id)
-                flow = template.flow_data
+                flow = without_notes(template.flow_data)
+                upgrade_nodes(flow, catalog)
                 default_name = template.name
                 missing = sorted({n for n in template.nodes if n not in catalog})
             else:
@@ -77,7 +80,9 @@ class Builder:
         credentials = _credentials(flow, catalog)
         if credentials:
             reply["credentials"] = credentials
-        issues = self._issues(created["id"])
+        fill, issues = self._validation(created["id"])
+        if fill:
+            reply["fill"] = fill
         if missing:
             issues.insert(0, "not on this Flowise: " + ", ".join(missing))
         if issues:
@@ -86,14 +91,20 @@ class Builder:
             reply["warning"] = warning
         return reply
 
-    def _issues(self, chatflow_id: str) -> list[str]:
-        """Flowise's own validation, credentials left out (they are listed apart), one short line per node."""
-        lines = []
+    def _validation(self, chatflow_id: str) -> tuple[list[str], list[str]]:
+        """Flowise's own validation, one short line per node: settings to fill, and other issues.
+        Credential issues are left out (``credentials`` lists them from the definitions)."""
+        fill, issues = [], []
         for node in self.client.validation(chatflow_id):
-            rest = [i for i in node.get("issues") or [] if i not in CREDENTIAL_ISSUES]
-            if rest:
-                lines.append(f"{node.get('id')}: {'; '.join(rest)}")
-        return lines
+            node_id = node.get("id")
+            texts = [i for i in node.get("issues") or [] if i not in CREDENTIAL_ISSUES and not i.endswith("requires a credential")]
+            settings = [i[: -len(REQUIRED)] for i in texts if i.endswith(REQUIRED)]
+            others = [i for i in texts if not i.endswith(REQUIRED)]
+            if settings:
+                fill.append(f"{node_id}: {', '.join(settings)}")
+            if others:
+                issues.append(f"{node_id}: {'; '.join(others)}")
+        return fill, issues
 
 
 def _credentials(flow: dict[str, Any], catalog: dict[str, dict[str, Any]]) -> list[str]:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from agentloom.cli.common import DataDir, fail, load_settings
-from agentloom.core.errors import AgentloomError
+from agentloom.core.errors import AgentloomError, ConfigError
+from agentloom.server.packs import pack_config
 
 if TYPE_CHECKING:
     from agentloom.packs.flowise.tools import Flowise
@@ -28,9 +29,9 @@ def _state(data_dir: Path | None) -> Flowise:
 
     settings = load_settings(data_dir=data_dir)
     try:
-        flowise_settings = settings.for_pack("flowise", FlowiseSettings)
-    except Exception as exc:  # noqa: BLE001 - a configuration problem, said in one line
-        fail(f"flowise settings: {exc}", code=2)
+        flowise_settings = pack_config(settings, "flowise", FlowiseSettings)
+    except ConfigError as exc:
+        fail(str(exc), code=2)
     folder = settings.data_dir / "flowise"
     folder.mkdir(parents=True, exist_ok=True)
     breakers = BreakerRegistry()

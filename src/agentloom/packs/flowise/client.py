@@ -68,6 +68,17 @@ class FlowiseClient:
     def validation(self, chatflow_id: str) -> list[dict[str, Any]]:
         return self._list("GET", f"/api/v1/validation/{chatflow_id}", None)
 
+    def ping(self) -> str | None:
+        """Whether the server answers, for health checks: None when it does, else the reason.
+        Not guarded: a health probe neither waits on nor moves the breaker."""
+        import httpx
+
+        try:
+            answer = self._client().get("/api/v1/ping", timeout=min(5.0, self.settings.timeout_seconds))
+        except httpx.HTTPError as exc:
+            return f"unreachable ({type(exc).__name__}); start it or set AGENTLOOM_FLOWISE__URL"
+        return None if answer.text.strip() == "pong" else f"/api/v1/ping answered {answer.status_code}, not pong"
+
     def close(self) -> None:
         with self._lock:
             if self._http is not None:

@@ -58,6 +58,7 @@ class Built(TypedDict):
     chatflow_id: str
     name: str
     credentials: NotRequired[list[str]]
+    fill: NotRequired[list[str]]
     issues: NotRequired[list[str]]
     warning: NotRequired[str]
 
@@ -138,13 +139,15 @@ def setup(ctx: PackContext) -> Flowise:
 
 @pack.health
 def health(state: Flowise) -> list[Check]:
-    try:
-        version = state.client.version()
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
-        return [Check(f"Flowise ({state.settings.url})", False, str(exc))]
+    """Flowise down is not an error of this server: searches answer from the cached catalog."""
+    problem = state.client.ping()
     age = state.catalog.age_seconds()
     catalog = "no catalog yet" if age is None else f"catalog {age / 3600:.1f} h old"
-    return [Check(f"Flowise ({state.settings.url})", True, f"version {version}, {catalog}")]
+    where = f"Flowise ({state.settings.url})"
+    if problem:
+        return [Check(where, False, f"{problem}; {catalog}", required=False)]
+    key = "" if state.settings.api_key else "; no API key set (AGENTLOOM_FLOWISE__API_KEY)"
+    return [Check(where, not key, f"answers; {catalog}{key}", required=False)]
 
 
 async def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -223,7 +226,8 @@ async def flowise_build_flow(
     """Create a chatflow in Flowise from a template_id or from node names (connected by type, laid out
     left to right). Optional: name; model (a chat model node such as chatAnthropic, or a model name);
     temperature; memory_type (a memory node such as bufferWindowMemory). Returns the chatflow id; then
-    the user picks `credentials` in the Flowise UI."""
+    the user picks `credentials` and fills the settings in `fill` (files, index names) in the Flowise UI;
+    `issues` lists anything else Flowise's validation reports."""
 
     def build() -> Built:
         return state.builder.build(template_id=template_id, nodes=nodes, name=name, model=model,  # type: ignore[return-value]

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from agentloom.cli.common import DataDir, fail, load_settings
-from agentloom.core.errors import AgentloomError
+from agentloom.core.errors import AgentloomError, ConfigError
+from agentloom.server.packs import pack_config
 
 if TYPE_CHECKING:
     from agentloom.packs.skills.store import SkillIndex
@@ -28,9 +29,9 @@ def _index(data_dir: Path | None) -> SkillIndex:
 
     settings = load_settings(data_dir=data_dir)
     try:
-        skill_settings = settings.for_pack("skills", SkillSettings)
-    except Exception as exc:  # noqa: BLE001 - a configuration problem, said in one line
-        fail(f"skills settings: {exc}", code=2)
+        skill_settings = pack_config(settings, "skills", SkillSettings)
+    except ConfigError as exc:
+        fail(str(exc), code=2)
     folder = settings.data_dir / "skills"
     folder.mkdir(parents=True, exist_ok=True)
     roots = skill_settings.roots if skill_settings.roots is not None else default_roots(folder)

@@ -1,0 +1,200 @@
+"""Flowise pack, measured live against a real Flowise 3.1.2 (scripts/flowise-test-server.sh).
+
+- the 24 marketplace chatflows created by template id: accepted, and what /validation reports
+  beyond missing credentials;
+- the same 24 built from their node names alone (no edges): valid in Flowise, and reproducing
+  the template's own connections;
+- node search on ``benchmarks/data/flowise_node_needs.json`` (plain-language needs written from
+  the catalog before any search ran): top-1 and top-3;
+- reply sizes in cl100k_base tokens per tool, against the issue's budgets;
+- the headline: tokens an agent spends to get the same chatflows by writing flowData itself
+  (reading the node definitions, writing the JSON, reading the create answer) against these tools.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import percentile, write_section
+
+ROOT = Path(__file__).resolve().parent.parent
+NEEDS = Path(__file__).resolve().parent / "data" / "flowise_node_needs.json"
+CREDENTIAL_ISSUES = {"Credential is required", "Connect Credential is required"}
+
+
+def _state(url: str, key: str, data: Path) -> Any:
+    from agentloom.core.breakers import BreakerRegistry
+    from agentloom.core.settings import Settings
+    from agentloom.embeddings import EmbeddingService
+    from agentloom.packs.flowise.settings import FlowiseSettings
+    from agentloom.packs.flowise.tools import Flowise
+
+    breakers = BreakerRegistry()
+    folder = data / "flowise"
+    folder.mkdir(parents=True, exist_ok=True)
+    return Flowise(FlowiseSettings(url=url, api_key=key), folder, breakers, EmbeddingService(Settings(data_dir=data), breakers))
+
+
+def _call_tokens(tool: str, arguments: dict[str, Any], reply: Any) -> int:
+    """What one tool call costs the agent: the call it writes and the reply it reads."""
+    from tests.packs.flowise.tokens import tokens
+
+    return tokens({"name": tool, "arguments": arguments}) + tokens(reply)
+
+
+def _passthrough_tokens(flow: dict[str, Any], definitions: dict[str, Any], created: dict[str, Any]) -> int:
+    """The agent writes flowData itself: it reads each node's definition (GET /nodes/:name), writes the
+    flowData (as the create call's argument) and reads the create answer (the saved record, flowData included)."""
+    from tests.packs.flowise.tokens import tokens
+
+    names = sorted({n["data"]["name"] for n in flow["nodes"]})
+    read = sum(tokens(definitions[n]) for n in names if n in definitions)
+    write = tokens({"name": "create_chatflow", "arguments": {"name": created.get("name"), "flowData": json.dumps(flow)}})
+    return read + write + tokens(created)
+
+
+def _templates(state: Any, results: dict[str, Any]) -> list[str]:
+    client = state.client
+    catalog = state.catalog.state()
+    lines, ratios, sizes = [], [], []
+    accepted = clean = credentials_only = 0
+    for template in sorted(catalog.templates.values(), key=lambda t: t.name):
+        search = {"results": [{"template_id": template.template_id, "name": template.name, "nodes": template.nodes[:4]}]}
+        args = {"template_id": template.template_id}
+        try:
+            reply = state.builder.build(template_id=template.template_id, nodes=None, name=None, model=None,
+                                        temperature=None, memory_type=None)
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            lines.append(f"| {template.name} | refused: {exc} | | | |")
+            continue
+        accepted += 1
+        issues, fill = reply.get("issues", []), reply.get("fill", [])
+        clean += not issues
+        credentials_only += not issues and not fill
+        ours = _call_tokens("flowise_search_templates", {"query": template.description[:80]}, search)
+        ours += _call_tokens("flowise_build_flow", args, reply)
+        created = client.get_chatflow(reply["chatflow_id"])
+        raw = _passthrough_tokens(template.flow_data, catalog.nodes, created)
+        ratios.append(raw / ours)
+        from tests.packs.flowise.tokens import tokens
+
+        sizes.append(tokens({"chatflow_id": reply["chatflow_id"], "name": reply["name"]}))
+        lines.append(f"| {template.name} | {'; '.join(fill) or '-'} | {'; '.join(issues) or '-'} | {ours} | {raw} |")
+        client.delete_chatflow(reply["chatflow_id"])
+    results.update(templates_accepted=accepted, templates_clean=clean, template_ratio=statistics.median(ratios))
+    return [
+        f"**By template id:** {accepted}/{len(catalog.templates)} accepted by Flowise. In its `/validation`: "
+        f"{credentials_only} report nothing but credentials; {clean} nothing but credentials and settings only the user "
+        "can give (`fill`: a file to upload, an index name); the rest name a node this server lacks. "
+        f"Tokens per chatflow (search + build, cl100k_base), these tools vs. writing flowData directly: median "
+        f"**{statistics.median(ratios):.0f}x** fewer. The reply's `{{chatflow_id, name}}` is {min(sizes)}-{max(sizes)} tokens "
+        "(goal < 30: not reachable, Flowise's UUID alone is 24 tokens); credentials and settings to fill add the rest.",
+        "",
+        "| template | fill (in the UI) | issues | tokens, these tools | tokens, raw flowData |",
+        "|---|---|---|---|---|",
+        *lines,
+    ]
+
+
+def _node_lists(state: Any, results: dict[str, Any]) -> list[str]:
+    from agentloom.packs.flowise.planner import replay_marketplace
+
+    catalog = state.catalog.state()
+    replay = replay_marketplace({t.name: t.flow_data for t in catalog.templates.values()}, catalog.nodes)
+    lines = []
+    valid = reproduced = 0
+    for template in sorted(catalog.templates.values(), key=lambda t: t.name):
+        names = template.nodes
+        planned = replay[template.name]
+        try:
+            reply = state.builder.build(template_id=None, nodes=names, name=None, model=None, temperature=None,
+                                        memory_type=None)
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            lines.append(f"| {template.name} | refused: {str(exc)[:90]} | | |")
+            continue
+        issues, fill = reply.get("issues", []), reply.get("fill", [])
+        valid += not issues
+        reproduced += bool(planned["reproduced"])
+        lines.append(f"| {template.name} | {'; '.join(fill) or '-'} | {'; '.join(issues) or '-'} | "
+                     f"{'yes' if planned['reproduced'] else 'no'} |")
+        state.client.delete_chatflow(reply["chatflow_id"])
+    results.update(nodes_valid=valid, nodes_reproduced=reproduced)
+    return [
+        f"**From node names alone** (no edges given): {valid}/{len(catalog.templates)} created and valid (goal 20/24): "
+        "Flowise's `/validation` reports nothing but credentials and settings to fill; "
+        f"{reproduced}/{len(catalog.templates)} reproduce the template's own connections exactly.",
+        "",
+        "| template | fill (in the UI) | issues | same connections |",
+        "|---|---|---|---|",
+        *lines,
+    ]
+
+
+def _search(state: Any, results: dict[str, Any]) -> list[str]:
+    from tests.packs.flowise.tokens import tokens
+
+    needs = json.loads(NEEDS.read_text())["needs"]
+    top1 = top3 = 0
+    latencies, sizes = [], []
+    misses = []
+    for need in needs:
+        expected = {need["expected"], *need.get("also", [])}
+        start = time.perf_counter()
+        hits = state.catalog.search_nodes(need["need"], None, 5)
+        latencies.append((time.perf_counter() - start) * 1000)
+        names = [h["name"] for h in hits]
+        top1 += bool(names and names[0] in expected)
+        top3 += bool(expected & set(names[:3]))
+        if not expected & set(names[:3]):
+            misses.append(f"{need['need']!r} → {need['expected']} (got {', '.join(names[:3])})")
+        sizes.extend(tokens(h) for h in hits)
+    template_sizes = []
+    for need in needs[:40]:
+        for template, _ in state.catalog.search_templates(need["need"], 5):
+            template_sizes.append(tokens({"template_id": template.template_id, "name": template.name,
+                                          "nodes": template.nodes[:4]}))
+    n = len(needs)
+    results.update(search_top3=top3 / n)
+    return [
+        f"**Node search** ({n} needs): top-1 {top1}/{n} ({top1 / n:.0%}), top-3 {top3}/{n} (**{top3 / n:.0%}**, goal 90 %). "
+        f"In-process latency p50 {statistics.median(latencies):.1f} ms, p95 {percentile(latencies, 95):.1f} ms "
+        "(query embedding, Chroma, BM25).",
+        f"**Reply sizes** (cl100k_base): a node result max {max(sizes)}, mean {statistics.mean(sizes):.1f} tokens "
+        f"(budget 50); a template result max {max(template_sizes)}, mean {statistics.mean(template_sizes):.1f} (budget 50).",
+        "",
+        "Needs missed at top-3:",
+        "",
+        *[f"- {m}" for m in misses],
+    ]
+
+
+def main() -> None:
+    from tests.packs.flowise.live import live_flowise
+
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp, live_flowise(Path(tmp) / "flowise-server") as (url, key):
+        state = _state(url, key, Path(tmp) / "data")
+        start = time.perf_counter()
+        refresh = state.catalog.refresh(force=True)
+        seconds = time.perf_counter() - start
+        body = [
+            f"Real Flowise {refresh['server_version']} on loopback; catalog {refresh['nodes']} nodes "
+            f"({refresh['deprecated']} deprecated), {refresh['templates']} chatflow templates, indexed in {seconds:.1f} s.",
+            "",
+            *_templates(state, results),
+            "",
+            *_node_lists(state, results),
+            "",
+            *_search(state, results),
+        ]
+    print(json.dumps(results), flush=True)
+    write_section("Flowise", "\n".join(body), "python -m benchmarks flowise")
+
+
+if __name__ == "__main__":
+    main()
