@@ -15,6 +15,7 @@ SUITES = {
     "skills": "benchmarks.skills",
     "chunker": "benchmarks.chunker",
     "flowise": "benchmarks.flowise",
+    "flowise-learning": "benchmarks.flowise_learning",
 }
 
 

@@ -37,7 +37,8 @@ def stored_flow(fake: FakeFlowise, chatflow_id: str) -> dict:
 
 async def test_search_build_list_delete(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
-    async with Client(host(tmp_path, fake).server) as client:
+    served = host(tmp_path, fake)
+    async with Client(served.server) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         assert TOOLS <= set(listed)
         assert listed["flowise_search_nodes"].annotations.read_only_hint is True
@@ -83,6 +84,13 @@ async def test_search_build_list_delete(fake_flowise: FakeFlowise, tmp_path: Pat
         gone = await error(client, "flowise_delete_chatflow", id=built["chatflow_id"])
         assert "not found" in gone and "flowise_list_chatflows" in gone
         assert "not a chatflow id" in await error(client, "flowise_delete_chatflow", id="abc")
+        await error(client, "flowise_build_flow", nodes=["bufferMemory"], request="just a memory")
+    sessions = served.packs["flowise"].state.learning.collection("sessions").get(include=["metadatas", "documents"])
+    records = sorted(zip(sessions["documents"], (m["outcome"] for m in sessions["metadatas"]),
+                         (m["chatflow_id"] for m in sessions["metadatas"])))
+    assert records == sorted([("template conversation-chain", "created", built["chatflow_id"]),
+                              ("nodes chatAnthropic, bufferMemory, conversationChain", "created", planned["chatflow_id"]),
+                              ("just a memory", "failed", "")])
 
 
 async def test_build_refusals_are_short_and_create_nothing(fake_flowise: FakeFlowise, tmp_path: Path) -> None:

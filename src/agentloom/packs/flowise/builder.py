@@ -17,6 +17,7 @@ from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise.catalog import Catalog, Template, slug
 from agentloom.packs.flowise.client import FlowiseClient
 from agentloom.packs.flowise.customise import customise
+from agentloom.packs.flowise.design import build_design
 from agentloom.packs.flowise.flowdata import check_flow
 from agentloom.packs.flowise.planner import PlanError, plan_flow
 from agentloom.packs.flowise.upgrade import upgrade_nodes, without_notes
@@ -75,7 +76,25 @@ class Builder:
             problems = check_flow(flow, catalog)
             if problems:  # a planner bug, not the caller's: never create a flow we know is broken
                 raise AgentloomError("no valid chatflow from these nodes: " + "; ".join(problems[:2]))
-        created = self.client.create_chatflow(name.strip() if name else default_name, flow)
+        return self.create(flow, name.strip() if name else default_name, missing=missing, warning=warning)
+
+    def design(self, design: dict[str, Any], name: str) -> dict[str, Any]:
+        """A chatflow from a stored compact design (flowise_reuse_design)."""
+        warning = self.catalog.ensure()
+        catalog = self.catalog.state().nodes
+        try:
+            flow, notes = build_design(design, catalog)
+        except PlanError as exc:
+            raise AgentloomError(str(exc)) from None
+        reply = self.create(flow, name, missing=[], warning=warning)
+        if notes:
+            reply["notes"] = notes
+        return reply
+
+    def create(self, flow: dict[str, Any], name: str, *, missing: list[str], warning: str | None) -> dict[str, Any]:
+        """Create the chatflow, ask Flowise to validate it, and say compactly what is left to do."""
+        catalog = self.catalog.state().nodes
+        created = self.client.create_chatflow(name, flow)
         reply: dict[str, Any] = {"chatflow_id": created["id"], "name": created.get("name")}
         credentials = _credentials(flow, catalog)
         if credentials:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio.from_thread
@@ -19,9 +21,13 @@ if TYPE_CHECKING:
 
     from agentloom.core.breakers import BreakerRegistry
     from agentloom.embeddings import EmbeddingService
-    from agentloom.packs.flowise.settings import FlowiseSettings
     from agentloom.packs.flowise.builder import Builder
     from agentloom.packs.flowise.catalog import Catalog
+    from agentloom.packs.flowise.learning import LearningStore
+    from agentloom.packs.flowise.settings import FlowiseSettings
+    from agentloom.packs.vectors.connection import ChromaConnection
+
+log = logging.getLogger("agentloom.packs.flowise")
 
 pack = Pack(
     "flowise",
@@ -95,7 +101,7 @@ class Deleted(TypedDict):
 
 
 class Flowise:
-    """The pack's state: the API client now, the catalog (Chroma) on first use."""
+    """The pack's state: the API client now; Chroma, the catalog and the learning store on first use."""
 
     def __init__(self, settings: FlowiseSettings, folder: Path, breakers: BreakerRegistry, embeddings: EmbeddingService) -> None:
         from agentloom.packs.flowise.client import FlowiseClient
@@ -105,21 +111,42 @@ class Flowise:
         self.client = FlowiseClient(settings, breakers)
         self._breakers = breakers
         self._embeddings = embeddings
+        self._chroma: ChromaConnection | None = None
         self._catalog: Catalog | None = None
+        self._learning: LearningStore | None = None
         self._lock = threading.Lock()
 
     @property
-    def catalog(self) -> Catalog:
+    def chroma(self) -> ChromaConnection:
+        """The pack's embedded ChromaDB, through the vectors pack's connection (no second wrapper)."""
         with self._lock:
-            if self._catalog is None:
-                from agentloom.packs.flowise.catalog import Catalog
+            if self._chroma is None:
                 from agentloom.packs.vectors.connection import ChromaConnection
                 from agentloom.packs.vectors.settings import VectorSettings
 
                 path = self.settings.chroma_path or self.folder / "chroma"
-                chroma = ChromaConnection(VectorSettings(mode="embedded", path=path), self._breakers)
+                self._chroma = ChromaConnection(VectorSettings(mode="embedded", path=path), self._breakers)
+            return self._chroma
+
+    @property
+    def catalog(self) -> Catalog:
+        chroma = self.chroma
+        with self._lock:
+            if self._catalog is None:
+                from agentloom.packs.flowise.catalog import Catalog
+
                 self._catalog = Catalog(self.folder, self.settings, self.client, chroma, self._embeddings)
             return self._catalog
+
+    @property
+    def learning(self) -> LearningStore:
+        chroma = self.chroma
+        with self._lock:
+            if self._learning is None:
+                from agentloom.packs.flowise.learning import LearningStore
+
+                self._learning = LearningStore(chroma, self._embeddings, self.settings.embedding_model)
+            return self._learning
 
     @property
     def builder(self) -> Builder:
@@ -222,18 +249,37 @@ async def flowise_build_flow(
     model: str | None = None,
     temperature: float | None = None,
     memory_type: str | None = None,
+    request: str | None = None,
 ) -> Built:
     """Create a chatflow in Flowise from a template_id or from node names (connected by type, laid out
     left to right). Optional: name; model (a chat model node such as chatAnthropic, or a model name);
-    temperature; memory_type (a memory node such as bufferWindowMemory). Returns the chatflow id; then
-    the user picks `credentials` and fills the settings in `fill` (files, index names) in the Flowise UI;
-    `issues` lists anything else Flowise's validation reports."""
+    temperature; memory_type (a memory node such as bufferWindowMemory); request (the user's words, kept
+    with the session). Returns the chatflow id; then the user picks `credentials` and fills the settings in
+    `fill` (files, index names) in the Flowise UI; `issues` lists anything else Flowise's validation reports."""
 
     def build() -> Built:
-        return state.builder.build(template_id=template_id, nodes=nodes, name=name, model=model,  # type: ignore[return-value]
-                                   temperature=temperature, memory_type=memory_type)
+        started = time.perf_counter()
+        what = request or (f"template {template_id}" if template_id else "nodes " + ", ".join(nodes or []))
+        try:
+            reply = state.builder.build(template_id=template_id, nodes=nodes, name=name, model=model,
+                                        temperature=temperature, memory_type=memory_type)
+        except AgentloomError as exc:
+            _session(state, what, "failed", str(exc), started, None)
+            raise
+        _session(state, what, "created", reply, started, reply["chatflow_id"])
+        return reply  # type: ignore[return-value]
 
     return await _run(build)
+
+
+def _session(state: Flowise, request: str, outcome: str, reply: Any, started: float, chatflow_id: str | None) -> None:
+    """One sessions record per build attempt; never the reason a build fails."""
+    from agentloom.packs.flowise.tokens import tokens
+
+    try:
+        state.learning.record_session(request, outcome, tokens(reply), time.perf_counter() - started, chatflow_id)
+    except Exception:  # noqa: BLE001 - the chatflow matters more than its log
+        log.warning("flowise: could not record the build session", exc_info=True)
 
 
 @pack.tool(idempotent=True)

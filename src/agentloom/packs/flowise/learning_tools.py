@@ -1,0 +1,143 @@
+"""The flowise pack's learning tools: save a finished design, find and reuse an earlier one, rate it.
+
+An agent asks ``flowise_find_design(request)`` before a full spec-driven design cycle; a match
+comes back in a few hundred tokens (nodes, connections, key settings, checked against today's
+catalog); ``flowise_reuse_design`` then creates the chatflow from it, or records why the user
+said no. How ratings rank designs is in ``learning.py``'s docstring. Deleting stored data is
+left to people (``agentloom flowise data ...``); agents get read-only statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
+
+from agentloom.core.errors import AgentloomError
+from agentloom.packs.flowise.tools import Flowise, _run, pack
+
+Bundle = str | dict[str, Any] | list[Any]
+
+
+class Saved(TypedDict):
+    artifact_id: str
+
+
+class Offer(TypedDict):
+    artifact_id: str
+    similarity: float
+    nodes: list[str]
+    connections: list[list[str]]
+    config: NotRequired[dict[str, Any]]
+    rating: NotRequired[int]
+    missing: NotRequired[list[str]]
+    deprecated: NotRequired[list[str]]
+    created: str
+
+
+class Found(TypedDict):
+    designs: list[Offer]
+    message: NotRequired[str]
+
+
+class Reused(TypedDict):
+    chatflow_id: NotRequired[str]
+    name: NotRequired[str]
+    credentials: NotRequired[list[str]]
+    fill: NotRequired[list[str]]
+    issues: NotRequired[list[str]]
+    notes: NotRequired[list[str]]
+    warning: NotRequired[str]
+    recorded: NotRequired[bool]
+    next: NotRequired[str]
+
+
+class Rated(TypedDict):
+    artifact_id: str
+    rating: int
+
+
+@pack.tool()
+async def flowise_save_artifact(
+    state: Flowise,
+    request: str,
+    spec: Bundle,
+    plan: Bundle,
+    tasks: Bundle,
+    design: dict[str, Any],
+    chatflow_id: str | None = None,
+    success: bool = True,
+    reason: str | None = None,
+) -> Saved:
+    """Store a finished design bundle with the user's request (embedded for flowise_find_design). `design`
+    is compact: {nodes: [node names], connections: [[from, to], ...], config: {node: {input: value}}}.
+    success=false stores it among failures, with the `reason` (required then); failures are never offered."""
+    from agentloom.packs.flowise.learning import check_design
+
+    compact = check_design(design)
+
+    def save() -> Saved:
+        catalog = state.catalog.state().nodes
+        bundle = {"spec": spec, "plan": plan, "tasks": tasks}
+        return {"artifact_id": state.learning.save(request, bundle, compact, chatflow_id, success, reason, catalog)}
+
+    return await _run(save)
+
+
+@pack.tool(read_only=True)
+async def flowise_find_design(state: Flowise, request: str) -> Found:
+    """Before designing a chatflow, look for an earlier design of a similar request (cosine similarity > 0.70):
+    the best one, or the top 3 when they score within 5 %; 4-5 star designs rank higher, 1-2 lower. Nodes the
+    current catalog lacks or deprecates are named. Then flowise_reuse_design(artifact_id, approve)."""
+
+    def find() -> Found:
+        designs = state.learning.find(request, state.catalog.state().nodes)
+        reply: Found = {"designs": designs}  # type: ignore[typeddict-item]
+        if not designs:
+            reply["message"] = "no earlier design above 0.70 similarity: go on with a full design."
+        return reply
+
+    return await _run(find)
+
+
+@pack.tool()
+async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, reason: str | None = None) -> Reused:
+    """approve=true: create the chatflow from the stored design (the reply is flowise_build_flow's).
+    approve=false: record the user's `reason` (required) and go on with a full design."""
+
+    def reuse() -> Reused:
+        from agentloom.packs.flowise.tokens import tokens
+
+        started = time.perf_counter()
+        learning = state.learning
+        request, metadata = learning.get(artifact_id)
+        if metadata["collection"] != "sdd_artifacts":
+            raise AgentloomError(f"artifact {artifact_id} is a failed design and cannot be reused; do a full design.")
+        if not approve:
+            if not (reason and reason.strip()):
+                raise AgentloomError("reason is required when approve is false: say why the design does not fit.")
+            learning.update(artifact_id, {"rejections": int(metadata.get("rejections") or 0) + 1, "last_rejection": reason})
+            reply: Reused = {"recorded": True, "next": "do a full design, then flowise_save_artifact."}
+            learning.record_session(request, "rejected", tokens(reply), time.perf_counter() - started, artifact_id=artifact_id)
+            return reply
+        design = json.loads(metadata["bundle"])["design"]
+        built = state.builder.design(design, _name(request))
+        learning.record_session(request, "reused", tokens(built), time.perf_counter() - started,
+                                chatflow_id=built["chatflow_id"], artifact_id=artifact_id)
+        return built  # type: ignore[return-value]
+
+    return await _run(reuse)
+
+
+@pack.tool(idempotent=True)
+async def flowise_rate(state: Flowise, artifact_id: str, stars: int) -> Rated:
+    """Rate a stored design 1-5 stars: 4-5 make flowise_find_design offer it first, 1-2 last."""
+    return await _run(state.learning.rate, artifact_id, stars)  # type: ignore[no-any-return]
+
+
+def _name(request: str) -> str:
+    words = request.split()
+    text = " ".join(words[:8])
+    return text if len(words) <= 8 else text + " ..."
