@@ -29,6 +29,7 @@ SOURCES = ["over our PDF manuals", "over our Confluence pages", "from a CSV of p
            "from our website", "over Notion notes", "from a SQL database", "with no documents"]
 EXTRAS = ["and remembers the chat", "with a calculator tool", "in a friendly tone", "with short answers",
           "and cites its sources", "for German customers"]
+AUDIENCES = ["for our team", "for customers", "for new hires"]
 DESIGNS = [
     {"nodes": ["pdfFile", "recursiveCharacterTextSplitter", "openAIEmbeddings", "memoryVectorStore", "chatOpenAI",
                "bufferMemory", "conversationalRetrievalQAChain"], "connections": [], "config": {}},
@@ -41,7 +42,8 @@ QUERIES = ["a bot answering questions about our PDF handbooks that keeps the con
 
 
 def _requests(n: int, rng: random.Random) -> list[str]:
-    every = [" ".join(parts) for parts in itertools.product(KINDS, TASKS, SOURCES, EXTRAS)]
+    every = [" ".join(parts) for parts in itertools.product(KINDS, TASKS, SOURCES, EXTRAS, AUDIENCES)]
+    assert len(every) >= n, f"only {len(every)} distinct requests"
     rng.shuffle(every)
     return every[:n]
 

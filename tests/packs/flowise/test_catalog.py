@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,10 @@ def test_refresh_counts_changes_and_search_finds_them(fake_flowise: FakeFlowise,
 
     reopened = open_flowise(fake, tmp_path)  # catalog.json and Chroma persist
     assert reopened.catalog.state().nodes["chatOpenAI"]["version"] == 9.0
+    for template in fake.templates:
+        template["id"] = str(uuid.uuid4())  # Flowise makes new template ids on every call: not a change
+    unchanged = reopened.catalog.refresh(force=True)
+    assert (unchanged["new"], unchanged["updated"], unchanged["templates_changed"]) == (0, 0, 0)
     names = [h["name"] for h in reopened.catalog.search_nodes("load a JSON file", None, 5)]
     assert "jsonFile" in names[:2] and "csvFile" not in names
     window = reopened.catalog.search_nodes("keep only the last k messages of the chat", "Memory", 5)

@@ -1,7 +1,8 @@
 """The flowise pack: build Flowise chatflows from a node catalog and templates, at a few tokens per call,
 and learn from past designs."""
 
-# learning_tools adds its tools to tools.pack: importing the pack from there loads both modules.
-from agentloom.packs.flowise.learning_tools import pack
+# Each module adds its tools to the one pack object when imported.
+from agentloom.packs.flowise import data_tools, learning_tools
+from agentloom.packs.flowise.tools import pack
 
-__all__ = ["pack"]
+__all__ = ["data_tools", "learning_tools", "pack"]

@@ -195,7 +195,7 @@ class Catalog:
             was_deprecated = {n for n, d in before.items() if d.get("badge") == "DEPRECATING"}
             newly_deprecated = [n for n in fetched if fetched[n].get("badge") == "DEPRECATING" and n not in was_deprecated]
             old_templates = {} if rebuild else old.templates
-            changed_templates = [t for t in templates.values() if old_templates.get(t.template_id) != t]
+            changed_templates = [t for t in templates.values() if not _same_template(old_templates.get(t.template_id), t)]
             gone_templates = [k for k in old_templates if k not in templates]
             self._write_chroma(model, rebuild, fetched, new + updated, removed, changed_templates, gone_templates, progress)
             state = CatalogState(time.time(), version, self.client.url, model, fetched, templates)
@@ -367,6 +367,12 @@ class Catalog:
             lambda: collection.query(query_embeddings=[vector], n_results=max(1, min(n, count)), where=where, include=["distances"])
         )
         return [(i, 1.0 - float(d)) for i, d in zip(answer["ids"][0], answer["distances"][0], strict=True)]
+
+
+def _same_template(old: Template | None, new: Template) -> bool:
+    """Equal but for Flowise's id, which the server makes anew on every call."""
+    return old is not None and (old.name, old.description, old.usecases, old.nodes, old.flow_data) == (
+        new.name, new.description, new.usecases, new.nodes, new.flow_data)
 
 
 def _node_meta(definition: Mapping[str, Any]) -> dict[str, Any]:

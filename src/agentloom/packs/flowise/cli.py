@@ -130,3 +130,12 @@ def search_cmd(
         else:
             flag = "  (deprecated)" if hit.get("deprecated") else ""
             typer.echo(f"{hit['score']:.3f}  {hit['name']}  {hit['label']} [{hit['category']}]{flag}")
+
+
+# Commands kept in their own modules; they import _state from here, so they are mounted last.
+from agentloom.packs.flowise.cli_checks import check_cmd, checklist_app  # noqa: E402
+from agentloom.packs.flowise.cli_data import app as data_app  # noqa: E402
+
+app.add_typer(data_app, name="data")
+app.add_typer(checklist_app, name="checklist")
+app.command("check")(check_cmd)

@@ -1,0 +1,36 @@
+"""The flowise pack's one data-management tool: read-only statistics of its ChromaDB (FR-029).
+
+An agent may see how much the pack has stored, to tell the user or suggest a cleanup; deleting is
+left to the person at the terminal (``agentloom flowise data prune|prune-failed|sessions-clear|
+reset``), so there is deliberately no delete tool (FR-030).
+"""
+
+from __future__ import annotations
+
+from typing_extensions import TypedDict
+
+from agentloom.packs.flowise.tools import Flowise, _run, pack
+
+
+class CollectionStats(TypedDict):
+    collection: str
+    count: int
+    bytes: int
+    oldest: str | None
+    newest: str | None
+
+
+class DataStats(TypedDict):
+    collections: list[CollectionStats]
+
+
+@pack.tool(read_only=True)
+async def flowise_data_stats(state: Flowise) -> DataStats:
+    """What the pack stores, per collection (nodes, templates, sdd_artifacts, failed_artifacts, sessions): count,
+    bytes on disk, oldest and newest entry. Read-only; cleaning up is done by the user with `agentloom flowise data`."""
+    from agentloom.packs.flowise.data import stats
+
+    def collect() -> DataStats:
+        return {"collections": stats(state)}  # type: ignore[typeddict-item]
+
+    return await _run(collect)  # type: ignore[no-any-return]
