@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -22,8 +24,18 @@ from agentloom.cli.settings_errors import (
     describe,
     describe_unparsable,
 )
+from agentloom.core.errors import AgentloomError, ConfigError
 from agentloom.core.settings import CONFIG_FILE_ENV, Settings
 from agentloom.core.timestamps import iso, parse
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from agentloom.core.breakers import BreakerRegistry
+    from agentloom.embeddings import EmbeddingService
+
+M = TypeVar("M", bound="BaseModel")
+T = TypeVar("T")
 
 DataDir = Annotated[
     Path | None, typer.Option("--data-dir", help="Data directory (default ./.agentloom, or AGENTLOOM_DATA_DIR).")
@@ -112,3 +124,46 @@ def _moment(value: Any) -> Any:
 
 def _default(value: Any) -> Any:
     return iso(value) if isinstance(value, datetime) else str(value)
+
+
+# -- pack commands -------------------------------------------------------------------------
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+@dataclass
+class PackServices:
+    """What a pack's command line builds its state from, as a server's PackContext would give it."""
+
+    settings: Settings
+    folder: Path  # <data_dir>/<pack>, created
+    breakers: BreakerRegistry
+    embeddings: EmbeddingService
+
+
+def pack_services(name: str, model: type[M], data_dir: Path | None) -> tuple[M, PackServices]:
+    """The pack's settings (a bad value exits 2 naming the variable) and the services its state needs."""
+    from agentloom.core.breakers import BreakerRegistry
+    from agentloom.embeddings import EmbeddingService
+    from agentloom.server.packs import pack_config
+
+    settings = load_settings(data_dir=data_dir)
+    try:
+        config = pack_config(settings, name, model)
+    except ConfigError as exc:
+        fail(str(exc), code=2)
+    folder = settings.data_dir / name
+    folder.mkdir(parents=True, exist_ok=True)
+    breakers = BreakerRegistry()
+    return config, PackServices(settings, folder, breakers, EmbeddingService(settings, breakers))
+
+
+def answer(call: Callable[[], T], as_json: bool) -> T | None:
+    """A command's result, or None once it is printed as JSON; an AgentloomError exits with 1."""
+    try:
+        result = call()
+    except AgentloomError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return None
+    return result

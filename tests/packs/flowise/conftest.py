@@ -5,17 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import ExitStack
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
-from tests.conftest import SHARED
 from tests.packs.flowise import live
-from tests.packs.flowise.fake_flowise import FakeFlowise, live_data_missing
+from tests.packs.flowise.fake_flowise import FakeFlowise, live_data_missing, real_catalog
 from tests.packs.flowise.live import FlowiseUnavailable
-
-FLOWISE_DATA = SHARED / "flowise"  # the shared test data: notes' flows, marketplace chatflows, live answers
-LIVE_DATA = FLOWISE_DATA / "live-3.1.2"
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -23,6 +19,15 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> dict[str, dict[str, Any]]:
+    """The real Flowise 3.1.2 catalog by node name (fresh per module: a test may change it)."""
+    missing = live_data_missing()
+    if missing:
+        unavailable(missing)
+    return real_catalog()
 
 
 @pytest.fixture

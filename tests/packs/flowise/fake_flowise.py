@@ -19,6 +19,7 @@ import threading
 import uuid
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -28,6 +29,21 @@ from tests.packs.flowise.fake_validation import (UNDEFINED, JSError, _get, _trut
 
 FLOWISE_DATA = SHARED / "flowise"
 LIVE_DATA = FLOWISE_DATA / "live-3.1.2"
+TEMPLATES = FLOWISE_DATA / "marketplace-chatflows"
+
+
+def load(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def template(title: str) -> dict[str, Any]:
+    """One of the 24 marketplace chatflows, by its title."""
+    return load(TEMPLATES / f"{title}.json")
+
+
+def real_catalog() -> dict[str, dict[str, Any]]:
+    """The real Flowise 3.1.2 catalog, by node name."""
+    return {n["name"]: n for n in load(LIVE_DATA / "nodes.json")}
 VERSION = "3.1.2"
 
 # Route -> permissions of which the key needs any (Flowise's checkPermission / checkAnyPermission).
@@ -463,4 +479,5 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 
-__all__ = ["CHATFLOW_TYPES", "FLOWISE_DATA", "LIVE_DATA", "UI_PAGE", "VERSION", "FakeFlowise", "live_data_missing"]
+__all__ = ["CHATFLOW_TYPES", "FLOWISE_DATA", "LIVE_DATA", "TEMPLATES", "UI_PAGE", "VERSION", "FakeFlowise", "live_data_missing",
+           "load", "real_catalog", "template"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,23 +10,12 @@ import pytest
 from agentloom.packs.flowise.customise import customise
 from agentloom.packs.flowise.flowdata import check_flow, reference
 from agentloom.packs.flowise.planner import PlanError, plan_flow
-from tests.conftest import SHARED
+from tests.packs.flowise.fake_flowise import template
 from tests.packs.flowise.test_planner import tokens
 
-DATA = SHARED / "flowise"
 
 
-def load(path: Path) -> Any:
-    return json.loads(path.read_text())
 
-
-@pytest.fixture(scope="module")
-def catalog() -> dict[str, dict[str, Any]]:
-    return {n["name"]: n for n in load(DATA / "live-3.1.2" / "nodes.json")}
-
-
-def template(title: str) -> dict[str, Any]:
-    return load(DATA / "marketplace-chatflows" / f"{title}.json")
 
 
 def node(flow: dict[str, Any], node_id: str) -> dict[str, Any]:

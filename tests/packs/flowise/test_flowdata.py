@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-import json
 import statistics
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,23 +11,12 @@ import pytest
 from agentloom.packs.flowise.flowdata import (check_flow, compatible, connect, estimate_height, handle_classes,
                                               init_node_data, new_node, new_node_id, reference)
 from agentloom.packs.flowise.layout import ROW_GAP
-from tests.conftest import SHARED
-
-DATA = SHARED / "flowise"
-TEMPLATES = DATA / "marketplace-chatflows"
+from tests.packs.flowise.fake_flowise import FLOWISE_DATA as DATA
+from tests.packs.flowise.fake_flowise import TEMPLATES, load, template
 
 
-def load(path: Path) -> Any:
-    return json.loads(path.read_text())
 
 
-@pytest.fixture(scope="module")
-def catalog() -> dict[str, dict[str, Any]]:
-    return {n["name"]: n for n in load(DATA / "live-3.1.2" / "nodes.json")}
-
-
-def template(title: str) -> dict[str, Any]:
-    return load(TEMPLATES / f"{title}.json")
 
 
 def node_of(flow: dict[str, Any], node_id: str) -> dict[str, Any]:

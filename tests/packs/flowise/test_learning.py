@@ -121,3 +121,13 @@ async def test_save_refusals(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
         for arguments, expected in cases:
             message = await error(client, "flowise_save_artifact", **SPEC, **arguments)
             assert expected in message and tokens(message) < 50, message
+
+
+async def test_designs_are_offered_unchecked_before_any_catalog(tmp_path: Path) -> None:
+    with FakeFlowise() as fake:
+        pass  # stopped: Flowise unreachable, no catalog ever fetched
+    async with Client(host(tmp_path, fake).server) as client:
+        saved = await save(client, "a plain chatbot with memory, no documents", CHAT)
+        found = await call(client, "flowise_find_design", request="a plain chatbot with memory")
+    assert [d["artifact_id"] for d in found["designs"]] == [saved]
+    assert "missing" not in found["designs"][0]

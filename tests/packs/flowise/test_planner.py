@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import json
 from itertools import combinations
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,19 +11,10 @@ import pytest
 from agentloom.packs.flowise.flowdata import check_flow
 from agentloom.packs.flowise.layout import COLUMN_PITCH
 from agentloom.packs.flowise.planner import PlanError, _Input, _Output, edge_cost, plan_flow, replay_marketplace
-from tests.conftest import SHARED
-
-DATA = SHARED / "flowise"
-TEMPLATES = DATA / "marketplace-chatflows"
+from tests.packs.flowise.fake_flowise import TEMPLATES, load
 
 
-def load(path: Path) -> Any:
-    return json.loads(path.read_text())
 
-
-@pytest.fixture(scope="module")
-def catalog() -> dict[str, dict[str, Any]]:
-    return {n["name"]: n for n in load(DATA / "live-3.1.2" / "nodes.json")}
 
 
 @functools.cache

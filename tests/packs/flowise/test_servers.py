@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.packs.flowise.fake_flowise import FLOWISE_DATA, LIVE_DATA, FakeFlowise
+from tests.packs.flowise.fake_flowise import FLOWISE_DATA, LIVE_DATA, TEMPLATES, FakeFlowise
 from tests.packs.flowise.fake_validation import UNDEFINED, JSError, v8_json_error, validate_flow_data
 
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -304,7 +304,7 @@ def validation_cases() -> dict[str, dict[str, Any]]:
     for template in load("marketplaces_templates.json"):
         if "flowData" in template:
             cases[f"template {template['templateName']}"] = json.loads(template["flowData"])
-    for path in sorted((FLOWISE_DATA / "marketplace-chatflows").glob("*.json")):
+    for path in sorted(TEMPLATES.glob("*.json")):
         flow = json.loads(path.read_text(encoding="utf-8"))
         cases[f"marketplace {path.stem}"] = {"nodes": flow["nodes"], "edges": flow["edges"]}
     return cases

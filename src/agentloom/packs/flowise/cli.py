@@ -2,51 +2,24 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentloom.cli.common import DataDir, fail, load_settings
-from agentloom.core.errors import AgentloomError, ConfigError
-from agentloom.server.packs import pack_config
+from agentloom.cli.common import AsJson, DataDir, answer, pack_services
 
 if TYPE_CHECKING:
     from agentloom.packs.flowise.tools import Flowise
 
 app = typer.Typer(help="Flowise chatflow builder: its node catalog and templates.", no_args_is_help=True)
 
-AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-
-
 def _state(data_dir: Path | None) -> Flowise:
-    from agentloom.core.breakers import BreakerRegistry
-    from agentloom.embeddings import EmbeddingService
     from agentloom.packs.flowise.settings import FlowiseSettings
     from agentloom.packs.flowise.tools import Flowise
 
-    settings = load_settings(data_dir=data_dir)
-    try:
-        flowise_settings = pack_config(settings, "flowise", FlowiseSettings)
-    except ConfigError as exc:
-        fail(str(exc), code=2)
-    folder = settings.data_dir / "flowise"
-    folder.mkdir(parents=True, exist_ok=True)
-    breakers = BreakerRegistry()
-    return Flowise(flowise_settings, folder, breakers, EmbeddingService(settings, breakers))
-
-
-def _answer(call: Callable[[], Any], as_json: bool) -> Any:
-    try:
-        result = call()
-    except AgentloomError as exc:
-        fail(str(exc))
-    if as_json:
-        typer.echo(json.dumps(result, ensure_ascii=False))
-        return None
-    return result
+    config, services = pack_services("flowise", FlowiseSettings, data_dir)
+    return Flowise(config, services.folder, services.breakers, services.embeddings)
 
 
 @app.command("refresh")
@@ -66,7 +39,7 @@ def refresh_cmd(
         def progress(done: int, total: int, message: str) -> None:
             bar.update(task, completed=done, total=total, description=message)
 
-        result = _answer(lambda: state.catalog.refresh(force, progress), as_json)
+        result = answer(lambda: state.catalog.refresh(force, progress), as_json)
     if result is None:
         return
     if result["skipped_fresh"]:
@@ -93,7 +66,7 @@ def status_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
                 "catalog_age_hours": None if age is None else round(age / 3600, 2),
                 "server_version": catalog.server_version, "model": catalog.model}
 
-    result = _answer(status, as_json)
+    result = answer(status, as_json)
     if result is None:
         return
     typer.echo(f"Flowise: {result['url']} (API key {'set' if result['api_key_set'] else 'not set'})")
@@ -121,7 +94,7 @@ def search_cmd(
                     for t, s in state.catalog.search_templates(query, limit)]
         return state.catalog.search_nodes(query, category, limit)
 
-    result = _answer(search, as_json)
+    result = answer(search, as_json)
     if result is None:
         return
     for hit in result:

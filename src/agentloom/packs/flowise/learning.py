@@ -167,8 +167,9 @@ class LearningStore:
         return {"artifact_id": artifact_id, "rating": stars}
 
     # -- finding -------------------------------------------------------------------------
-    def find(self, request: str, catalog: Mapping[str, Mapping[str, Any]], limit: int = 10) -> list[dict[str, Any]]:
-        """The designs worth offering for ``request``: above MATCH, best first, ties within TIE kept (≤ 3)."""
+    def find(self, request: str, catalog: Mapping[str, Mapping[str, Any]] | None, limit: int = 10) -> list[dict[str, Any]]:
+        """The designs worth offering for ``request``: above MATCH, best first, ties within TIE kept (≤ 3),
+        each checked against ``catalog`` (None: no catalog to check against)."""
         if not request.strip():
             raise AgentloomError("request is empty; describe the chatflow the user wants.")
         collection = self.collection(ARTIFACTS)
@@ -193,7 +194,7 @@ class LearningStore:
         return [self._offer(artifact_id, similarity, metadata, catalog) for _, similarity, artifact_id, metadata in offered]
 
     def _offer(self, artifact_id: str, similarity: float, metadata: Mapping[str, Any],
-               catalog: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+               catalog: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
         design = json.loads(metadata["bundle"])["design"]
         offer: dict[str, Any] = {"artifact_id": artifact_id, "similarity": round(similarity, 3), "nodes": design["nodes"],
                                  "connections": design["connections"]}
@@ -201,8 +202,9 @@ class LearningStore:
             offer["config"] = design["config"]
         if metadata.get("rating"):
             offer["rating"] = int(metadata["rating"])
-        missing = [n for n in dict.fromkeys(design["nodes"]) if n not in catalog]
-        deprecated = [n for n in dict.fromkeys(design["nodes"]) if catalog.get(n, {}).get("badge") == "DEPRECATING"]
+        names = list(dict.fromkeys(design["nodes"])) if catalog is not None else []
+        missing = [n for n in names if n not in catalog]  # type: ignore[operator]
+        deprecated = [n for n in names if catalog.get(n, {}).get("badge") == "DEPRECATING"]  # type: ignore[union-attr]
         if missing:
             offer["missing"] = missing
         if deprecated:

@@ -93,7 +93,9 @@ async def flowise_find_design(state: Flowise, request: str) -> Found:
     current catalog lacks or deprecates are named. Then flowise_reuse_design(artifact_id, approve)."""
 
     def find() -> Found:
-        designs = state.learning.find(request, state.catalog.state().nodes)
+        catalog = state.catalog.state()
+        # No catalog yet (Flowise never reached): offer the designs unchecked rather than all "missing".
+        designs = state.learning.find(request, catalog.nodes if catalog.refreshed_at is not None else None)
         reply: Found = {"designs": designs}  # type: ignore[typeddict-item]
         if not designs:
             reply["message"] = "no earlier design above 0.70 similarity: go on with a full design."

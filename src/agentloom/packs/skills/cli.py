@@ -2,52 +2,25 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentloom.cli.common import DataDir, fail, load_settings
-from agentloom.core.errors import AgentloomError, ConfigError
-from agentloom.server.packs import pack_config
+from agentloom.cli.common import AsJson, DataDir, answer, pack_services
 
 if TYPE_CHECKING:
     from agentloom.packs.skills.store import SkillIndex
 
 app = typer.Typer(help="Agent Skills search: index skill folders into LanceDB and find the right one.", no_args_is_help=True)
 
-AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-
-
 def _index(data_dir: Path | None) -> SkillIndex:
-    from agentloom.core.breakers import BreakerRegistry
-    from agentloom.embeddings import EmbeddingService
     from agentloom.packs.skills.settings import SkillSettings, default_roots
     from agentloom.packs.skills.store import SkillIndex
 
-    settings = load_settings(data_dir=data_dir)
-    try:
-        skill_settings = pack_config(settings, "skills", SkillSettings)
-    except ConfigError as exc:
-        fail(str(exc), code=2)
-    folder = settings.data_dir / "skills"
-    folder.mkdir(parents=True, exist_ok=True)
-    roots = skill_settings.roots if skill_settings.roots is not None else default_roots(folder)
-    return SkillIndex(folder / "skills.lance", [Path(r).expanduser() for r in roots], EmbeddingService(settings, BreakerRegistry()), skill_settings)
-
-
-def _answer(call: Callable[[], dict[str, Any]], as_json: bool) -> dict[str, Any] | None:
-    """The command's result, or None once it is printed as JSON; an AgentloomError exits with 1."""
-    try:
-        result = call()
-    except AgentloomError as exc:
-        fail(str(exc))
-    if as_json:
-        typer.echo(json.dumps(result, ensure_ascii=False))
-        return None
-    return result
+    config, services = pack_services("skills", SkillSettings, data_dir)
+    roots = config.roots if config.roots is not None else default_roots(services.folder)
+    return SkillIndex(services.folder / "skills.lance", [Path(r).expanduser() for r in roots], services.embeddings, config)
 
 
 @app.command("index")
@@ -73,7 +46,7 @@ def index_cmd(
         def progress(done: int, total: int, message: str) -> None:
             bar.update(task, completed=done, total=total, description=f"indexing skills ({message})")
 
-        result = _answer(lambda: index.scan(path, progress), as_json)
+        result = answer(lambda: index.scan(path, progress), as_json)
     if result is None:
         return
     typer.echo(
@@ -94,7 +67,7 @@ def search_cmd(
     as_json: AsJson = False,
 ) -> None:
     """Search the indexed skills."""
-    result = _answer(lambda: _index(data_dir).search(query, limit, threshold), as_json)
+    result = answer(lambda: _index(data_dir).search(query, limit, threshold), as_json)
     if result is None:
         return
     for hit in result["results"]:
@@ -106,7 +79,7 @@ def search_cmd(
 @app.command("list")
 def list_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
     """Every indexed skill."""
-    result = _answer(lambda: _index(data_dir).list(), as_json)
+    result = answer(lambda: _index(data_dir).list(), as_json)
     if result is None:
         return
     for skill in result["skills"]:
@@ -116,7 +89,7 @@ def list_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
 @app.command("status")
 def status_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
     """The store, its model, the roots and the number of skills."""
-    result = _answer(lambda: _index(data_dir).status(), as_json)
+    result = answer(lambda: _index(data_dir).status(), as_json)
     if result is None:
         return
     typer.echo(f"store: {result['path']}")
