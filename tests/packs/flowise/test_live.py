@@ -104,3 +104,19 @@ async def test_build_from_node_names_and_customise(live_flowise: tuple[str, str]
         for chatflow_id in mine:
             await call(client, "flowise_delete_chatflow", id=chatflow_id)
         assert not mine & {c["id"] for c in (await call(client, "flowise_list_chatflows"))["chatflows"]}
+
+
+async def test_reuse_a_saved_design_live(live_flowise: tuple[str, str], data_dir: Path) -> None:
+    from tests.packs.flowise.test_learning import RAG, SPEC
+
+    async with Client(served(data_dir, live_flowise).server) as client:
+        await call(client, "flowise_refresh_catalog")
+        saved = await call(client, "flowise_save_artifact", request="a chatbot that answers questions about my PDF documents and remembers the chat",
+                           design=RAG, **SPEC)
+        found = await call(client, "flowise_find_design", request="chat with my PDF files and keep the conversation history")
+        assert found["designs"] and found["designs"][0]["artifact_id"] == saved["artifact_id"], found
+        reused = await call(client, "flowise_reuse_design", artifact_id=saved["artifact_id"], approve=True)
+        assert "issues" not in reused and reused["fill"] == ["pdfFile_0: Pdf File"], reused
+        issues = [i for n in validation(live_flowise, reused["chatflow_id"]) for i in n["issues"] if i not in CREDENTIALS]
+        assert issues == ["Pdf File is required"]
+        await call(client, "flowise_delete_chatflow", id=reused["chatflow_id"])
