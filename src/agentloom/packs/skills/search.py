@@ -214,9 +214,9 @@ class SkillSearch:
     def _open_rank_table(self, record: ModelRecord) -> Any:
         db = self.index._db
         if self._rank_table is None:
-            from agentloom.packs.skills.store import _table_names
+            from agentloom.packs.skills.store import table_names
 
-            if RANK_TABLE in _table_names(db):
+            if RANK_TABLE in table_names(db):
                 self._rank_table = db.open_table(RANK_TABLE)
             else:
                 self._rank_table = db.create_table(RANK_TABLE, schema=_rank_schema(record.dimensions))

@@ -122,7 +122,7 @@ class SkillIndex:
                     raise NotADirectoryError(f"{self.path} is not a folder")
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 db = lancedb.connect(self.path, read_consistency_interval=timedelta(seconds=1))
-                if TABLE in _table_names(db):
+                if TABLE in table_names(db):
                     table = db.open_table(TABLE)
                     log.info("LanceDB opened existing skills table (%d rows) in %.0f ms", table.count_rows(),
                              (time.perf_counter() - started) * 1000)
@@ -140,7 +140,7 @@ class SkillIndex:
         row = {"key": record.key, "fingerprint": record.fingerprint, "dimensions": record.dimensions,
                "created_at": now_ms()}
         data = pa.Table.from_pylist([row])
-        if MODEL_TABLE in _table_names(db):
+        if MODEL_TABLE in table_names(db):
             db.open_table(MODEL_TABLE).add(data, mode="overwrite")
         else:
             db.create_table(MODEL_TABLE, data=data)
@@ -332,7 +332,8 @@ class SkillIndex:
         }
 
 
-def _table_names(db: Any) -> set[str]:
+def table_names(db: Any) -> set[str]:
+    """The tables of a LanceDB connection (list_tables answers an object with .tables in 0.40)."""
     listed = db.list_tables()
     return set(getattr(listed, "tables", listed))
 
