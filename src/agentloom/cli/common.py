@@ -141,19 +141,19 @@ class PackServices:
 
 
 def pack_services(name: str, model: type[M], data_dir: Path | None) -> tuple[M, PackServices]:
-    """The pack's settings (a bad value exits 2 naming the variable) and the services its state needs."""
+    """The pack's settings (a bad value exits 2 naming the variable) and the services its state needs,
+    built as a server builds them (breakers with the configured thresholds)."""
     from agentloom.core.breakers import BreakerRegistry
     from agentloom.embeddings import EmbeddingService
-    from agentloom.server.packs import pack_config
 
     settings = load_settings(data_dir=data_dir)
     try:
-        config = pack_config(settings, name, model)
+        config = settings.for_pack(name, model)
     except ConfigError as exc:
         fail(str(exc), code=2)
     folder = settings.data_dir / name
     folder.mkdir(parents=True, exist_ok=True)
-    breakers = BreakerRegistry()
+    breakers = BreakerRegistry(settings.breakers.failure_threshold, settings.breakers.reset_timeout_seconds)
     return config, PackServices(settings, folder, breakers, EmbeddingService(settings, breakers))
 
 

@@ -124,13 +124,29 @@ class Settings(BaseSettings):
         return self.packs is None or name in self.packs
 
     def for_pack(self, name: str, model: type[T]) -> T:
-        """A pack's own settings: its TOML table overlaid with ``AGENTLOOM_<NAME>__<KEY>`` variables."""
+        """A pack's own settings: its TOML table overlaid with ``AGENTLOOM_<NAME>__<KEY>`` variables.
+
+        A bad value raises :class:`ConfigError` naming the variable and the TOML key, never a pydantic
+        dump: packs' setup and their command lines both read their settings here."""
+        from pydantic import ValidationError
+
+        from agentloom.core.errors import ConfigError
+
         values: dict[str, Any] = dict(self.pack_settings.get(name, {}))
         prefix = f"AGENTLOOM_{name.upper()}__"
         for key, value in os.environ.items():
             if key.startswith(prefix):
                 values[key[len(prefix) :].lower()] = value
-        return model.model_validate(values)
+        try:
+            return model.model_validate(values)
+        except ValidationError as exc:
+            problems = []
+            for item in exc.errors(include_url=False):
+                key = ".".join(str(p) for p in item["loc"])
+                variable = f"{prefix}{key.upper().replace('.', '__')}"
+                message = str(item["msg"]).removeprefix("Value error, ")
+                problems.append(f"{variable} ({key} in [pack_settings.{name}]): {message} (got {item.get('input')!r})")
+            raise ConfigError(f"{name} settings: " + "; ".join(problems)) from None
 
     def ensure_data_dir(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)

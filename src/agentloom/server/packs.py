@@ -40,9 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from agentloom.core.errors import ConfigError
 from agentloom.core.health import Check
 
 if TYPE_CHECKING:
@@ -96,22 +95,7 @@ class PackContext:
         """The pack's settings: ``[pack_settings.<name>]`` and ``AGENTLOOM_<NAME>__*`` variables.
 
         A bad value raises :class:`ConfigError` naming the setting as a user writes it."""
-        return pack_config(self.settings, self.name, model)
-
-
-def pack_config(settings: Settings, name: str, model: type[M]) -> M:
-    """A pack's settings (for its setup and its CLI); a bad value raises :class:`ConfigError` naming
-    the variable and the TOML key, never a pydantic dump."""
-    try:
-        return settings.for_pack(name, model)
-    except ValidationError as exc:
-        problems = []
-        for item in exc.errors(include_url=False):
-            key = ".".join(str(p) for p in item["loc"])
-            variable = f"AGENTLOOM_{name.upper()}__{key.upper().replace('.', '__')}"
-            message = str(item["msg"]).removeprefix("Value error, ")
-            problems.append(f"{variable} ({key} in [pack_settings.{name}]): {message} (got {item.get('input')!r})")
-        raise ConfigError(f"{name} settings: " + "; ".join(problems)) from None
+        return self.settings.for_pack(self.name, model)
 
 
 class Pack(Generic[S]):

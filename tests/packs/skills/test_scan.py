@@ -22,9 +22,9 @@ def parsed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     names: list[str] = []
     real = scan.parse_skill
 
-    def spy(folder: Path, data: bytes | None = None) -> Skill:
+    def spy(folder: Path, *args: object) -> Skill:
         names.append(folder.name)
-        return real(folder, data)
+        return real(folder, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(scan, "parse_skill", spy)
     return names

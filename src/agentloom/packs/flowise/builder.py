@@ -4,8 +4,12 @@ The agent names what it wants in a few tokens; this module writes the whole flow
 (from the stored template, or planned from the node names), checks it against the rules
 Flowise needs to load and run it, creates the chatflow, asks the server's own
 ``/validation`` for issues, and answers with the id, the name and, compactly, what the
-user still has to do: pick credentials in the UI (flows created through the API carry
-none) and any other issue the server reports.
+user still has to do in the UI: pick credentials (flows created through the API carry
+none), fill the settings only they know (``fill``: a file to upload, an index name), and any
+other issue the server reports (``issues``: a node not connected, say).
+
+A template is used as the server would have it today: its sticky notes dropped and its nodes
+upgraded to the catalog's versions (``upgrade``). A node the server lacks is named in ``issues``.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ class Builder:
                 if not nodes or len(nodes) > MAX_NODES:
                     raise AgentloomError(f"nodes must list 1 to {MAX_NODES} node names.")
                 flow = plan_flow(list(nodes), catalog)
-                default_name = _default_name(flow, catalog)
+                default_name = _default_name(flow)
             if model is not None or temperature is not None or memory_type is not None:
                 flow = customise(flow, catalog, model=model, temperature=temperature, memory_type=memory_type)
         except PlanError as exc:
@@ -139,7 +143,7 @@ def _credentials(flow: dict[str, Any], catalog: dict[str, dict[str, Any]]) -> li
     return out
 
 
-def _default_name(flow: dict[str, Any], catalog: dict[str, dict[str, Any]]) -> str:
+def _default_name(flow: dict[str, Any]) -> str:
     sources = {e.get("source") for e in flow.get("edges", [])}
     labels = [n["data"].get("label", n["data"].get("name")) for n in flow.get("nodes", [])]
     ending = [n["data"].get("label") for n in flow.get("nodes", []) if n.get("id") not in sources]

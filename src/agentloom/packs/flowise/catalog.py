@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError, DependencyUnavailable
 from agentloom.core.timestamps import iso
+from agentloom.packs.flowise.chroma import open_collection
 from agentloom.packs.flowise.client import FlowiseClient
 from agentloom.packs.flowise.documents import consumers, node_document, template_document
 from agentloom.packs.flowise.settings import FlowiseSettings
@@ -207,6 +208,25 @@ class Catalog:
                      len(new), len(updated), len(removed))
             return summary
 
+    def add(self, nodes: dict[str, dict[str, Any]], templates: list[Template], progress: Progress | None = None) -> None:
+        """Index entries that did not come from the server (``data seed``'s samples) like fetched ones.
+        A never refreshed catalog counts as fresh afterwards; a refresh drops nodes the server lacks."""
+        with self._lock:
+            old = self.state()
+            model = old.model or self.embeddings.model(self.settings.embedding_model).key
+            merged = {**old.nodes, **nodes}
+            self._write_chroma(model, False, merged, list(nodes), [], templates, [], progress)
+            self._write(CatalogState(old.refreshed_at or time.time(), old.server_version, old.url or self.client.url,
+                                     model, merged, {**old.templates, **{t.template_id: t for t in templates}}))
+
+    def forget(self, *, nodes: bool, templates: bool) -> None:
+        """After ``data reset`` emptied ``nodes`` or ``templates``: drop them from ``catalog.json`` and mark
+        the catalog never refreshed, so the next search fetches it again rather than trust a stale file."""
+        with self._lock:
+            old = self.state()
+            self._write(CatalogState(None, old.server_version, old.url, old.model, {} if nodes else old.nodes,
+                                     {} if templates else old.templates))
+
     def ensure(self, progress: Progress | None = None) -> str | None:
         """A catalog to work with: refreshed when stale (FR-016); a warning when only a stale one is at hand."""
         summary = self.refresh(progress=progress) if self.is_stale() else None
@@ -222,37 +242,30 @@ class Catalog:
         }
 
     def _collection(self, name: str, model: str, *, recreate: bool = False) -> Any:
-        from agentloom.packs.vectors.embedding_function import ServiceEmbeddingFunction
-
+        """One of the catalog's collections; ``recreate`` drops it first (a new model or server)."""
         cached = self._collections.get((name, model))
         if cached is not None and not recreate:
             return cached
-        client = self.connection.client()
-        dims = self.embeddings.model(model).dimensions
+        if recreate:
+            client = self.connection.client()
 
-        def open_() -> Any:
-            if recreate:
+            def drop() -> None:
                 try:
                     client.delete_collection(name)
                 except Exception as exc:  # noqa: BLE001 - nothing to delete on a first refresh
                     if "does not exist" not in str(exc) and type(exc).__name__ != "NotFoundError":
                         raise
-            return client.get_or_create_collection(
-                name, embedding_function=ServiceEmbeddingFunction(self.embeddings, model),
-                metadata={"embedding_model": model, "embedding_dimensions": dims},
-                configuration={"hnsw": {"space": "cosine"}},
-            )
 
-        collection = self.connection.call(open_)
-        self._collections[(name, model)] = collection
-        return collection
+            self.connection.call(drop)
+        self._collections[(name, model)] = open_collection(self.connection, self.embeddings, name, model)
+        return self._collections[(name, model)]
 
     def _write_chroma(
         self, model: str, rebuild: bool, nodes: dict[str, dict[str, Any]], changed: list[str], removed: list[str],
         templates: list[Template], gone_templates: list[str], progress: Progress | None,
     ) -> None:
         takers = consumers(nodes)
-        # A node's example names consumers from the whole catalog: recompute every text, embed the changed ones.
+        # Texts of changed nodes only: an unchanged node whose example could now name a new consumer keeps its text.
         node_texts = {name: node_document(nodes[name], takers) for name in changed}
         total = len(node_texts) + len(templates)
         done = 0

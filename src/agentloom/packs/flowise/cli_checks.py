@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentloom.cli.common import DataDir, fail, load_settings
+from agentloom.cli.common import AsJson, DataDir, fail
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise import checklists
 
@@ -39,7 +39,6 @@ _ROOT = checklists.repo_root()
 NEEDS: Path | None = _ROOT / "benchmarks" / "data" / "flowise_node_needs.json" if _ROOT else None
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
-AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 ChecklistsOpt = Annotated[Path | None, typer.Option(
     "--checklists", help="The checklists folder (default: docs/checklists of this checkout).")]
 
@@ -276,8 +275,9 @@ def check_cmd(
     Chatflows it creates are deleted again. Exits 1 when a step fails."""
     from agentloom.packs.flowise.cli import _state
 
-    settings = load_settings(data_dir=data_dir)
     state = _state(data_dir)
+    configured = state.client.dependency.breaker  # the registry pack_services built from the settings
+    assert configured is not None
     if not as_json:
         typer.echo(f"Flowise check against {state.settings.url}")
     steps: list[Step] = []
@@ -286,7 +286,7 @@ def check_cmd(
         ("refresh", lambda: _refresh(state)),
         ("search", lambda: _search(state)),
         ("build", lambda: Step("build", "skip", "--skip-build") if skip_build else _build(state)),
-        ("breaker", lambda: _breaker(state, settings.breakers.failure_threshold, settings.breakers.reset_timeout_seconds)),
+        ("breaker", lambda: _breaker(state, configured.failure_threshold, configured.reset_timeout)),
     ]
     for name, run in plan:
         if name == "build" and not skip_build and not as_json:

@@ -9,14 +9,13 @@ and "no" (or no answer at all, e.g. stdin closed) deletes nothing. Exit codes fo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from agentloom.cli.common import DataDir, fail
+from agentloom.cli.common import AsJson, DataDir, answer, fail
 from agentloom.core.errors import AgentloomError
 
 if TYPE_CHECKING:
@@ -49,13 +48,6 @@ def _option(call: Callable[[], T]) -> T:
         return call()
     except AgentloomError as exc:
         fail(str(exc), code=2)
-
-
-def _run(call: Callable[[], T]) -> T:
-    try:
-        return call()
-    except AgentloomError as exc:
-        fail(str(exc))
 
 
 def _size(n: int) -> str:
@@ -96,22 +88,21 @@ def _delete(state: Flowise, items: list[Item], what: str, yes: bool, dry_run: bo
     from agentloom.packs.flowise import data
 
     if _confirm(items, what, yes, dry_run):
-        deleted = _run(lambda: data.delete_items(state, items))
+        deleted = answer(lambda: data.delete_items(state, items), False)
         typer.echo(f"deleted {deleted} record(s).")
 
 
 @app.command("stats")
-def stats_cmd(data_dir: DataDir = None, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def stats_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
     """Per collection: count, size on disk, oldest and newest entry (catalog collections have no dates)."""
     from agentloom.packs.flowise import data
 
     state = _state(data_dir)
-    rows = _run(lambda: data.stats(state))
-    if as_json:
-        typer.echo(json.dumps({"collections": rows}))
+    result = answer(lambda: {"collections": data.stats(state)}, as_json)
+    if result is None:
         return
     typer.echo(f"{'collection':<18}{'count':>7}{'size':>11}  {'oldest':<26}newest")
-    for row in rows:
+    for row in result["collections"]:
         typer.echo(f"{row['collection']:<18}{row['count']:>7}{_size(row['bytes']):>11}  "
                    f"{row['oldest'] or '-':<26}{row['newest'] or '-'}")
 
@@ -131,7 +122,7 @@ def prune_cmd(
     seconds = _option(lambda: data.parse_age(older_than))
     names = data.COLLECTIONS if collection is None else (_option(lambda: data.check_collection(collection)),)
     state = _state(data_dir)
-    items = _run(lambda: data.older_than(state, seconds, names))
+    items = answer(lambda: data.older_than(state, seconds, names), False)
     _delete(state, items, f"older than {older_than}", yes, dry_run)
 
 
@@ -150,7 +141,7 @@ def prune_failed_cmd(
     if pattern is not None:
         _option(lambda: data.pattern_regex(pattern))
     state = _state(data_dir)
-    items = _run(lambda: data.failed_matching(state, pattern))
+    items = answer(lambda: data.failed_matching(state, pattern), False)
     _delete(state, items, "of failed designs" + (f" matching {pattern!r}" if pattern else ""), yes, dry_run)
 
 
@@ -173,7 +164,7 @@ def sessions_clear_cmd(
         fail(f"--status {status!r} is not a session outcome.", f"use one of {', '.join(OUTCOMES)}.", code=2)
     seconds = None if older_than is None else _option(lambda: data.parse_age(older_than))
     state = _state(data_dir)
-    items = _run(lambda: data.sessions_matching(state, seconds, status))
+    items = answer(lambda: data.sessions_matching(state, seconds, status), False)
     what = " and ".join(p for p in (older_than and f"older than {older_than}", status and f"with outcome {status}") if p)
     _delete(state, items, f"of sessions {what}", yes, dry_run)
 
@@ -202,7 +193,7 @@ def seed_cmd(
         def progress(done: int, total: int, message: str) -> None:
             bar.update(task, completed=done, total=total, description=message)
 
-        _run(lambda: data.seed(state, nodes, templates, artifacts, progress))
+        answer(lambda: data.seed(state, nodes, templates, artifacts, progress), False)
     typer.echo(f"added {nodes} node(s), {templates} template(s), {artifacts} design(s) with their sessions.")
 
 
@@ -222,8 +213,8 @@ def reset_cmd(
     if collection is not None:
         _option(lambda: data.check_collection(collection, data.ALL))
     state = _state(data_dir)
-    items = _run(lambda: data.everything(state, collection))
+    items = answer(lambda: data.everything(state, collection), False)
     if _confirm(items, f"in {collection or 'all five collections'}", yes, dry_run):
-        counts = _run(lambda: data.reset(state, collection))
+        counts = answer(lambda: data.reset(state, collection, items), False)
         typer.echo(f"deleted {sum(counts.values())} record(s): "
                    + ", ".join(f"{n} from {c}" for c, n in counts.items() if n) + ".")

@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentloom.packs.flowise.flowdata import (Json, add_reference, chosen_output, compatible, connect, edge_id,
-                                              input_slot, new_node, new_node_id, output_options, reference,
-                                              several_outputs, type_classes)
+                                              handle_classes, input_name, input_slot, new_node, new_node_id,
+                                              output_options, reference, several_outputs)
 from agentloom.packs.flowise.layout import COLUMN_PITCH, ROW_GAP, resolve_overlaps
 from agentloom.packs.flowise.planner import FAMILIAR, PlanError
 
@@ -76,7 +76,7 @@ def _choices(catalog: Mapping[str, Any], category: str, handles: Sequence[str] =
     def fits(definition: Mapping[str, Any]) -> bool:
         classes = [set(o.get("baseClasses") or ()) for o in definition.get("outputs") or []]
         classes = classes or [set(definition.get("baseClasses") or ())]
-        return any(all(c & type_classes(h.split("-")[-1]) for h in handles) for c in classes)
+        return any(all(c & handle_classes(h) for h in handles) for c in classes)
 
     pool = sorted(d["name"] for d in catalog.values() if d.get("category") == category and fits(d))
     fresh = [n for n in pool if catalog[n].get("badge") != "DEPRECATING"] or pool
@@ -136,7 +136,7 @@ def replace_node(flow: Json, old_id: str, definition: Mapping[str, Any], catalog
         if edge["source"] == old_id:
             edge = {**edge, "source": new_id, "sourceHandle": option["id"]}
         elif edge["target"] == old_id:
-            slot = input_slot(data, edge["targetHandle"].split("-")[2])
+            slot = input_slot(data, input_name(edge["targetHandle"]))
             if slot is None or not compatible(edge["sourceHandle"], slot["id"]):
                 # The new node does without this input (a summary memory's model): drop the edge, unless
                 # that leaves its source unconnected.

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError
 from agentloom.core.timestamps import iso
-from agentloom.packs.flowise.catalog import NODES, TEMPLATES, CatalogState, Template, slug
+from agentloom.packs.flowise.catalog import NODES, TEMPLATES, Progress, Template, slug
 from agentloom.packs.flowise.learning import ARTIFACTS, COLLECTIONS, FAILED, OUTCOMES, SESSIONS, check_design
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 ALL, PAGE, DAY = (NODES, TEMPLATES, *COLLECTIONS), 500, 86400.0
 UNITS = {"h": 3600.0, "d": DAY, "w": 7 * DAY, "m": 30 * DAY, "y": 365 * DAY}  # m: months of 30 days
 AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([hdwmy])", re.IGNORECASE)
-Progress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
@@ -220,23 +219,25 @@ def delete_items(state: Flowise, items: list[Item]) -> int:
     return sum(delete(state, name, [item.id for item in items if item.collection == name]) for name in names)
 
 
-def reset(state: Flowise, collection: str | None = None) -> dict[str, int]:
+def reset(state: Flowise, collection: str | None = None, items: list[Item] | None = None) -> dict[str, int]:
     """Empty one collection or all five; returns the records deleted per collection.
 
+    ``items`` is the selection a person was shown (``everything``); only those are deleted, so a
+    record added after the prompt stays (default: whatever the collections hold now).
     The collections stay (with their embedding model), so a running server's handles stay valid.
-    Emptying ``nodes`` or ``templates`` also clears that part of ``catalog.json`` and marks the
-    catalog never refreshed, so the next search fetches it again rather than trust a stale file.
+    Emptying ``nodes`` or ``templates`` also clears that part of ``catalog.json`` (``Catalog.forget``).
     """
     names = ALL if collection is None else (check_collection(collection, ALL),)
-    counts: dict[str, int] = {}
+    items = everything(state, collection) if items is None else items
+    counts = dict.fromkeys(names, 0)
     for name in names:
-        handle = _open(state, name)
-        counts[name] = len(ids := [] if handle is None else [record_id for record_id, _, _ in _records(state, handle)])
-        _delete_ids(state, handle, ids)
+        ids = [item.id for item in items if item.collection == name]
+        handle = _open(state, name) if ids else None
+        if handle is not None:
+            _delete_ids(state, handle, ids)
+            counts[name] = len(ids)
     if NODES in names or TEMPLATES in names:
-        old = state.catalog.state()
-        state.catalog._write(CatalogState(None, old.server_version, old.url, old.model,
-                                          {} if NODES in names else old.nodes, {} if TEMPLATES in names else old.templates))
+        state.catalog.forget(nodes=NODES in names, templates=TEMPLATES in names)
     return counts
 
 
@@ -363,16 +364,13 @@ def seed(state: Flowise, nodes: int = 0, templates: int = 0, artifacts: int = 0,
     catalog = state.catalog
     if nodes or templates:
         old = catalog.state()
-        model = old.model or catalog.embeddings.model(state.settings.embedding_model).key
         fresh = _sample_nodes(old.nodes, nodes)
         merged = {**old.nodes, **fresh}
         taken, made = set(old.templates), []
         for _ in range(templates):
             made.append(_sample_template(rng, merged, taken))
             taken.add(made[-1].template_id)
-        catalog._write_chroma(model, False, merged, list(fresh), [], made, [], lambda done, _, msg: report(done, msg))
-        catalog._write(CatalogState(old.refreshed_at or now, old.server_version, old.url or state.client.url, model,
-                                    merged, {**old.templates, **{t.template_id: t for t in made}}))
+        catalog.add(fresh, made, lambda done, _, msg: report(done, msg))
     learning, known = state.learning, catalog.state().nodes
     for i in range(artifacts):
         kind, request, design = _design(rng, known)
@@ -380,20 +378,16 @@ def seed(state: Flowise, nodes: int = 0, templates: int = 0, artifacts: int = 0,
         reason = None if success else rng.choice(REASONS).format(model=next(iter(design["config"])))
         chatflow = str(uuid.uuid4()) if success else None
         bundle = {"spec": f"Spec: {request}.", "plan": f"Plan: {', '.join(design['nodes'])}.", "tasks": ["create", "test"]}
-        artifact_id = learning.save(request, bundle, design, chatflow, success, reason, known)
-        created = now - rng.uniform(0, 365 * DAY)
-        _backdate(state, ARTIFACTS if success else FAILED, artifact_id, created)
+        created = now - rng.uniform(0, 365 * DAY)  # samples' ages vary, so pruning by age has something to select
+        artifact_id = learning.save(request, bundle, design, chatflow, success, reason, known, created_at=created)
         if success and rng.random() < 0.6:
             learning.rate(artifact_id, rng.choice([1, 2, 3, 4, 5, 5, 4]))
         extra = [o for o, every in (("reused", 3), ("rejected", 7)) if success and i % every == 0]
         for outcome in ["created" if success else "failed", *extra]:
             tokens = rng.randint(300, 600) if outcome in ("reused", "rejected") else rng.randint(4000, 40000)
-            session = learning.record_session(request, outcome, tokens, rng.uniform(5, 600), chatflow, artifact_id)
-            _backdate(state, SESSIONS, session, min(now, created + rng.uniform(0, 30 * DAY)))
+            seconds = rng.uniform(5, 600)
+            learning.record_session(request, outcome, tokens, seconds, chatflow, artifact_id,
+                                    created_at=min(now, created + rng.uniform(0, 30 * DAY)))
         report(nodes + templates + i + 1, f"saved {i + 1} of {artifacts} sample designs")
     return {"nodes": nodes, "templates": templates, "artifacts": artifacts}
 
-
-def _backdate(state: Flowise, name: str, record_id: str, when: float) -> None:
-    collection = state.learning.collection(name)  # samples' ages vary, so pruning by age has something to select
-    state.chroma.call(lambda: collection.update(ids=[record_id], metadatas=[{"created_at": when}]))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentloom.packs.flowise.flowdata import (Json, check_flow, compatible, connect, new_node, new_node_id, output_options,
+from agentloom.packs.flowise.flowdata import (Json, check_flow, compatible, connect, new_flow, output_options,
                                               several_outputs)
 from agentloom.packs.flowise.layout import layout
 from agentloom.packs.flowise.planner import PlanError, plan_flow
@@ -35,15 +35,11 @@ def build_design(design: Mapping[str, Any], catalog: Mapping[str, Mapping[str, A
 
 
 def _connected(names: list[str], connections: list[list[str]], catalog: Mapping[str, Mapping[str, Any]]) -> Json | None:
-    flow: Json = {"nodes": [], "edges": []}
-    ids: list[str] = []
-    for name in names:
-        ids.append(new_node_id(name, ids))
-        flow["nodes"].append(new_node(catalog[name], ids[-1]))
+    flow, _ = new_flow(names, catalog)
     by_id = {n["id"]: n for n in flow["nodes"]}
     for source_ref, target_ref in connections:
         source, target = _resolve(source_ref, flow, by_id), _resolve(target_ref, flow, by_id)
-        if source is None or target is None or not _link(flow, source, target):
+        if source is None or target is None or not _link(flow, by_id[source], by_id[target]):
             return None
     layout(flow)
     return flow
@@ -55,15 +51,14 @@ def _resolve(ref: str, flow: Json, by_id: Mapping[str, Json]) -> str | None:
     return next((n["id"] for n in flow["nodes"] if n["data"]["name"] == ref), None)
 
 
-def _link(flow: Json, source_id: str, target_id: str) -> bool:
-    source = next(n for n in flow["nodes"] if n["id"] == source_id)
-    target = next(n for n in flow["nodes"] if n["id"] == target_id)
+def _link(flow: Json, source: Json, target: Json) -> bool:
     for option in output_options(source["data"]):
         for anchor in target["data"]["inputAnchors"]:
             if not compatible(option["id"], anchor["id"]):
                 continue
             try:
-                connect(flow, source_id, target_id, anchor["name"], option["name"] if several_outputs(source["data"]) else None)
+                output = option["name"] if several_outputs(source["data"]) else None
+                connect(flow, source["id"], target["id"], anchor["name"], output)
                 return True
             except ValueError:
                 continue  # taken, or the source already sends another output

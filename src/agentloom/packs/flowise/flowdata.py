@@ -135,9 +135,8 @@ def estimate_height(data: Mapping[str, Any]) -> int:
     visible = [p for p in params if not p.get("additionalParams") and p.get("type") != "credential"]
     credential = any(p.get("type") == "credential" for p in params)
     extra = any(p.get("additionalParams") for p in params)
-    several_outputs = any(a.get("type") == "options" for a in data.get("outputAnchors") or [])
     height = (180 + 90 * len(visible) + 130 * sum(1 for p in visible if p.get("rows")) + 75 * credential
-              + 45 * len(data.get("inputAnchors") or []) + 45 * several_outputs + 75 * extra)
+              + 45 * len(data.get("inputAnchors") or []) + 45 * several_outputs(data) + 75 * extra)
     return max(142, min(900, height))
 
 
@@ -154,6 +153,16 @@ def new_node(definition: Mapping[str, Any], node_id: str, x: float = 0, y: float
             "dragging": False, "data": data}
 
 
+def new_flow(names: Iterable[str], catalog: Mapping[str, Any]) -> tuple[Json, list[str]]:
+    """(flow, ids): an unwired ``{nodes, edges}`` with one ``new_node`` per name, in order, and their ids."""
+    flow: Json = {"nodes": [], "edges": []}
+    ids: list[str] = []
+    for name in names:
+        ids.append(new_node_id(name, ids))
+        flow["nodes"].append(new_node(catalog[name], ids[-1]))
+    return flow, ids
+
+
 def type_classes(type_string: str) -> set[str]:
     """Classes named by an anchor ``type``: ``"Start | Agent"`` names two."""
     return {part.strip() for part in str(type_string).split("|") if part.strip()}
@@ -162,6 +171,11 @@ def type_classes(type_string: str) -> set[str]:
 def handle_classes(handle: str) -> set[str]:
     """Classes a handle carries: its last ``-`` segment split on ``|`` (as isValidConnection reads it)."""
     return type_classes(handle.split("-")[-1])
+
+
+def input_name(handle: str) -> str:
+    """The name of the input a target handle (``<nodeId>-input-<name>-<type>``) belongs to."""
+    return handle.split("-")[2]
 
 
 def compatible(source_handle: str, target_handle: str) -> bool:
@@ -279,11 +293,12 @@ def _referenced(value: Any) -> Iterable[str]:
             yield from REFERENCE.findall(item)
 
 
-def _overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+def overlaps(a: Mapping[str, Any], b: Mapping[str, Any], gap: float = 0.0) -> bool:
+    """Whether two nodes' boxes overlap, each counted ``gap`` px taller (a missing height counts 0)."""
     ax, ay, bx, by = a["position"]["x"], a["position"]["y"], b["position"]["x"], b["position"]["y"]
     aw, ah = a.get("width") or NODE_WIDTH, a.get("height") or 0
     bw, bh = b.get("width") or NODE_WIDTH, b.get("height") or 0
-    return ax < bx + bw and bx < ax + aw and ay < by + bh and by < ay + ah
+    return ax < bx + bw and bx < ax + aw and ay < by + bh + gap and by < ay + ah + gap
 
 
 def _edge_issues(edge: Mapping[str, Any], nodes: Mapping[str, Json]) -> list[str]:
@@ -370,6 +385,6 @@ def check_flow(flow: Mapping[str, Any], catalog: Mapping[str, Any] | None = None
     placed = list(nodes.values())
     for k, a in enumerate(placed):
         for b in placed[k + 1:]:
-            if _overlap(a, b):
+            if overlaps(a, b):
                 issues.append(f"nodes {a['id']} and {b['id']} overlap")
     return issues

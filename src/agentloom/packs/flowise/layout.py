@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentloom.packs.flowise.flowdata import NODE_WIDTH, Json
+from agentloom.packs.flowise.flowdata import Json, overlaps
 
 COLUMN_PITCH = 400
 ROW_GAP = 80  # the estimate of a node's height is within about 25 px; the smallest row pitch is 142 + 80
@@ -88,12 +88,6 @@ def layout(flow: Json) -> None:
         _set_position(node, node["position"]["x"], node["position"]["y"] + shift)
 
 
-def _overlap(a: Mapping[str, Any], b: Mapping[str, Any], gap: float) -> bool:
-    ax, ay, bx, by = a["position"]["x"], a["position"]["y"], b["position"]["x"], b["position"]["y"]
-    aw, bw = a.get("width") or NODE_WIDTH, b.get("width") or NODE_WIDTH
-    return ax < bx + bw and bx < ax + aw and ay < by + _height(b) + gap and by < ay + _height(a) + gap
-
-
 def resolve_overlaps(flow: Json, priority: Mapping[str, int] | None = None, gap: float = ROW_GAP) -> list[str]:
     """Move overlapping nodes down until none overlaps; returns the moved ids.
 
@@ -106,7 +100,7 @@ def resolve_overlaps(flow: Json, priority: Mapping[str, int] | None = None, gap:
     moved: list[str] = []
     for node in sorted(flow["nodes"], key=lambda n: (rank.get(n["id"], 0), n["position"]["y"], n["position"]["x"])):
         y0 = node["position"]["y"]
-        while clash := [p for p in placed if _overlap(node, p, 0)]:
+        while clash := [p for p in placed if overlaps(node, p)]:
             _set_position(node, node["position"]["x"], max(p["position"]["y"] + _height(p) for p in clash) + gap)
         if node["position"]["y"] != y0:
             moved.append(node["id"])

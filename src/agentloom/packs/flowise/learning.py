@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.timestamps import iso
+from agentloom.packs.flowise.chroma import open_collection
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService
@@ -99,20 +100,11 @@ class LearningStore:
     # -- collections ---------------------------------------------------------------------
     def collection(self, name: str) -> Any:
         """Open (or create, with the current model recorded) one of the three collections."""
-        from agentloom.packs.vectors.embedding_function import ServiceEmbeddingFunction
-
         with self._lock:
-            if name in self._handles:
-                return self._handles[name]
-            client = self.connection.client()
-            record = self.embeddings.model(self.model)
-            created = self.connection.call(lambda: client.get_or_create_collection(
-                name, metadata={"embedding_model": record.key, "embedding_dimensions": record.dimensions},
-                configuration={"hnsw": {"space": "cosine"}},
-                embedding_function=ServiceEmbeddingFunction(self.embeddings, record.key),
-            ))
-            self._handles[name] = created
-            return created
+            if name not in self._handles:
+                model = self.embeddings.model(self.model).key
+                self._handles[name] = open_collection(self.connection, self.embeddings, name, model)
+            return self._handles[name]
 
     def _model_of(self, collection: Any) -> str:
         key = (collection.metadata or {}).get("embedding_model")
@@ -126,22 +118,22 @@ class LearningStore:
     # -- writing -------------------------------------------------------------------------
     def save(
         self, request: str, bundle: Mapping[str, Any], design: dict[str, Any], chatflow_id: str | None,
-        success: bool, reason: str | None, catalog: Mapping[str, Mapping[str, Any]],
+        success: bool, reason: str | None, catalog: Mapping[str, Mapping[str, Any]], created_at: float | None = None,
     ) -> str:
         if not request.strip():
             raise AgentloomError("request is empty; give the user's request that led to this design.")
         if not success and not (reason and reason.strip()):
             raise AgentloomError("reason is required when success is false: say why the design failed.")
         artifact_id = new_id("a")
-        metadata = artifact_metadata(bundle, design, chatflow_id, success, reason, catalog)
+        metadata = artifact_metadata(bundle, design, chatflow_id, success, reason, catalog, created_at)
         self._add(ARTIFACTS if success else FAILED, artifact_id, request, metadata)
         return artifact_id
 
-    def record_session(self, request: str, outcome: str, tokens: int, seconds: float,
-                       chatflow_id: str | None = None, artifact_id: str | None = None) -> str:
+    def record_session(self, request: str, outcome: str, tokens: int, seconds: float, chatflow_id: str | None = None,
+                       artifact_id: str | None = None, created_at: float | None = None) -> str:
         session_id = new_id("s")
         self._add(SESSIONS, session_id, request or "(no request)", {
-            "created_at": time.time(), "outcome": outcome, "tokens": int(tokens), "seconds": round(seconds, 3),
+            "created_at": time.time() if created_at is None else created_at, "outcome": outcome, "tokens": int(tokens), "seconds": round(seconds, 3),
             "chatflow_id": chatflow_id or "", "artifact_id": artifact_id or "",
         })
         return session_id
@@ -155,10 +147,11 @@ class LearningStore:
                 return got["documents"][0], {**got["metadatas"][0], "collection": name}
         raise NotFoundError(f"artifact_id {artifact_id!r} not found; flowise_find_design returns the ids.")
 
-    def update(self, artifact_id: str, changes: Mapping[str, Any]) -> None:
-        _, metadata = self.get(artifact_id)
-        collection = self.collection(metadata["collection"])
-        self.connection.call(lambda: collection.update(ids=[artifact_id], metadatas=[dict(changes)]))
+    def update(self, artifact_id: str, changes: Mapping[str, Any], collection: str | None = None) -> None:
+        """Change a stored design's metadata; ``collection`` when the caller has just read it (``get``)."""
+        name = collection or self.get(artifact_id)[1]["collection"]
+        handle = self.collection(name)
+        self.connection.call(lambda: handle.update(ids=[artifact_id], metadatas=[dict(changes)]))
 
     def rate(self, artifact_id: str, stars: int) -> dict[str, Any]:
         if not isinstance(stars, int) or not 1 <= stars <= 5:

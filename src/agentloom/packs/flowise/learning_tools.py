@@ -16,7 +16,8 @@ from typing import Any
 from typing_extensions import NotRequired, TypedDict
 
 from agentloom.core.errors import AgentloomError
-from agentloom.packs.flowise.tools import Flowise, _run, pack
+from agentloom.packs.flowise.learning import ARTIFACTS
+from agentloom.packs.flowise.tools import Flowise, _run, _session, pack
 
 Bundle = str | dict[str, Any] | list[Any]
 
@@ -110,24 +111,22 @@ async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, 
     approve=false: record the user's `reason` (required) and go on with a full design."""
 
     def reuse() -> Reused:
-        from agentloom.packs.flowise.tokens import tokens
-
         started = time.perf_counter()
         learning = state.learning
         request, metadata = learning.get(artifact_id)
-        if metadata["collection"] != "sdd_artifacts":
+        if metadata["collection"] != ARTIFACTS:
             raise AgentloomError(f"artifact {artifact_id} is a failed design and cannot be reused; do a full design.")
         if not approve:
             if not (reason and reason.strip()):
                 raise AgentloomError("reason is required when approve is false: say why the design does not fit.")
-            learning.update(artifact_id, {"rejections": int(metadata.get("rejections") or 0) + 1, "last_rejection": reason})
+            learning.update(artifact_id, {"rejections": int(metadata.get("rejections") or 0) + 1, "last_rejection": reason},
+                            ARTIFACTS)
             reply: Reused = {"recorded": True, "next": "do a full design, then flowise_save_artifact."}
-            learning.record_session(request, "rejected", tokens(reply), time.perf_counter() - started, artifact_id=artifact_id)
+            _session(state, request, "rejected", reply, started, None, artifact_id)
             return reply
         design = json.loads(metadata["bundle"])["design"]
         built = state.builder.design(design, _name(request))
-        learning.record_session(request, "reused", tokens(built), time.perf_counter() - started,
-                                chatflow_id=built["chatflow_id"], artifact_id=artifact_id)
+        _session(state, request, "reused", built, started, built["chatflow_id"], artifact_id)
         return built  # type: ignore[return-value]
 
     return await _run(reuse)

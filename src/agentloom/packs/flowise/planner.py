@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentloom.packs.flowise.flowdata import (ENDING_CATEGORIES, PARAM_TYPES, Json, connect, new_node, new_node_id,
+from agentloom.packs.flowise.flowdata import (ENDING_CATEGORIES, PARAM_TYPES, Json, connect, input_name, new_flow,
                                               type_classes)
 from agentloom.packs.flowise.layout import layout
 
@@ -292,13 +292,9 @@ def plan_edges(names: Sequence[str], catalog: Mapping[str, Any]) -> list[tuple[i
 def plan_flow(names: Sequence[str], catalog: Mapping[str, Any]) -> Json:
     """A laid-out chatflow ``{nodes, edges}`` wiring the named nodes (one node per name, duplicates allowed)."""
     wiring = plan_edges(names, catalog)
-    flow: Json = {"nodes": [], "edges": []}
-    ids: list[str] = []
-    for name in names:
-        ids.append(new_node_id(name, ids))
-        flow["nodes"].append(new_node(catalog[name], ids[-1]))
-    for source, output, target, input_name in wiring:
-        connect(flow, ids[source], ids[target], input_name, output)
+    flow, ids = new_flow(names, catalog)
+    for source, output, target, anchor in wiring:
+        connect(flow, ids[source], ids[target], anchor, output)
     layout(flow)
     return flow
 
@@ -317,7 +313,7 @@ def replay_marketplace(templates: Mapping[str, Mapping[str, Any]], catalog: Mapp
 
     def links(flow: Mapping[str, Any]) -> set[tuple[str, str, str]]:
         names = {n["id"]: n["data"]["name"] for n in flow["nodes"]}
-        return {(names[e["source"]], names[e["target"]], e["targetHandle"].split("-")[2]) for e in flow["edges"]}
+        return {(names[e["source"]], names[e["target"]], input_name(e["targetHandle"])) for e in flow["edges"]}
 
     results: dict[str, dict[str, Any]] = {}
     for title, template in templates.items():

@@ -272,12 +272,15 @@ async def flowise_build_flow(
     return await _run(build)
 
 
-def _session(state: Flowise, request: str, outcome: str, reply: Any, started: float, chatflow_id: str | None) -> None:
-    """One sessions record per build attempt; never the reason a build fails."""
+def _session(state: Flowise, request: str, outcome: str, reply: Any, started: float, chatflow_id: str | None,
+             artifact_id: str | None = None) -> None:
+    """One sessions record per build attempt (build_flow, reuse_design): the reply's tokens and the time
+    since ``started``; recording never makes the attempt fail."""
     from agentloom.packs.flowise.tokens import tokens
 
     try:
-        state.learning.record_session(request, outcome, tokens(reply), time.perf_counter() - started, chatflow_id)
+        state.learning.record_session(request, outcome, tokens(reply), time.perf_counter() - started, chatflow_id,
+                                      artifact_id)
     except Exception:  # noqa: BLE001 - the chatflow matters more than its log
         log.warning("flowise: could not record the build session", exc_info=True)
 

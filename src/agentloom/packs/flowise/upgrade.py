@@ -19,7 +19,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from agentloom.packs.flowise.flowdata import Json, chosen_output, compatible, edge_id, init_node_data, input_slot, is_sticky
+from agentloom.packs.flowise.flowdata import (Json, chosen_output, compatible, edge_id, init_node_data, input_name,
+                                              input_slot, is_sticky)
 
 
 def without_notes(flow: Mapping[str, Any]) -> Json:
@@ -58,7 +59,7 @@ def _repair_handles(flow: Json) -> None:
         if source is None or target is None:
             continue
         output = chosen_output(source)
-        slot = input_slot(target, edge["targetHandle"].split("-")[2])
+        slot = input_slot(target, input_name(edge["targetHandle"]))
         if output is None or slot is None or not compatible(output["id"], slot["id"]):
             continue
         edge["sourceHandle"], edge["targetHandle"] = output["id"], slot["id"]
@@ -89,7 +90,7 @@ def _repointed(edges: list[Json], node_id: str, data: Json) -> list[Json] | None
                 return None
             edge["sourceHandle"] = output["id"]
         if edge["target"] == node_id:
-            slot = input_slot(data, edge["targetHandle"].split("-")[2])
+            slot = input_slot(data, input_name(edge["targetHandle"]))
             if slot is None or not compatible(edge["sourceHandle"], slot["id"]):
                 return None
             edge["targetHandle"] = slot["id"]

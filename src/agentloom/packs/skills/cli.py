@@ -15,12 +15,11 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Agent Skills search: index skill folders into LanceDB and find the right one.", no_args_is_help=True)
 
 def _index(data_dir: Path | None) -> SkillIndex:
-    from agentloom.packs.skills.settings import SkillSettings, default_roots
+    from agentloom.packs.skills.settings import SkillSettings
     from agentloom.packs.skills.store import SkillIndex
 
     config, services = pack_services("skills", SkillSettings, data_dir)
-    roots = config.roots if config.roots is not None else default_roots(services.folder)
-    return SkillIndex(services.folder / "skills.lance", [Path(r).expanduser() for r in roots], services.embeddings, config)
+    return SkillIndex.open(services.folder, services.embeddings, config)
 
 
 @app.command("index")

@@ -165,7 +165,7 @@ class Scanner:
             counts["unchanged"] += 1
             return None
         try:
-            skill = parse_skill(folder, data)
+            skill = parse_skill(folder, data, digest)
         except SkillFormatError as exc:
             log.warning("skills: skipping %s: %s", file, exc)
             counts["skipped"].append({"path": str(file), "reason": str(exc)})

@@ -79,8 +79,9 @@ def _tags(meta: dict[str, Any]) -> list[str]:
     return [t.strip() for t in items if t.strip()]
 
 
-def parse_skill(folder: Path, data: bytes | None = None) -> Skill:
-    """Read ``folder/SKILL.md`` (or take its bytes, already read); raise SkillFormatError (the broken rule) or OSError."""
+def parse_skill(folder: Path, data: bytes | None = None, digest: str | None = None) -> Skill:
+    """Read ``folder/SKILL.md`` (or take its bytes, already read, and their digest); raise SkillFormatError (the
+    broken rule) or OSError."""
     import yaml
 
     if data is None:
@@ -126,7 +127,7 @@ def parse_skill(folder: Path, data: bytes | None = None) -> Skill:
         tags=_tags(meta),
         path=folder,
         size=len(data),
-        hash=file_digest(data),
+        hash=digest or file_digest(data),  # the scan has hashed the bytes already
         body=body.strip("\n"),
         extra=extra,
     )

@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -25,7 +25,7 @@ from agentloom.core.errors import AgentloomError, DependencyUnavailable, NotFoun
 from agentloom.core.timestamps import iso
 from agentloom.packs.skills.scan import Progress, Scanner, ids_in, now_ms
 from agentloom.packs.skills.search import SkillSearch
-from agentloom.packs.skills.settings import FOLLOW_DEFAULT, SkillSettings
+from agentloom.packs.skills.settings import FOLLOW_DEFAULT, SkillSettings, default_roots
 from agentloom.packs.skills.skillfile import MARKER, SKILL_FILE, SkillFormatError, parse_skill
 
 if TYPE_CHECKING:
@@ -71,6 +71,12 @@ def _schema(dimensions: int) -> Any:
 
 
 class SkillIndex:
+    @classmethod
+    def open(cls, folder: Path, embeddings: EmbeddingService, settings: SkillSettings) -> SkillIndex:
+        """The index in the pack's folder over the configured roots (or the defaults): for setup and the CLI."""
+        roots = [Path(r).expanduser() for r in settings.roots] if settings.roots is not None else default_roots(folder)
+        return cls(folder / "skills.lance", roots, embeddings, settings)
+
     def __init__(self, path: Path, roots: list[Path], embeddings: EmbeddingService, settings: SkillSettings) -> None:
         self.path = path
         self.roots = roots
@@ -349,7 +355,3 @@ def _json_default(value: Any) -> str:
     if isinstance(value, datetime.date):
         return value.isoformat()
     return str(value)
-
-
-def iter_roots(roots: Iterable[Path]) -> list[Path]:
-    return [Path(r).expanduser() for r in roots]

@@ -85,12 +85,11 @@ class Removed(TypedDict):
 
 @pack.setup
 def setup(ctx: PackContext) -> SkillIndex:
-    from agentloom.packs.skills.settings import SkillSettings, default_roots
+    from agentloom.packs.skills.settings import SkillSettings
 
     settings = ctx.config(SkillSettings)
-    roots = [Path(r).expanduser() for r in settings.roots] if settings.roots is not None else default_roots(ctx.data_dir)
-    index = SkillIndex(ctx.data_dir / "skills.lance", roots, ctx.embeddings, settings)
-    ctx.log.info("skills: LanceDB at %s, roots %s", index.path, ", ".join(map(str, roots)))
+    index = SkillIndex.open(ctx.data_dir, ctx.embeddings, settings)
+    ctx.log.info("skills: LanceDB at %s, roots %s", index.path, ", ".join(map(str, index.roots)))
     if settings.scan_on_start:
         index.start_background_scan(settings.scan_delay_seconds)  # never delays the first tools/list
     return index
