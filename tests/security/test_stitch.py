@@ -123,7 +123,7 @@ async def test_tool_arguments_cannot_reach_another_endpoint(stitch: StitchServer
         assert now["gate.v1:review"]["status"] == "waiting_for_user"
         assert (now["w"]["status"], now["w"]["attempt"]) == ("failed", 1)
         assert stitch.http.get(f"/runs/{run_id}/events").json() == before
-        assert len(stitch.http.get("/runs").json()) == 1
+        assert len(stitch.http.get("/runs").json()["runs"]) == 1
         # The real thing still works: an upper-case UUID, a node id with '.' and ':'.
         done = await client.call_tool("stitch_complete", {"run_id": run_id.upper(), "node_id": "gate.v1:review", "output": {"ok": 1}})
         assert not done.is_error, text_of(done)
@@ -220,7 +220,7 @@ def test_values_that_cannot_be_stored_are_refused_with_their_json_path(stitch: S
                      "$.name", what)
         # Nothing was written, and everything still reads.
         assert [f["version"] for f in stitch.http.get("/flows").json()] == [1], name
-        assert [r["id"] for r in stitch.http.get("/runs").json()] == [run_id], name
+        assert [r["id"] for r in stitch.http.get("/runs").json()["runs"]] == [run_id], name
         now = states(stitch, run_id)
         assert (now["w"]["status"], now["gate"]["status"]) == ("running", "waiting_for_user"), name
     # 64 levels is the limit, and a worker refused once can still complete its node.
@@ -243,8 +243,9 @@ def test_ids_that_are_not_uuids_are_unknown_alike_on_both_databases(stitch: Stit
                              ("PUT", f"/flows/{bad}"), ("POST", f"/complete/{bad}/x"), ("POST", f"/retry/{bad}/x")]:
             response = httpx.request(method, base + path, json={"name": "n"} if method == "PUT" else {})
             assert response.status_code == 404, (method, path, response.status_code, response.text)
-        assert httpx.get(f"{base}/runs/{bad}/events").json() == []
-        assert httpx.get(f"{base}/runs?flow_id={bad}").json() == []
+        assert httpx.get(f"{base}/runs/{bad}/events").status_code == 404
+        listed = httpx.get(f"{base}/runs?flow_id={bad}")
+        assert listed.status_code == 422 and "flow_id" in listed.text
 
 
 class FakeStitch:
@@ -344,7 +345,7 @@ def test_bodies_above_the_limit_are_refused_before_they_are_parsed(database_url:
             assert response.status_code == 413, (response.request.url, response.status_code, response.text[:200])
             assert "STITCH_MAX_BODY_BYTES" in response.text
         assert [f["version"] for f in server.http.get("/flows").json()] == [1]
-        assert [r["id"] for r in server.http.get("/runs").json()] == [run_id]
+        assert [r["id"] for r in server.http.get("/runs").json()["runs"]] == [run_id]
         assert states(server, run_id)["w"]["status"] == "running"
         assert httpx.post(callback, json={"status": "completed", "output": "x" * 3000}).status_code == 200
         assert server.wait_for(run_id, ("waiting_for_user",))["node_states"]["w"]["output"] == "x" * 3000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
 from urllib.parse import parse_qs, urlsplit
 
@@ -11,7 +12,9 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
+from agentloom.stitch.api import create_app
 from agentloom.stitch.db import normalise_url
+from agentloom.stitch.settings import StitchSettings
 from tests.conftest import free_port
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
@@ -90,7 +93,7 @@ def test_a_worker_chain_runs_with_the_documented_payload(stitch: StitchServer, w
     assert (first["runId"], first["nodeId"], first["input"]) == (run_id, "fetch", {"topic": "cats"})
     assert first["config"]["extra"] == 1 and first["config"]["webhookUrl"] == worker.url
     assert first["callbackUrl"].startswith(f"{stitch.base}/api/stitch/callback/{run_id}/fetch?")
-    assert [r["flow_id"] for r in stitch.http.get("/runs", params={"flow_id": run["flow_id"]}).json()] == [run["flow_id"]]
+    assert [r["flow_id"] for r in stitch.http.get("/runs", params={"flow_id": run["flow_id"]}).json()["runs"]] == [run["flow_id"]]
     events = [(e["node_key"], e["status"]) for e in stitch.http.get(f"/runs/{run_id}/events").json()]
     assert events == [("fetch", "running"), ("fetch", "completed"), ("node_1", "running"), ("node_1", "completed")]
 
@@ -223,8 +226,66 @@ def test_a_worker_that_cannot_take_the_job_fails_the_node(database_url: str, tmp
         server.stop()
 
 
-def test_openapi_docs_are_served(stitch: StitchServer) -> None:
-    assert httpx.get(f"{stitch.base}/docs").status_code == 200
+def test_docs_work_with_no_internet(stitch: StitchServer) -> None:
+    page = httpx.get(f"{stitch.base}/docs")
+    assert page.status_code == 200
+    urls = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page.text) + re.findall(r"url: '([^']+)'", page.text)
+    assert len(urls) >= 4 and "/openapi.json" in urls
+    for url in urls:
+        assert url.startswith("/") and not url.startswith("//"), f"{url} is not on this server"
+        assert httpx.get(stitch.base + url).status_code == 200, url
+    assert "http://" not in page.text and "https://" not in page.text
+    bundle = httpx.get(f"{stitch.base}/docs-assets/swagger-ui-bundle.js")
+    assert "javascript" in bundle.headers["content-type"] and len(bundle.content) > 500_000
+    assert '"validatorUrl": null' in page.text  # Swagger UI would otherwise call validator.swagger.io
+    assert httpx.get(f"{stitch.base}/redoc").status_code == 404  # ReDoc has no local bundle: not offered
     paths = httpx.get(f"{stitch.base}/openapi.json").json()["paths"]
     assert {"/api/stitch/flows", "/api/stitch/callback/{run_id}/{node_id}", "/api/stitch/retry/{run_id}/{node_id}",
-            "/api/stitch/complete/{run_id}/{node_id}", "/api/stitch/runs/{run_id}"} <= set(paths)
+            "/api/stitch/complete/{run_id}/{node_id}", "/api/stitch/runs/{run_id}", "/api/stitch/runs/{run_id}/cancel",
+            "/api/stitch/runs/waiting", "/api/stitch/runs/{run_id}/nodes/{node_id}/attempts"} <= set(paths)
+
+
+def openapi(**settings: object) -> dict:  # type: ignore[type-arg]
+    return create_app(StitchSettings(base_url="http://127.0.0.1:1", **settings), "sqlite://").openapi()
+
+
+def test_the_openapi_description_has_real_schemas_and_every_status() -> None:
+    spec = openapi()
+    assert spec["openapi"].startswith("3.1")  # what Swagger UI 5 (the bundled one) renders
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            where = f"{method.upper()} {path}"
+            codes = set(operation["responses"])
+            success = next(c for c in codes if c.startswith("2"))
+            schema = operation["responses"][success]["content"]["application/json"]["schema"]
+            assert "$ref" in schema or "$ref" in schema.get("items", {}), f"{where}: {schema}"
+            assert {"422", "503"} <= codes and "401" not in codes, where
+            assert operation.get("description") or path.endswith("/health"), where
+            for code in codes - {success}:
+                assert operation["responses"][code]["description"] != "Successful Response", (where, code)
+    ops = spec["paths"]
+    assert {"403", "404", "409", "413"} <= set(ops["/api/stitch/callback/{run_id}/{node_id}"]["post"]["responses"])
+    assert {"400", "404", "409", "413", "415"} <= set(ops["/api/stitch/complete/{run_id}/{node_id}"]["post"]["responses"])
+    assert {"404", "409"} <= set(ops["/api/stitch/flows/{flow_id}"]["delete"]["responses"])
+    assert {"404", "409"} <= set(ops["/api/stitch/runs/{run_id}/cancel"]["post"]["responses"])
+    assert "413" in ops["/api/stitch/flows"]["post"]["responses"] and "413" not in ops["/api/stitch/flows"]["get"]["responses"]
+    listing = {p["name"]: p for p in ops["/api/stitch/runs"]["get"]["parameters"]}
+    assert set(listing) == {"status", "flow_id", "cursor", "limit"}
+    assert "cancelled" in str(listing["status"]["schema"])
+    schemas = spec["components"]["schemas"]
+    state = schemas["NodeStateReply"]["properties"]
+    assert {"prompt", "paths", "path", "attempt"} <= set(state) and "data.prompt" in state["prompt"]["description"]
+    assert schemas["RunReply"]["properties"]["created_at"]["format"] == "date-time"
+    assert "Z" in schemas["RunReply"]["properties"]["created_at"]["description"]
+    assert set(schemas["EventReply"]["properties"]) == {"ok", "detail", "duplicate"}
+
+    keyed = openapi(api_key="k" * 20)["paths"]
+    assert "401" in keyed["/api/stitch/runs"]["get"]["responses"]
+    assert "401" not in keyed["/api/stitch/callback/{run_id}/{node_id}"]["post"]["responses"]  # signed, no key
+    assert "401" not in keyed["/api/stitch/health"]["get"]["responses"]
+
+
+def test_the_run_view_and_events_of_an_unknown_run(stitch: StitchServer) -> None:
+    assert stitch.http.get("/runs/00000000-0000-0000-0000-000000000000").status_code == 404
+    assert stitch.http.get("/runs/00000000-0000-0000-0000-000000000000/events").status_code == 404
+    assert stitch.http.get("/runs/not-a-run").status_code == 404

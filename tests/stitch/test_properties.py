@@ -1,7 +1,9 @@
 """Random DAGs under random interleavings: duplicates, late callbacks, failures with retries,
-and crash points (after commit before dispatch, mid-dispatch). Whatever the order, every
-Collector fires exactly once, every (node, attempt) is dispatched once, and the run ends in
-the state the graph implies (the same as a calm, in-order execution)."""
+crash points (after commit before dispatch, mid-dispatch), deadlines passing, automatic
+retries (some Workers carry a retry policy) and cancels. Whatever the order, every Collector
+fires exactly once, every (node, attempt) is dispatched once and has one history row, and
+the run ends in the state the graph implies (the same as a calm, in-order execution) or,
+cancelled, with nothing left to send or fire and nothing sent after the cancel."""
 
 from __future__ import annotations
 
@@ -18,9 +20,11 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from agentloom.stitch.db import Database
-from agentloom.stitch.db.schema import events, outbox
+from agentloom.stitch.db.schema import attempts, events, outbox, timers
+from agentloom.stitch.queries import get_run
 from agentloom.stitch.engine import LEASE_SECONDS, Engine, Sending
-from agentloom.stitch.execution import Execution, initial_states
+from agentloom.stitch.execution import Execution, Outcome, initial_states
+from agentloom.stitch.flows import Flows
 from agentloom.stitch.graph import analyse
 from agentloom.stitch.models import Graph, NodeType
 from tests.stitch.conftest import drop_pg_database, fresh_pg_database
@@ -52,14 +56,23 @@ def calm_run(graph: dict[str, Any], run_input: Any) -> dict[str, dict[str, Any]]
         queue.extend(ex.dispatches)
 
 
-class Chaos:
-    """Drives one run through the real engine and database in a random order."""
+NODE_TIMEOUT = 60.0  # every Worker has a deadline (the engine's default)
+POLICY = {"maxAttempts": 2, "backoffSeconds": 5}  # given to some Workers
 
-    def __init__(self, engine: Engine, rng: random.Random) -> None:
+
+class Chaos:
+    """Drives one run through the real engine and database in a random order, on its clock."""
+
+    def __init__(self, engine: Engine, rng: random.Random, may_cancel: bool = False) -> None:
         self.engine, self.rng = engine, rng
         self.inflight: list[Sending] = []  # webhooks the worker has, not yet answered
         self.answered: list[tuple[Sending, str]] = []  # for duplicate and late callbacks
         self.clock = time.time()
+        self.may_cancel = may_cancel
+        self.cancelled_with: int | None = None  # outbox rows when the run was cancelled
+
+    def now(self) -> float:
+        return self.clock
 
     def deliver(self, sendings: list[Sending]) -> None:
         for s in sendings:
@@ -71,7 +84,7 @@ class Chaos:
                 self.inflight.append(s)  # crash mid-dispatch: the worker sees it twice
 
     def step(self, run_id: str) -> bool:
-        run = self.engine.get_run(run_id)
+        run = get_run(self.engine.db, run_id)
         states = run["node_states"]
         choices = []
         if self.inflight:
@@ -84,6 +97,9 @@ class Chaos:
             choices.append("retry")
         if self.engine.pending_dispatches():
             choices.append("reconcile")
+        choices.append("time")  # deadlines pass, automatic retries come due
+        if self.may_cancel and self.cancelled_with is None:
+            choices.append("cancel")
         if not choices:
             return False
         action = self.rng.choice(choices)
@@ -93,8 +109,9 @@ class Chaos:
             output = worker_output(s.key, s.payload["input"]) if status == "completed" else None
             result, more = self.engine.callback(run_id, s.key, s.attempt, status, output, "chaos" if status == "failed" else None)
             assert result.outcome.http_status in (200, 409), result
+            assert not (self.cancelled_with is not None and result.outcome is Outcome.APPLIED), "a cancelled node took a callback"
             self.answered.append((s, status))
-            self.engine.mark_sent([s.outbox_id])
+            self.engine.mark_sent([(s.outbox_id, 200)])
             self.deliver(more)
         elif action == "replay":  # a duplicate, or a late callback of an older attempt
             s, status = self.rng.choice(self.answered)
@@ -110,8 +127,26 @@ class Chaos:
         elif action == "retry":
             key = self.rng.choice([k for k, s in states.items() if s["status"] == "failed"])
             result, more = self.engine.retry(run_id, key)
-            assert result.outcome.http_status == 200, result
+            if self.cancelled_with is not None:
+                assert result.outcome is Outcome.CONFLICT and not more, result
+            else:
+                assert result.outcome.http_status == 200, result
             self.deliver(more)
+        elif action == "time":
+            self.clock += self.rng.uniform(0, NODE_TIMEOUT * 1.2)
+            more = self.engine.fire_due()
+            assert not (more and self.cancelled_with is not None), "a cancelled run dispatched on a timer"
+            self.deliver(more)
+        elif action == "cancel":
+            before = len(outbox_rows(self.engine, run_id))
+            result, more = self.engine.cancel_run(run_id)
+            if run["status"] not in ("running", "waiting_for_user"):  # finished: refused, naming its status
+                assert result.outcome is Outcome.CONFLICT and f"is {run['status']}" in result.message, result
+                return True
+            assert result.outcome is Outcome.APPLIED and not more, result
+            self.cancelled_with = before
+            again, _ = self.engine.cancel_run(run_id)
+            assert again.outcome is Outcome.DUPLICATE
         else:  # the reconciler, after leases ran out
             self.clock += LEASE_SECONDS + 1
             self.deliver(self.engine.claim_due(now=self.clock))
@@ -127,13 +162,14 @@ def finish(chaos: Chaos, run_id: str, steps: int = 80) -> dict[str, Any]:
     for _ in range(100):
         chaos.clock += LEASE_SECONDS + 1
         chaos.inflight.extend(engine.claim_due(now=chaos.clock))
+        chaos.inflight.extend(engine.fire_due())
         while chaos.inflight:
             s = chaos.inflight.pop()
             _, more = engine.callback(run_id, s.key, s.attempt, "completed", worker_output(s.key, s.payload["input"]), None)
-            engine.mark_sent([s.outbox_id])
+            engine.mark_sent([(s.outbox_id, 200)])
             chaos.inflight.extend(more)
-        run = engine.get_run(run_id)
-        settled = True
+        run = get_run(engine.db, run_id)
+        settled = not any(s["status"] == "retrying" for s in run["node_states"].values())
         for key, state in run["node_states"].items():
             if state["status"] in ("waiting_for_user", "failed"):
                 settled = False
@@ -166,16 +202,76 @@ def check(engine: Engine, run_id: str, graph: dict[str, Any], run: dict[str, Any
             assert completions[key] == 1, f"Collector {key} completed {completions[key]} times"
             assert fails == 0 or completions[key] == 1
     assert len(dispatched) == len(set(dispatched)), "a node was dispatched twice for one attempt"
+    check_history(engine, run_id)
+    assert not timer_rows(engine, run_id), "a finished run left timers behind"
+    assert all(a["status"] in ("completed", "failed", "cancelled") and a["finished_at"] for a in attempt_rows(engine, run_id))
+
+
+def outbox_rows(engine: Engine, run_id: str) -> list[Any]:
+    with engine.db.reading() as conn:
+        return list(conn.execute(select(outbox).where(outbox.c.run_id == run_id)).mappings())
+
+
+def attempt_rows(engine: Engine, run_id: str) -> list[Any]:
+    with engine.db.reading() as conn:
+        return list(conn.execute(select(attempts).where(attempts.c.run_id == run_id)).mappings())
+
+
+def timer_rows(engine: Engine, run_id: str) -> list[Any]:
+    with engine.db.reading() as conn:
+        return list(conn.execute(select(timers).where(timers.c.run_id == run_id)).mappings())
+
+
+def check_history(engine: Engine, run_id: str) -> None:
+    """One history row per attempt, and one for every dispatch (numbered 1, 2, ... per node path)."""
+    history = [(a["node_key"], a["attempt"]) for a in attempt_rows(engine, run_id)]
+    assert len(history) == len(set(history)), "an attempt has two history rows"
+    dispatched = {(r["node_key"], r["attempt"]) for r in outbox_rows(engine, run_id)}
+    assert dispatched <= set(history), f"dispatches without history: {dispatched - set(history)}"
+    per_key: dict[str, list[int]] = {}
+    for key, attempt in history:
+        per_key.setdefault(key, []).append(attempt)
+    for key, numbers in per_key.items():
+        assert sorted(numbers) == list(range(1, len(numbers) + 1)), (key, numbers)
+
+
+def check_cancelled(chaos: Chaos, run_id: str) -> None:
+    engine = chaos.engine
+    # Whatever still arrives for it (callbacks of webhooks in flight, timers, the reconciler) changes nothing.
+    chaos.clock += LEASE_SECONDS + NODE_TIMEOUT * 2
+    assert engine.claim_due(now=chaos.clock) == [] and engine.fire_due() == []
+    for s in chaos.inflight:
+        result, more = engine.callback(run_id, s.key, s.attempt, "completed", worker_output(s.key, s.payload["input"]), None)
+        assert result.outcome in (Outcome.CONFLICT, Outcome.DUPLICATE) and not more, result
+    run = get_run(engine.db, run_id)
+    assert run["status"] == "cancelled"
+    assert not any(s["status"] in ("running", "waiting_for_user", "retrying", "pending") for s in run["node_states"].values())
+    rows = outbox_rows(engine, run_id)
+    assert len(rows) == chaos.cancelled_with, "something was dispatched after the cancel"
+    assert "pending" not in {r["state"] for r in rows} and not timer_rows(engine, run_id)
+    check_history(engine, run_id)
 
 
 def run_chaos(url: str, program: list[Any], seed: int) -> None:
-    engine = Engine(Database(url), "http://127.0.0.1:9")
+    rng = random.Random(seed)
+    clock: list[Chaos] = []
+    engine = Engine(Database(url), "http://127.0.0.1:9", node_timeout=NODE_TIMEOUT, clock=lambda: clock[0].now())
     graph = build(program)
-    flow = engine.create_flow("chaos", Graph.model_validate(graph))
+    for node in graph["nodes"]:
+        if node["type"] == "Worker" and rng.random() < 0.5:
+            node["data"]["retry"] = POLICY
+    flow = Flows(engine.db).create("chaos", Graph.model_validate(graph))
+    chaos = Chaos(engine, rng, may_cancel=rng.random() < 0.3)
+    clock.append(chaos)
     run, sendings = engine.start_run(flow["id"], {"items": [1, 2]})
-    chaos = Chaos(engine, random.Random(seed))
     chaos.deliver(sendings)
-    check(engine, run["id"], graph, finish(chaos, run["id"]))
+    for _ in range(80):
+        if not chaos.step(run["id"]) or (chaos.cancelled_with is not None and rng.random() < 0.1):
+            break
+    if chaos.cancelled_with is not None:
+        check_cancelled(chaos, run["id"])
+    else:
+        check(engine, run["id"], graph, finish(chaos, run["id"], steps=0))
     engine.db.dispose()
 
 

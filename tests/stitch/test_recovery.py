@@ -10,6 +10,7 @@ import httpx
 
 from agentloom.stitch.db import Database
 from agentloom.stitch.engine import Engine
+from agentloom.stitch.flows import Flows
 from agentloom.stitch.models import Graph
 from tests.conftest import PYTHON
 from tests.stitch.conftest import StitchServer
@@ -41,7 +42,7 @@ def test_a_crash_between_commit_and_dispatch_is_sent_by_the_reconciler(database_
     engine = Engine(Database(database_url), "http://127.0.0.1:1", lease_seconds=0.5)
     b = Builder(worker.url)
     b.chain(b.node("Worker", "a"), b.node("Worker", "b"))
-    flow = engine.create_flow("f", Graph.model_validate(b.graph()))
+    flow = Flows(engine.db).create("f", Graph.model_validate(b.graph()))
     run, unsent = engine.start_run(flow["id"], {"n": 1})
     assert [s.key for s in unsent] == ["a"] and not worker.received
     engine.db.dispose()
@@ -68,8 +69,8 @@ def test_the_server_refuses_to_start_without_what_it_needs(tmp_path: Path) -> No
         return subprocess.run([PYTHON, "-m", "agentloom", "stitch", "serve", *args], env={**base, **env},
                               capture_output=True, text=True, timeout=60)
 
-    missing = serve({})
-    assert missing.returncode == 2 and "STITCH_BASE_URL is not set" in missing.stderr
+    missing = serve({"STITCH_API_KEY": "k" * 24}, "--host", "0.0.0.0", "--port", "9000")  # on loopback it defaults
+    assert missing.returncode == 2 and "STITCH_BASE_URL is not set" in missing.stderr and "http://HOST:9000" in missing.stderr
     bad = serve({"STITCH_BASE_URL": "localhost:8000"})
     assert bad.returncode == 2 and "not an http(s) URL" in bad.stderr
     exposed = serve({"STITCH_BASE_URL": "http://10.0.0.5:8000"}, "--host", "0.0.0.0")

@@ -47,7 +47,7 @@ def test_flow_run_and_event_replies(tokyo_stitch: StitchServer) -> None:
     read = stitch.http.get(f"/runs/{run['id']}").json()
     assert read["created_at"] == run["created_at"] and recent(read["updated_at"]) and read["updated_at"] >= run["updated_at"]
     assert all(recent(state["updated_at"]) for state in read["node_states"].values() if state["updated_at"])
-    (summary,) = stitch.http.get("/runs", params={"flow_id": flow["id"]}).json()
+    (summary,) = stitch.http.get("/runs", params={"flow_id": flow["id"]}).json()["runs"]
     assert summary["created_at"] == run["created_at"] and summary["updated_at"] == read["updated_at"]
     events = stitch.http.get(f"/runs/{run['id']}/events").json()
     assert len(events) >= 3 and all(recent(event["at"]) for event in events)

@@ -8,7 +8,8 @@ silent), ``reject`` (answer 500), ``slow`` (answer the webhook itself only after
 ``config.delay`` seconds), ``spray`` (post the callback to every base URL in
 ``config.servers`` at once), ``garbage`` (answer 500 with a long body full of NULs and
 terminal escapes). ``config.failOn`` fails the paths whose input equals it.
-Every webhook received is recorded, so tests can count dispatches. ``POST /hop`` answers
+Every webhook received is recorded, so tests can count dispatches, and so is the HTTP status
+each callback was answered with (``answers``: node key, attempt, status). ``POST /hop`` answers
 307 to ``/work`` (a redirect, which Stitch must not follow) and records nothing.
 """
 
@@ -34,6 +35,7 @@ class Worker:
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.base}/work"
         self.received: list[dict[str, Any]] = []
+        self.answers: list[tuple[str, int, int]] = []  # (node key, attempt, HTTP status of the callback's answer)
         self._lock = threading.Lock()
         self._client: httpx.AsyncClient | None = None
         self._server = uvicorn.Server(
@@ -90,8 +92,11 @@ class Worker:
             path = url.split("/api/stitch/", 1)[1]
             await asyncio.gather(*(self._client.post(f"{base}/api/stitch/{path}", json=body) for base in config["servers"]))
             return
+        attempt = int(url.rsplit("attempt=", 1)[1].split("&", 1)[0])
         for _ in range(2 if mode == "twice" else 1):
-            await self._client.post(url, json=body)
+            response = await self._client.post(url, json=body)
+            with self._lock:
+                self.answers.append((payload["nodeId"], attempt, response.status_code))
 
     def keys(self) -> list[str]:
         with self._lock:

@@ -1,4 +1,5 @@
-"""The Stitch HTTP API (FastAPI). Everything lives under /api/stitch; OpenAPI docs at /docs.
+"""The Stitch HTTP API (FastAPI). Everything lives under /api/stitch; OpenAPI docs at /docs
+(Swagger UI served from this server's own files, so the page works with no internet).
 
 What reaches the engine has passed, in this order: the body size limit (413, from the
 Content-Length header or while the body streams in, before it is parsed), JSON decoding with
@@ -7,83 +8,74 @@ flows the graph checks (node ids, webhook targets). Nothing is written before al
 With ``STITCH_API_KEY`` set, every endpoint but the callbacks and health needs the key,
 ``/docs`` and ``/openapi.json`` included (the API description is not public on a server
 that is not). A database that cannot be reached answers 503, so clients can tell an outage
-from a request that failed.
+from a request that failed. A query parameter an endpoint does not take is a 422 naming it and
+the ones it takes, never silently ignored (a misspelt filter would otherwise list everything).
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
 from fastapi import Body, FastAPI, HTTPException, Query, Request, Response
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentloom.core.timestamps import iso, parse
+from agentloom.stitch import queries
 from agentloom.stitch.db import Database
 from agentloom.stitch.dispatcher import Dispatcher
-from agentloom.stitch.engine import Engine, NotFound, Sending
+from agentloom.stitch.engine import Engine, Sending
 from agentloom.stitch.execution import Outcome, Result
+from agentloom.stitch.flows import FlowBusy, Flows
+from agentloom.stitch.middleware import PREFIX, BodyLimit, RequireKey
 from agentloom.stitch.graph import GraphError
-from agentloom.stitch.models import Callback, Graph
+from agentloom.stitch.ids import NotFound, shown
+from agentloom.stitch.models import Callback, Graph, RunStatus
+from agentloom.stitch.replies import (
+    AttemptReply,
+    EventReply,
+    FlowDeleted,
+    FlowReply,
+    Health,
+    RunEvent,
+    RunPage,
+    RunReply,
+    WaitingGate,
+    as_replies,
+    as_reply,
+    errors,
+)
 from agentloom.stitch.settings import StitchSettings
 from agentloom.stitch.values import BadJson, decode
 
-PREFIX = "/api/stitch"
 log = logging.getLogger(__name__)
+DOCS_ASSETS = "/docs-assets"  # Swagger UI's own files (swagger-ui-bundle-v2), served here: no CDN
 
 
 class FlowIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
-    graph: Graph
+    name: str = Field(min_length=1, max_length=200, description="The flow's name.")
+    graph: Graph = Field(description="The React Flow graph: nodes (Worker, UX, Splitter, Collector) and edges.")
 
 
 class FlowUpdate(BaseModel):
-    name: str | None = Field(None, min_length=1, max_length=200)
-    graph: Graph | None = None
+    name: str | None = Field(None, min_length=1, max_length=200, description="A new name; left as it is when absent.")
+    graph: Graph | None = Field(None, description="A new graph; running runs keep the one they started with.")
 
 
 class RunIn(BaseModel):
-    input: Any = None
+    input: Any = Field(None, description="The run's input: what the root nodes receive.")
 
 
-STAMPS = ("created_at", "updated_at", "at")  # the row columns that are moments
-
-
-def as_reply(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A flow, run or event row as a reply: every moment in the one timestamp format
-    (``2026-11-23T11:32:00.123Z``), whatever the database returned (SQLite: naive UTC;
-    PostgreSQL: the session's zone), node states' ``updated_at`` included (runs saved by
-    older versions hold other ISO 8601 forms)."""
-    out = dict(row)
-    for key in STAMPS:
-        if isinstance(out.get(key), datetime):
-            out[key] = iso(out[key])
-    states = out.get("node_states")
-    if isinstance(states, dict):
-        out["node_states"] = {key: _state(value) for key, value in states.items()}
-    return out
-
-
-def _state(state: Any) -> Any:
-    stamp = state.get("updated_at") if isinstance(state, dict) else None
-    if not isinstance(stamp, str):
-        return state
-    try:
-        return {**state, "updated_at": iso(parse(stamp))}
-    except ValueError:
-        return state
+__all__ = ["as_reply", "create_app", "app_from_environment"]
 
 
 def app_from_environment() -> FastAPI:
@@ -92,95 +84,6 @@ def app_from_environment() -> FastAPI:
     if not settings.database_url:
         raise RuntimeError("STITCH_DATABASE_URL is not set")
     return create_app(settings, settings.database_url)
-
-
-class BodyTooLarge(HTTPException):
-    def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the request body is larger than {limit} bytes (STITCH_MAX_BODY_BYTES)")
-
-
-class BodyLimit:
-    """Refuses a body above ``limit`` bytes before it is parsed: at once when Content-Length
-    says so, otherwise as soon as the bytes received pass the limit."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                if not value.isdigit() or int(value) > self.limit:
-                    await self._refuse(scope, send)
-                    return
-                break
-        received = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise BodyTooLarge(self.limit)
-            return message
-
-        async def watched_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, watched_send)
-        except BodyTooLarge:  # read outside a route (a route's own reading answers 413 itself)
-            if started:
-                raise
-            await self._refuse(scope, send)
-
-    async def _refuse(self, scope: Scope, send: Send) -> None:
-        response = JSONResponse({"detail": BodyTooLarge(self.limit).detail}, status_code=413, headers={"Connection": "close"})
-        await response(scope, _no_body, send)
-
-
-async def _no_body() -> Message:
-    return {"type": "http.disconnect"}
-
-
-class RequireKey:
-    """With ``STITCH_API_KEY`` set, every path needs the key except the callbacks (their URLs
-    are signed) and the health check. New endpoints are therefore protected by default."""
-
-    OPEN_PREFIX = f"{PREFIX}/callback/"
-    OPEN_PATHS = frozenset({f"{PREFIX}/health"})
-
-    def __init__(self, app: ASGIApp, key: str) -> None:
-        self.app = app
-        self.key = key.encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._open(scope["path"]) and not self._authorised(scope["headers"]):
-            response = JSONResponse({"detail": "missing or wrong API key: send 'Authorization: Bearer <STITCH_API_KEY>'"},
-                                    status_code=401, headers={"WWW-Authenticate": "Bearer"})
-            await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-    def _open(self, path: str) -> bool:
-        return path.startswith(self.OPEN_PREFIX) or path in self.OPEN_PATHS
-
-    def _authorised(self, headers: list[tuple[bytes, bytes]]) -> bool:
-        given = b""
-        for name, value in headers:
-            if name == b"x-api-key":
-                given = value.strip()
-                break
-            if name == b"authorization" and value[:7].lower() == b"bearer ":
-                given = value[7:].strip()
-        return hmac.compare_digest(given, self.key)
 
 
 class StitchRequest(Request):
@@ -196,11 +99,21 @@ class StitchRequest(Request):
 
 
 class StitchRoute(APIRoute):
+    """Stitch's JSON rules for bodies, and no query parameter the endpoint does not take."""
+
     def get_route_handler(self) -> Any:
         handler = super().get_route_handler()
+        accepted = frozenset(field.alias for field in self.dependant.query_params)
+        takes = ", ".join(sorted(accepted)) or "no query parameters"
 
         async def stitch_handler(request: Request) -> Response:
-            return await handler(StitchRequest(request.scope, request.receive))
+            stitch_request = StitchRequest(request.scope, request.receive)
+            unknown = [name for name in stitch_request.query_params if name not in accepted]
+            if unknown:
+                return JSONResponse({"detail": [
+                    {"loc": ["query", name], "msg": f"unknown query parameter {shown(name)}; this endpoint takes {takes}",
+                     "type": "extra_forbidden"} for name in dict.fromkeys(unknown)]}, status_code=422)
+            return await handler(stitch_request)
 
         return stitch_handler
 
@@ -209,13 +122,18 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     """An app bound to one database; the lifespan opens it and runs the dispatcher."""
     settings.check_api_key()  # a blank or short key is refused before anything listens
     webhooks = settings.webhook_policy()
+    keyed = (401,) if settings.api_key else ()
+
+    def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
+        return errors(*codes, *keyed, 422, 503)  # any endpoint: a bad or unknown query parameter, the database
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = await anyio.to_thread.run_sync(Database, database_url)
-        engine = Engine(db, settings.base_url or "", settings.secret, settings.lease_seconds, webhooks)
+        engine = Engine(db, settings.base_url or "", settings.secret, settings.lease_seconds, webhooks,
+                        node_timeout=settings.node_timeout)
         dispatcher = Dispatcher(engine, timeout=settings.worker_timeout, poll_interval=settings.poll_interval)
-        app.state.engine, app.state.dispatcher = engine, dispatcher
+        app.state.engine, app.state.dispatcher, app.state.flows = engine, dispatcher, Flows(db, webhooks)
         async with anyio.create_task_group() as tg:
             await tg.start(dispatcher.run)  # its first reconciler round resumes what a restart interrupted
             yield
@@ -245,91 +163,164 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     def engine_of(request: Request) -> Engine:
         return request.app.state.engine  # type: ignore[no-any-return]
 
+    def flows_of(request: Request) -> Flows:
+        return request.app.state.flows  # type: ignore[no-any-return]
+
     def answer(request: Request, result: Result, sendings: list[Sending]) -> JSONResponse:
         request.app.state.dispatcher.submit(sendings)
         body = {"ok": result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE), "detail": result.message,
                 "duplicate": result.outcome is Outcome.DUPLICATE}
         return JSONResponse(body, status_code=result.outcome.http_status)
 
-    async def call(fn: Any, *args: Any) -> Any:
+    async def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return await anyio.to_thread.run_sync(fn, *args)
+            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
         except NotFound as exc:
             raise HTTPException(404, str(exc)) from None
+        except FlowBusy as exc:
+            raise HTTPException(409, str(exc)) from None
+        except queries.BadQuery as exc:
+            raise HTTPException(422, [{"loc": ["query", exc.field], "msg": str(exc), "type": "value_error"}]) from None
         except GraphError as exc:
             raise HTTPException(422, [{"loc": ["body", "graph"], "msg": p, "type": "graph"} for p in exc.problems]) from None
 
-    @app.post(f"{PREFIX}/flows", status_code=201)
+    # -- flows ---------------------------------------------------------------------------------
+    @app.post(f"{PREFIX}/flows", status_code=201, response_model=FlowReply, responses=documented(413))
     async def create_flow(body: FlowIn, request: Request) -> dict[str, Any]:
-        return as_reply(await call(engine_of(request).create_flow, body.name, body.graph))
+        """Save a flow. The graph is checked first (node types and ids, edges, cycles, webhook
+        targets, Splitter/Collector pairing); a 422 names every problem."""
+        return as_reply(await call(flows_of(request).create, body.name, body.graph))
 
-    @app.get(f"{PREFIX}/flows")
+    @app.get(f"{PREFIX}/flows", response_model=list[FlowReply], responses=documented())
     async def list_flows(request: Request) -> list[dict[str, Any]]:
-        return [as_reply(flow) for flow in await call(engine_of(request).list_flows)]
+        """Every flow that is not deleted, oldest first."""
+        return as_replies(await call(flows_of(request).list))
 
-    @app.get(f"{PREFIX}/flows/{{flow_id}}")
+    @app.get(f"{PREFIX}/flows/{{flow_id}}", response_model=FlowReply, responses=documented(404))
     async def get_flow(flow_id: str, request: Request) -> dict[str, Any]:
-        return as_reply(await call(engine_of(request).get_flow, flow_id))
+        """One flow (a deleted flow is 404; its runs stay readable)."""
+        return as_reply(await call(flows_of(request).get, flow_id))
 
-    @app.put(f"{PREFIX}/flows/{{flow_id}}")
+    @app.put(f"{PREFIX}/flows/{{flow_id}}", response_model=FlowReply, responses=documented(404, 413))
     async def update_flow(flow_id: str, body: FlowUpdate, request: Request) -> dict[str, Any]:
-        return as_reply(await call(engine_of(request).update_flow, flow_id, body.name, body.graph))
+        """Rename a flow or replace its graph: a new version. Runs under way keep their graph."""
+        return as_reply(await call(flows_of(request).update, flow_id, body.name, body.graph))
 
-    @app.post(f"{PREFIX}/flows/{{flow_id}}/runs", status_code=201)
+    @app.delete(f"{PREFIX}/flows/{{flow_id}}", response_model=FlowDeleted, responses=documented(404, 409))
+    async def delete_flow(
+        flow_id: str, request: Request,
+        force: Annotated[bool, Query(description="Cancel the flow's running and waiting runs, then delete.")] = False,
+    ) -> dict[str, Any]:
+        """Delete a flow: it leaves the list and reads 404, and no run can start from it; its
+        runs stay readable. Refused (409, naming how many) while runs are running or waiting
+        for a person, unless ``?force=true``, which cancels them first."""
+        engine = engine_of(request)
+        return as_reply(await call(flows_of(request).delete, flow_id, force=force, cancel=engine.cancel_run))
+
+    @app.post(f"{PREFIX}/flows/{{flow_id}}/runs", status_code=201, response_model=RunReply, responses=documented(404, 413))
     async def start_run(flow_id: str, request: Request, body: RunIn | None = None) -> dict[str, Any]:
-        run, sendings = await call(engine_of(request).start_run, flow_id, body.input if body else None)
+        """Start a run of the flow's current version with this input; its root nodes fire at once."""
+        flow = await call(flows_of(request).get, flow_id)  # a deleted flow starts nothing
+        run, sendings = await call(engine_of(request).start_run, flow["id"], body.input if body else None)
         request.app.state.dispatcher.submit(sendings)
-        return as_reply(run)
+        return as_reply(queries.run_view(run))
 
-    @app.get(f"{PREFIX}/runs")
-    async def list_runs(request: Request, flow_id: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[dict[str, Any]]:
-        return [as_reply(run) for run in await call(engine_of(request).list_runs, flow_id, limit)]
+    # -- runs ----------------------------------------------------------------------------------
+    @app.get(f"{PREFIX}/runs", response_model=RunPage, responses=documented())
+    async def list_runs(
+        request: Request,
+        status: Annotated[RunStatus | None, Query(description="Only runs in this status.")] = None,
+        flow_id: Annotated[str | None, Query(description="Only this flow's runs.")] = None,
+        cursor: Annotated[str | None, Query(description="The next_cursor of the previous page; leave out for the first.")] = None,
+        limit: Annotated[int, Query(ge=1, le=1000, description="Runs per page.")] = 100,
+    ) -> dict[str, Any]:
+        """Runs, newest first, a page at a time (pass ``next_cursor`` back as ``cursor``)."""
+        page = await call(queries.list_runs, engine_of(request).db, status=status, flow_id=flow_id, cursor=cursor, limit=limit)
+        return {"runs": as_replies(page["runs"]), "next_cursor": page["next_cursor"]}
 
-    @app.get(f"{PREFIX}/runs/{{run_id}}")
+    @app.get(f"{PREFIX}/runs/waiting", response_model=list[WaitingGate], responses=documented())
+    async def waiting_runs(
+        request: Request,
+        flow_id: Annotated[str | None, Query(description="Only this flow's runs.")] = None,
+        limit: Annotated[int, Query(ge=1, le=1000, description="At most this many gates.")] = 100,
+    ) -> list[dict[str, Any]]:
+        """UX gates waiting for a person, longest waiting first, each with its ``data.prompt``."""
+        return as_replies(await call(queries.waiting, engine_of(request).db, flow_id=flow_id, limit=limit))
+
+    @app.get(f"{PREFIX}/runs/{{run_id}}", response_model=RunReply, responses=documented(404))
     async def get_run(run_id: str, request: Request) -> dict[str, Any]:
-        return as_reply(await call(engine_of(request).get_run, run_id))
+        """The run and the latest state of each node path (every attempt: .../nodes/{node}/attempts)."""
+        return as_reply(queries.run_view(await call(queries.get_run, engine_of(request).db, run_id)))
 
-    @app.get(f"{PREFIX}/runs/{{run_id}}/events")
+    @app.get(f"{PREFIX}/runs/{{run_id}}/events", response_model=list[RunEvent], responses=documented(404))
     async def run_events(run_id: str, request: Request) -> list[dict[str, Any]]:
-        return [as_reply(event) for event in await call(engine_of(request).run_events, run_id)]
+        """The run's event log, oldest first."""
+        return as_replies(await call(queries.run_events, engine_of(request).db, run_id))
 
-    @app.post(f"{PREFIX}/callback/{{run_id}}/{{node_id}}")
+    @app.get(f"{PREFIX}/runs/{{run_id}}/nodes/{{node_id}}/attempts", response_model=list[AttemptReply],
+             responses=documented(404))
+    async def node_attempts(run_id: str, node_id: str, request: Request) -> list[dict[str, Any]]:
+        """Every attempt of a node path, oldest first (a fan-out node's id: all its paths')."""
+        return as_replies(await call(queries.node_attempts, engine_of(request).db, run_id, node_id))
+
+    @app.post(f"{PREFIX}/runs/{{run_id}}/cancel", response_model=EventReply, responses=documented(404, 409))
+    async def cancel_run(run_id: str, request: Request) -> JSONResponse:
+        """Cancel a running or waiting run: unfinished nodes become cancelled, nothing more is
+        sent, late callbacks get 409. Cancelling it again is a harmless duplicate; a finished
+        run is 409."""
+        result, sendings = await call(engine_of(request).cancel_run, run_id)
+        return answer(request, result, sendings)
+
+    # -- events on a run -------------------------------------------------------------------------
+    @app.post(f"{PREFIX}/callback/{{run_id}}/{{node_id}}", response_model=EventReply,
+              responses=errors(400, 403, 404, 409, 413, 422, 503))
     async def callback(
         run_id: str, node_id: str, body: Callback, request: Request,
         attempt: Annotated[int | None, Query()] = None, sig: Annotated[str | None, Query()] = None,
     ) -> JSONResponse:
+        """A worker's answer, posted to the signed callbackUrl it was given. A repeat is a
+        harmless 200 (``duplicate``); an answer for an attempt that has moved on is 409."""
         engine = engine_of(request)
         if attempt is None or sig is None or not engine.signer.verify(run_id, node_id, attempt, sig):
             raise HTTPException(403, "callback URL is not signed by this server: post to the callbackUrl you were given, unchanged")
         result, sendings = await call(engine.callback, run_id, node_id, attempt, body.status, body.output, body.error)
         return answer(request, result, sendings)
 
-    @app.post(f"{PREFIX}/complete/{{run_id}}/{{node_id}}")
+    @app.post(f"{PREFIX}/complete/{{run_id}}/{{node_id}}", response_model=EventReply,
+              responses=documented(400, 404, 409, 413, 415))
     async def complete(run_id: str, node_id: str, request: Request, body: Annotated[Any, Body()] = None) -> JSONResponse:
+        """Complete a UX node that is waiting for a person; the body is its output."""
         if isinstance(body, bytes):  # a body that was not sent as JSON
             raise HTTPException(415, "send the output as JSON, with 'Content-Type: application/json'")
         result, sendings = await call(engine_of(request).complete, run_id, node_id, body)
         return answer(request, result, sendings)
 
-    @app.post(f"{PREFIX}/retry/{{run_id}}/{{node_id}}")
+    @app.post(f"{PREFIX}/retry/{{run_id}}/{{node_id}}", response_model=EventReply, responses=documented(400, 404, 409))
     async def retry(run_id: str, node_id: str, request: Request) -> JSONResponse:
+        """Fire a failed node path again (a new attempt); a fan-out node's id retries its failed paths."""
         result, sendings = await call(engine_of(request).retry, run_id, node_id)
         return answer(request, result, sendings)
 
+    # -- docs and health -------------------------------------------------------------------------
     @app.get("/openapi.json", include_in_schema=False)
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="Stitch")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json", title="Stitch", swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css", swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+            swagger_ui_parameters={"validatorUrl": None},  # no call to validator.swagger.io
+        )
 
-    @app.get("/redoc", include_in_schema=False)
-    async def redoc() -> HTMLResponse:
-        return get_redoc_html(openapi_url="/openapi.json", title="Stitch")
+    from swagger_ui_bundle import swagger_ui_path  # the package's files: Swagger UI 5 (renders OpenAPI 3.1)
 
-    @app.get(f"{PREFIX}/health")
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get(f"{PREFIX}/health", response_model=Health, responses=errors(422, 503))
     async def health(request: Request) -> dict[str, Any]:
+        """Open without the API key (load balancers probe it)."""
         engine = engine_of(request)
         pending = await call(engine.pending_dispatches)
         return {"status": "ok", "database": engine.db.name, "schema_version": engine.db.version, "pending_dispatches": pending}

@@ -1,36 +1,44 @@
 """Stitch's operations: each one transaction, serialised per run, with its webhooks in the outbox.
 
 No run state is kept in memory: every event reads the run from the database under a lock,
-applies :mod:`execution`, and writes states, events and outbox rows in the same commit.
-(The parsed graph is cached per flow version; it is derived from the database, never state.)
+applies :mod:`execution`, and writes states, events, attempt history, timers and outbox rows
+in the same commit. (The parsed graph is cached per flow version; it is derived from the
+database, never state.)
+
+Timers (deadlines, automatic retries) are rows too: :meth:`Engine.fire_due` applies those
+that came due, each in its run's transaction, so any server process may fire any of them.
+Locks are always taken run first, then its timers, by every writer: no deadlock between a
+timer firing and a callback or a cancel on the same run.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, insert, select, update
+from sqlalchemy import Connection, RowMapping, delete, insert, select, update
 
 from agentloom.core.timestamps import iso
 from agentloom.stitch.db import Database
-from agentloom.stitch.db.schema import events, flows, outbox, runs
+from agentloom.stitch.db.schema import attempts, flows, outbox, runs, timers
 from agentloom.stitch.execution import (
-    Dispatch,
     Execution,
     Outcome,
     Result,
     initial_states,
 )
 from agentloom.stitch.graph import Plan, analyse
-from agentloom.stitch.ids import is_uuid, shown
+from agentloom.stitch.ids import is_uuid, missing
 from agentloom.stitch.models import Graph
 from agentloom.stitch.signing import Signer
 from agentloom.stitch.webhooks import WebhookPolicy
 
+log = logging.getLogger(__name__)
 LEASE_SECONDS = 30.0  # a sender owns a dispatch this long; after that the reconciler re-sends it
 
 
@@ -46,77 +54,31 @@ class Sending:
     payload: dict[str, Any]
 
 
-class NotFound(LookupError):
-    pass
-
-
-def _missing(kind: str, value: str) -> str:
-    # Only UUIDs ever reach the database: anything else (NUL characters, surrogates, ...) is
-    # unknown on both databases alike instead of an error on one of them.
-    return f"no {kind} {value}" if is_uuid(value) else f"no {kind} {shown(value)} ({kind} ids are UUIDs)"
-
-
 def now() -> datetime:
     return datetime.now(UTC)
 
 
 class Engine:
     def __init__(self, db: Database, base_url: str, secret: str | None = None, lease_seconds: float = LEASE_SECONDS,
-                 webhooks: WebhookPolicy | None = None) -> None:
+                 webhooks: WebhookPolicy | None = None, node_timeout: float | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.db = db
+        self.node_timeout = node_timeout
+        self.clock = clock
         self.lease_seconds = lease_seconds
         self.webhooks = webhooks or WebhookPolicy()
         self.signer = Signer(secret or db.setting("callback_secret") or "", base_url)
 
-    # -- flows -------------------------------------------------------------------
-    def create_flow(self, name: str, graph: Graph) -> dict[str, Any]:
-        analyse(graph, self.webhooks)  # raises GraphError naming every problem
-        stamp = now()
-        row = {"id": str(uuid.uuid4()), "name": name, "graph": _graph_json(graph), "version": 1,
-               "created_at": stamp, "updated_at": stamp}
-        with self.db.transaction() as conn:
-            conn.execute(insert(flows).values(**row))
-        return row
-
-    def update_flow(self, flow_id: str, name: str | None, graph: Graph | None) -> dict[str, Any]:
-        if graph is not None:
-            analyse(graph, self.webhooks)
-        if not is_uuid(flow_id):
-            raise NotFound(_missing("flow", flow_id))
-        with self.db.transaction() as conn:
-            row = conn.execute(select(flows).where(flows.c.id == flow_id).with_for_update()).mappings().first()
-            if row is None:
-                raise NotFound(f"no flow {flow_id}")
-            values: dict[str, Any] = {"updated_at": now(), "version": row["version"] + 1}
-            if name is not None:
-                values["name"] = name
-            if graph is not None:
-                values["graph"] = _graph_json(graph)
-            conn.execute(update(flows).where(flows.c.id == flow_id).values(**values))
-            return {**row, **values}
-
-    def get_flow(self, flow_id: str) -> dict[str, Any]:
-        if not is_uuid(flow_id):
-            raise NotFound(_missing("flow", flow_id))
-        with self.db.reading() as conn:
-            row = conn.execute(select(flows).where(flows.c.id == flow_id)).mappings().first()
-        if row is None:
-            raise NotFound(f"no flow {flow_id}")
-        return dict(row)
-
-    def list_flows(self) -> list[dict[str, Any]]:
-        with self.db.reading() as conn:
-            rows = conn.execute(select(flows).order_by(flows.c.created_at)).mappings().all()
-        return [dict(r) for r in rows]
-
     # -- runs --------------------------------------------------------------------
     def start_run(self, flow_id: str, run_input: Any) -> tuple[dict[str, Any], list[Sending]]:
         if not is_uuid(flow_id):
-            raise NotFound(_missing("flow", flow_id))
+            raise missing("flow", flow_id)
         with self.db.transaction() as conn:
-            flow = conn.execute(select(flows).where(flows.c.id == flow_id)).mappings().first()
+            # A shared lock: a delete of the flow waits for this run to exist, and then cancels it.
+            live = select(flows).where(flows.c.id == flow_id, flows.c.deleted_at.is_(None))
+            flow = conn.execute(live.with_for_update(read=True)).mappings().first()
             if flow is None:
-                raise NotFound(f"no flow {flow_id}")
+                raise missing("flow", flow_id)
             plan = _plan(flow_id, flow["version"], flow["graph"])
             run_id = str(uuid.uuid4())
             stamp = now()
@@ -129,32 +91,6 @@ class Engine:
             sendings = self._record(conn, run_id, execution, stamp)
         return row, sendings
 
-    def get_run(self, run_id: str) -> dict[str, Any]:
-        if not is_uuid(run_id):
-            raise NotFound(_missing("run", run_id))
-        with self.db.reading() as conn:
-            row = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
-        if row is None:
-            raise NotFound(f"no run {run_id}")
-        return dict(row)
-
-    def list_runs(self, flow_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        query = select(runs.c.id, runs.c.flow_id, runs.c.status, runs.c.created_at, runs.c.updated_at)
-        if flow_id is not None:
-            if not is_uuid(flow_id):
-                return []
-            query = query.where(runs.c.flow_id == flow_id)
-        with self.db.reading() as conn:
-            rows = conn.execute(query.order_by(runs.c.created_at.desc()).limit(limit)).mappings().all()
-        return [dict(r) for r in rows]
-
-    def run_events(self, run_id: str) -> list[dict[str, Any]]:
-        if not is_uuid(run_id):
-            return []
-        with self.db.reading() as conn:
-            rows = conn.execute(select(events).where(events.c.run_id == run_id).order_by(events.c.id)).mappings().all()
-        return [dict(r) for r in rows]
-
     # -- events on a run -----------------------------------------------------------
     def callback(self, run_id: str, key: str, attempt: int, status: str, output: Any, error: str | None) -> tuple[Result, list[Sending]]:
         return self._event(run_id, lambda ex: ex.callback(key, attempt, status, output, error))
@@ -165,59 +101,115 @@ class Engine:
     def retry(self, run_id: str, key: str) -> tuple[Result, list[Sending]]:
         return self._event(run_id, lambda ex: ex.retry(key))
 
-    def dispatch_failed(self, outbox_id: int, run_id: str, key: str, attempt: int, reason: str) -> tuple[Result, list[Sending]]:
+    def dispatch_failed(self, outbox_id: int, run_id: str, key: str, attempt: int, reason: str,
+                        worker_status: int | None = None) -> tuple[Result, list[Sending]]:
         def fail(ex: Execution, conn: Connection) -> Result:
-            conn.execute(update(outbox).where(outbox.c.id == outbox_id).values(state="failed", last_error=reason))
+            # Only a row still pending fails the node: a cancelled run's rows were skipped, and a
+            # row another sender delivered meanwhile (its lease ran out during our tries) is sent.
+            still_pending = conn.execute(update(outbox).where(outbox.c.id == outbox_id, outbox.c.state == "pending")
+                                         .values(state="failed", last_error=reason)).rowcount
+            if not still_pending:
+                return Result(Outcome.DUPLICATE, "the webhook was delivered by another sender or the run moved on; nothing changed")
+            if worker_status is not None:
+                conn.execute(update(attempts).where(attempts.c.run_id == run_id, attempts.c.node_key == key,
+                                                    attempts.c.attempt == attempt).values(worker_status=worker_status))
             return ex.dispatch_failed(key, attempt, reason)
 
         return self._event(run_id, fail, with_connection=True)
 
+    def cancel_run(self, run_id: str) -> tuple[Result, list[Sending]]:
+        """Cancel a running or waiting run: its unfinished nodes, unsent webhooks and timers."""
+        def cancel(ex: Execution, conn: Connection) -> Result:
+            result = ex.cancel()
+            if result.outcome is Outcome.APPLIED:
+                conn.execute(update(outbox).where(outbox.c.run_id == run_id, outbox.c.state == "pending").values(state="skipped"))
+                conn.execute(delete(timers).where(timers.c.run_id == run_id))
+            return result
+
+        return self._event(run_id, cancel, with_connection=True)
+
+    def fire_due(self, limit: int = 100) -> list[Sending]:
+        """Apply the timers due by ``clock()``, one transaction per run; the webhooks to send."""
+        at = self.clock()
+        with self.db.reading() as conn:
+            due = conn.execute(select(timers.c.id, timers.c.run_id).where(timers.c.due_at <= at)
+                               .order_by(timers.c.due_at, timers.c.id).limit(limit)).all()
+        by_run: dict[str, list[int]] = {}
+        for timer_id, run_id in due:
+            by_run.setdefault(run_id, []).append(timer_id)
+        sendings: list[Sending] = []
+        for run_id, ids in by_run.items():
+            def fire(ex: Execution, conn: Connection, ids: list[int] = ids) -> Result:
+                # Under the run's lock; a timer another process fired meanwhile is gone (or
+                # still locked by it, on PostgreSQL: skipped).
+                rows = conn.execute(select(timers).where(timers.c.id.in_(ids)).order_by(timers.c.due_at, timers.c.id)
+                                    .with_for_update(skip_locked=True)).mappings().all()
+                for row in rows:
+                    ex.fire_timer(row["node_key"], row["attempt"], row["kind"])
+                if rows:
+                    conn.execute(delete(timers).where(timers.c.id.in_([row["id"] for row in rows])))
+                return Result(Outcome.APPLIED, f"{len(rows)} timer(s) fired")
+
+            try:
+                sendings.extend(self._event(run_id, fire, with_connection=True)[1])
+            except Exception:  # one run that cannot be loaded must not hold back the others' timers
+                log.exception("firing the timers of run %s failed; they stay due", run_id)
+        return sendings
+
     def _event(self, run_id: str, apply: Any, *, with_connection: bool = False) -> tuple[Result, list[Sending]]:
         if not is_uuid(run_id):
-            return Result(Outcome.NOT_FOUND, _missing("run", run_id)), []
-        with self.db.locked_run(run_id) as (conn, row):
+            return Result(Outcome.NOT_FOUND, str(missing("run", run_id))), []
+        hot = self.db.hot
+        with self.db.transaction() as conn:
+            row = hot.read_run(conn, run_id)  # locks the run (FOR UPDATE; SQLite: BEGIN IMMEDIATE)
             if row is None:
                 return Result(Outcome.NOT_FOUND, f"no run {run_id}"), []
-            plan = _plan(row["flow_id"], row["flow_version"], row["graph"])
-            execution = self._execution(run_id, plan, dict(row["node_states"]), row["input"])
+            flow_id, version, states, run_input = row
+            plan = _PLANS.get((flow_id, version)) or _plan(flow_id, version, hot.read_graph(conn, run_id))
+            execution = self._execution(run_id, plan, states, run_input)
             result = apply(execution, conn) if with_connection else apply(execution)
             if not execution.events:
                 return result, []
             stamp = now()
-            conn.execute(
-                update(runs).where(runs.c.id == run_id).values(
-                    node_states=execution.states, status=execution.run_status(), updated_at=stamp
-                )
-            )
+            hot.run(conn, "update_run", (hot.json_in(execution.states), execution.run_status(), hot.stamp(stamp), run_id))
             return result, self._record(conn, run_id, execution, stamp)
 
     def _execution(self, run_id: str, plan: Plan, states: dict[str, Any], run_input: Any) -> Execution:
-        return Execution(run_id, plan, states, run_input, self.signer.callback_url, iso(now()))
+        return Execution(run_id, plan, states, run_input, self.signer.callback_url, iso(now()),
+                         at=self.clock(), node_timeout=self.node_timeout)
 
     def _record(self, conn: Connection, run_id: str, execution: Execution, stamp: datetime) -> list[Sending]:
-        if execution.events:
-            conn.execute(insert(events), [
-                {"run_id": run_id, "node_key": k, "status": s, "attempt": a, "at": stamp} for k, s, a in execution.events
-            ])
-        return [self._enqueue(conn, run_id, d, stamp) for d in execution.dispatches]
-
-    def _enqueue(self, conn: Connection, run_id: str, dispatch: Dispatch, stamp: datetime) -> Sending:
+        """The rows an event writes beside the run's states, on the driver's cursor (:mod:`db.hot`)."""
+        hot, at, json_in = self.db.hot, self.db.hot.stamp(stamp), self.db.hot.json_in
+        hot.many(conn, "event", ((run_id, e.key, e.status, e.attempt, at, e.error, e.summary) for e in execution.events))
+        changes = execution.attempts.values()
+        hot.many(conn, "attempt", (
+            (run_id, c.key, c.attempt, c.status, json_in(c.input), json_in(c.output), c.error, at, at if c.finished else None)
+            for c in changes if c.new))
+        hot.many(conn, "end_attempt", (
+            (c.status, json_in(c.output), c.error, at if c.finished else None, run_id, c.key, c.attempt)
+            for c in changes if not c.new))
+        hot.many(conn, "drop_timer", ((run_id, k, a, kind) for k, a, kind in execution.timers_done))
+        hot.many(conn, "timer", ((run_id, t.key, t.attempt, t.kind, t.due_at) for t in execution.timers))
         # Leased to this process at once: it sends right after the commit. If it dies first,
         # the lease runs out and the reconciler sends it.
-        outbox_id = conn.execute(
-            insert(outbox).values(
-                run_id=run_id, node_key=dispatch.key, attempt=dispatch.attempt, url=dispatch.url,
-                payload=dispatch.payload, state="pending", lease_until=time.time() + self.lease_seconds, tries=1,
-                created_at=stamp,
-            ).returning(outbox.c.id)
-        ).scalar_one()
-        return Sending(outbox_id, run_id, dispatch.key, dispatch.attempt, dispatch.url, dispatch.payload)
+        lease = time.time() + self.lease_seconds
+        sendings = []
+        for d in execution.dispatches:
+            cur = hot.run(conn, "outbox", (run_id, d.key, d.attempt, d.url, json_in(d.payload), lease, at))
+            sendings.append(Sending(cur.fetchone()[0], run_id, d.key, d.attempt, d.url, d.payload))
+        return sendings
 
     # -- delivery bookkeeping --------------------------------------------------------
-    def mark_sent(self, outbox_ids: list[int]) -> None:
-        if outbox_ids:
-            with self.db.transaction() as conn:
-                conn.execute(update(outbox).where(outbox.c.id.in_(outbox_ids)).values(state="sent"))
+    def mark_sent(self, sent: list[tuple[int, int | None]]) -> None:
+        """Outbox rows the worker accepted, each with the HTTP status it answered (kept in the
+        attempt's history). A cancelled run's rows were skipped: they stay so."""
+        if not sent:
+            return
+        hot = self.db.hot
+        with self.db.transaction() as conn:
+            hot.many(conn, "sent", ((outbox_id,) for outbox_id, _ in sent))
+            hot.many(conn, "worker_status", ((status, outbox_id) for outbox_id, status in sent if status is not None))
 
     def claim_due(self, limit: int = 100, now: float | None = None) -> list[Sending]:
         """Dispatches whose sender died or never started: leased again to this process."""
@@ -233,10 +225,6 @@ class Engine:
 
 def _sending(row: RowMapping) -> Sending:
     return Sending(row["id"], row["run_id"], row["node_key"], row["attempt"], row["url"], row["payload"])
-
-
-def _graph_json(graph: Graph) -> dict[str, Any]:
-    return graph.model_dump(mode="json", exclude_none=True)
 
 
 def _plan(flow_id: str, version: int, graph: dict[str, Any]) -> Plan:

@@ -4,23 +4,41 @@ The database layer loads a run under a lock, applies one event here, and commits
 states together with the webhooks to send (the outbox). Every decision is made from the
 states alone, so a replayed or late event is recognised and changes nothing.
 
-Input merge rule: a node with one upstream receives that node's output unchanged (a path
-after a Splitter receives its array element). With several upstreams, object outputs are
-merged key by key in edge order (a later edge wins a clash) and any other output is placed
-under its upstream node's id. Root nodes receive the run's input.
+What each node receives follows the input merge rule in :mod:`inputs`.
+
+Besides the new states, an event reports what the engine writes with them: webhooks to send,
+event rows, attempt history (every attempt of every node path) and timers (a Worker's
+deadline, an automatic retry's due time). Time comes in as ``at`` (epoch seconds), so the
+logic stays pure and tests move the clock instead of sleeping.
+
+Retry policy (a Worker's ``data.retry``): a failure with attempts left in the budget makes the
+node ``retrying``, not ``failed``; Collectors wait for it as for a running node. A manual
+retry after the policy gave up starts a new budget (``budget_from``: its first attempt).
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from agentloom.stitch.graph import Plan, instance_key
+from agentloom.stitch.inputs import extract_array, merge
 from agentloom.stitch.models import NodeType, Status
 
 CallbackUrl = Callable[[str, str, int], str]  # (run_id, key, attempt) -> signed URL
+
+EVENT_ERROR_CHARS = 500  # an event row keeps at most this much of the node's error
+SUMMARY_CHARS = 200  # and this much of its output's JSON
+OPEN = frozenset({Status.RUNNING, Status.WAITING_FOR_USER})  # an attempt still under way
+CANCELLABLE = frozenset({Status.RUNNING, Status.WAITING_FOR_USER, Status.RETRYING, Status.PENDING})
+CANCELLED_ERROR = "the run was cancelled"
+# A template's status is the worst of its paths' statuses, in this order.
+TEMPLATE_ORDER = (Status.RUNNING, Status.RETRYING, Status.WAITING_FOR_USER, Status.PENDING,
+                  Status.FAILED, Status.CANCELLED, Status.COMPLETED)
 
 
 class Outcome(Enum):
@@ -51,6 +69,37 @@ class Dispatch:
     payload: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Event:
+    key: str
+    status: str
+    attempt: int
+    error: str | None = None  # bounded (EVENT_ERROR_CHARS)
+    summary: str | None = None  # a bounded excerpt of the output's JSON (SUMMARY_CHARS)
+
+
+@dataclass
+class AttemptChange:
+    """One attempt's row in the history: inserted when ``new`` (it started in this event), else updated."""
+
+    key: str
+    attempt: int
+    new: bool
+    status: str = Status.RUNNING.value  # a retrying node's attempt ended 'failed'
+    input: Any = None
+    output: Any = None
+    error: str | None = None
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class Timer:
+    key: str
+    attempt: int
+    kind: str  # 'timeout' (a Worker's deadline) | 'retry' (an automatic retry comes due)
+    due_at: float  # epoch seconds
+
+
 @dataclass
 class Execution:
     run_id: str
@@ -59,8 +108,13 @@ class Execution:
     run_input: Any
     callback_url: CallbackUrl
     now: str
+    at: float = 0.0  # the event's moment in epoch seconds (timers are due relative to it)
+    node_timeout: float | None = None  # a Worker's deadline when its data.timeoutSeconds is unset
     dispatches: list[Dispatch] = field(default_factory=list)
-    events: list[tuple[str, str, int]] = field(default_factory=list)  # (key, status, attempt)
+    events: list[Event] = field(default_factory=list)
+    attempts: dict[tuple[str, int], AttemptChange] = field(default_factory=dict)
+    timers: list[Timer] = field(default_factory=list)  # to write
+    timers_done: list[tuple[str, int, str]] = field(default_factory=list)  # (key, attempt, kind) to delete
 
     # -- events ------------------------------------------------------------------
     def start(self) -> None:
@@ -77,16 +131,19 @@ class Execution:
             return Result(
                 Outcome.CONFLICT, f"callback for attempt {attempt} of {key!r}, which is on attempt {state['attempt']}"
             )
+        error = error or "the worker reported a failure"
         if state["status"] == Status.RUNNING:
-            path = tuple(state["path"])
+            self._end_deadline(key, state)
             if status == Status.COMPLETED:
                 self._set(key, state, Status.COMPLETED, output=output)
-                self._walk(state["node_id"], path)
+                self._walk(state["node_id"], tuple(state["path"]))
             else:
-                self._set(key, state, Status.FAILED, output=output, error=error or "the worker reported a failure")
-                self._failed(state["node_id"], path)
+                self._fail(key, state, error, output=output)
             return Result(Outcome.APPLIED, f"{key} {status}")
-        if state["status"] == status:
+        if state["status"] == status == Status.COMPLETED or (
+            # a repeat of the failure this attempt reported (not a late answer after its deadline)
+            status == Status.FAILED and state["status"] in (Status.FAILED, Status.RETRYING) and state.get("error") == error
+        ):
             return Result(Outcome.DUPLICATE, f"{key} was already {status} by this attempt; nothing changed")
         return Result(Outcome.CONFLICT, f"node {key!r} is {state['status']}, not running")
 
@@ -96,6 +153,8 @@ class Execution:
             return Result(Outcome.NOT_FOUND, f"run {self.run_id} has no node {key!r}")
         if self.plan.kind(state["node_id"]) is not NodeType.UX:
             return Result(Outcome.BAD_REQUEST, f"node {key!r} is a {self.plan.kind(state['node_id'])} node; only UX nodes are completed by hand")
+        if self.cancelled():
+            return self._refused_cancelled()
         if state["status"] != Status.WAITING_FOR_USER:
             return Result(Outcome.CONFLICT, f"node {key!r} is {state['status']}, not waiting_for_user")
         self._set(key, state, Status.COMPLETED, output=output)
@@ -103,11 +162,29 @@ class Execution:
         return Result(Outcome.APPLIED, f"{key} completed")
 
     def retry(self, key: str) -> Result:
+        """Fire a failed node path again (a new attempt, a new retry budget). On a fan-out
+        template key (``sq`` for ``sq_0``, ``sq_1``, ...) every failed path of it."""
         state = self.states.get(key)
-        if state is None or state.get("path") is None:
+        if state is None or (state.get("path") is None and not self.plan.scope.get(key)):
             return Result(Outcome.NOT_FOUND, f"run {self.run_id} has no node {key!r}")
+        if self.cancelled():
+            return self._refused_cancelled()
+        if state.get("path") is None:
+            failed = [k for k, s in self.states.items()
+                      if s.get("node_id") == key and s.get("path") is not None and s["status"] == Status.FAILED]
+            if not failed:
+                return Result(Outcome.BAD_REQUEST, f"node {key!r} has no failed paths to retry")
+            for path_key in failed:
+                self._retry_path(path_key, self.states[path_key])
+            shown_keys = ", ".join(failed[:10]) + (", ..." if len(failed) > 10 else "")
+            return Result(Outcome.APPLIED, f"{key}: {len(failed)} failed path(s) retried ({shown_keys})")
         if state["status"] != Status.FAILED:
-            return Result(Outcome.BAD_REQUEST, f"node {key!r} is {state['status']}; only failed nodes can be retried")
+            hint = " (an automatic retry is scheduled)" if state["status"] == Status.RETRYING else ""
+            return Result(Outcome.BAD_REQUEST, f"node {key!r} is {state['status']}{hint}; only failed nodes can be retried")
+        self._retry_path(key, state)
+        return Result(Outcome.APPLIED, f"{key} retried")
+
+    def _retry_path(self, key: str, state: dict[str, Any]) -> None:
         node_id, path = state["node_id"], tuple(state["path"])
         self._set(key, state, Status.PENDING)
         for collector in self.plan.collectors_over(node_id):  # they failed because of this path
@@ -116,22 +193,84 @@ class Execution:
             if gathered is not None and gathered["status"] == Status.FAILED:
                 self._set(instance_key(collector, outer), gathered, Status.PENDING)
         self._try_fire(node_id, path)
-        return Result(Outcome.APPLIED, f"{key} retried")
 
     def dispatch_failed(self, key: str, attempt: int, reason: str) -> Result:
         state = self.states.get(key)
         if state is None or state["attempt"] != attempt or state["status"] != Status.RUNNING:
             return Result(Outcome.DUPLICATE, "the node has moved on; nothing changed")
-        self._set(key, state, Status.FAILED, error=reason)
-        self._failed(state["node_id"], tuple(state["path"]))
+        self._end_deadline(key, state)
+        self._fail(key, state, reason)
         return Result(Outcome.APPLIED, f"{key} failed: {reason}")
+
+    def fire_timer(self, key: str, attempt: int, kind: str) -> Result:
+        """A timer came due: a deadline passed, or an automatic retry is to start. A timer
+        whose attempt has moved on (answered in time, cancelled, retried) changes nothing."""
+        state = self.states.get(key)
+        if state is None or state.get("attempt") != attempt or state.get("path") is None:
+            return Result(Outcome.DUPLICATE, f"{key} has moved on from attempt {attempt}; nothing changed")
+        if kind == "timeout" and state["status"] == Status.RUNNING:
+            limit = self._deadline(state["node_id"])
+            within = f"within {limit:g} s" if limit else "before its deadline"
+            self._fail(key, state, f"timeout: no callback {within} (attempt {attempt})")
+            return Result(Outcome.APPLIED, f"{key} timed out")
+        if kind == "retry" and state["status"] == Status.RETRYING:
+            self._fire(state["node_id"], tuple(state["path"]), key, state, state.get("input"), automatic=True)
+            return Result(Outcome.APPLIED, f"{key} retried automatically (attempt {state['attempt']})")
+        return Result(Outcome.DUPLICATE, f"{key} is {state['status']}; nothing changed")
+
+    def cancel(self) -> Result:
+        """Every node path not finished becomes cancelled; the engine drops the run's unsent
+        webhooks and timers in the same transaction."""
+        status = self.run_status()
+        if status == "cancelled":
+            return Result(Outcome.DUPLICATE, f"run {self.run_id} was already cancelled; nothing changed")
+        if status not in ("running", "waiting_for_user"):
+            return Result(Outcome.CONFLICT, f"run {self.run_id} is {status}; only running or waiting runs can be cancelled")
+        for key, state in list(self.states.items()):
+            if state["status"] not in CANCELLABLE:
+                continue
+            if state.get("path") is None:  # a fan-out template: no event of its own
+                state.update(status=Status.CANCELLED.value, updated_at=self.now)
+            else:
+                self._set(key, state, Status.CANCELLED, error=CANCELLED_ERROR)
+        return Result(Outcome.APPLIED, f"run {self.run_id} cancelled")
+
+    def cancelled(self) -> bool:
+        return any(s["status"] == Status.CANCELLED for s in self.states.values())
+
+    def _refused_cancelled(self) -> Result:
+        return Result(Outcome.CONFLICT, f"run {self.run_id} is cancelled; start a new run instead")
 
     def run_status(self) -> str:
         seen = {s["status"] for s in self.states.values()}
-        for status in (Status.RUNNING, Status.WAITING_FOR_USER, Status.FAILED):
+        if Status.CANCELLED in seen:
+            return "cancelled"
+        if Status.RUNNING in seen or Status.RETRYING in seen:  # a retrying node is still under way
+            return "running"
+        for status in (Status.WAITING_FOR_USER, Status.FAILED):
             if status in seen:
                 return str(status)
         return "completed"
+
+    # -- failures, deadlines -------------------------------------------------------
+    def _fail(self, key: str, state: dict[str, Any], error: str, output: Any = None) -> None:
+        """A Worker's attempt failed: retried later under its policy, or failed for good."""
+        node_id = state["node_id"]
+        policy = self.plan.retries.get(node_id)
+        failures = state["attempt"] - state.get("budget_from", 1) + 1
+        if policy is not None and failures < policy.max_attempts:
+            self._set(key, state, Status.RETRYING, output=output, error=error)
+            self.timers.append(Timer(key, state["attempt"], "retry", self.at + policy.delay(failures)))
+            return
+        self._set(key, state, Status.FAILED, output=output, error=error)
+        self._failed(node_id, tuple(state["path"]))
+
+    def _deadline(self, node_id: str) -> float | None:
+        return self.plan.timeouts.get(node_id, self.node_timeout)
+
+    def _end_deadline(self, key: str, state: dict[str, Any]) -> None:
+        if self._deadline(state["node_id"]):
+            self.timers_done.append((key, state["attempt"], "timeout"))
 
     # -- edge walking ------------------------------------------------------------
     def _walk(self, node_id: str, path: tuple[int, ...]) -> None:
@@ -142,11 +281,21 @@ class Execution:
                 if plan.closes.get(target) != node_id:
                     for i in range(fanout):
                         self._try_fire(target, (*path, i))
+            if not fanout:
+                self._close_templates(node_id)
             for collector in plan.collectors_of(node_id):  # with an empty array they fire now, with []
                 self._try_fire(collector, path)
             return
         for target in plan.downstream[node_id]:
             self._try_fire(target, path[: len(plan.scope[target])])
+
+    def _close_templates(self, splitter: str) -> None:
+        """A Splitter opened no paths: the templates of its nodes read completed, not pending
+        forever (paths opened elsewhere, in a nested fan-out, still decide their summary)."""
+        for node_id, scope in self.plan.scope.items():
+            template = self.states.get(node_id) if splitter in scope else None
+            if template is not None and template.get("path") is None and template["status"] == Status.PENDING:
+                template.update(status=Status.COMPLETED.value, updated_at=self.now)
 
     def _failed(self, node_id: str, path: tuple[int, ...]) -> None:
         for collector in self.plan.collectors_over(node_id):
@@ -198,7 +347,8 @@ class Execution:
                 and other_path is not None
                 and tuple(other_path[:depth]) == path
             ):
-                self._set(key, state or self._new(node_id, path), Status.FAILED, error=f"path {other_key} failed: {other.get('error')}")
+                failed = self._begin(key, state or self._new(node_id, path), None)
+                self._set(key, failed, Status.FAILED, error=f"path {other_key} failed: {other.get('error')}")
                 return
         gathered = []
         for i in range(split["fanout"]):
@@ -206,21 +356,31 @@ class Execution:
             if value is _WAIT:
                 return
             gathered.append(value)
-        fresh = state or self._new(node_id, path)
-        fresh["attempt"] = fresh.get("attempt", 0) + 1
+        fresh = self._begin(key, state or self._new(node_id, path), None)
         self._set(key, fresh, Status.COMPLETED, output=gathered)
         self._walk(node_id, path)
 
-    def _fire(self, node_id: str, path: tuple[int, ...], key: str, state: dict[str, Any] | None, value: Any) -> None:
+    def _begin(self, key: str, state: dict[str, Any], value: Any) -> dict[str, Any]:
+        """A new attempt of a node path: numbered, and a new row in the history."""
+        state["attempt"] = state.get("attempt", 0) + 1
+        self.attempts[(key, state["attempt"])] = AttemptChange(key, state["attempt"], new=True, input=value)
+        return state
+
+    def _fire(self, node_id: str, path: tuple[int, ...], key: str, state: dict[str, Any] | None, value: Any,
+              *, automatic: bool = False) -> None:
         node = self.plan.nodes[node_id]
-        fresh = state or self._new(node_id, path)
-        fresh["attempt"] = fresh.get("attempt", 0) + 1
+        fresh = self._begin(key, state or self._new(node_id, path), value)
         fresh["input"] = value
+        if not automatic and node_id in self.plan.retries:
+            fresh["budget_from"] = fresh["attempt"]
         if node.type is NodeType.WORKER:
             self._set(key, fresh, Status.RUNNING)
             url = self.callback_url(self.run_id, key, fresh["attempt"])
             payload = {"runId": self.run_id, "nodeId": key, "config": node.data, "input": value, "callbackUrl": url}
             self.dispatches.append(Dispatch(key, fresh["attempt"], node.data["webhookUrl"], payload))
+            deadline = self._deadline(node_id)
+            if deadline:
+                self.timers.append(Timer(key, fresh["attempt"], "timeout", self.at + deadline))
         elif node.type is NodeType.UX:
             self._set(key, fresh, Status.WAITING_FOR_USER)
         elif node.type is NodeType.SPLITTER:
@@ -238,40 +398,44 @@ class Execution:
                 "path": list(path), "attempt": 0, "input": None}
 
     def _set(self, key: str, state: dict[str, Any], status: Status, *, output: Any = None, error: str | None = None) -> None:
+        before = state.get("status")
         state.update(status=status.value, output=output, error=error, updated_at=self.now)
         self.states[key] = state
-        self.events.append((key, status.value, state.get("attempt", 0)))
+        attempt = state.get("attempt", 0)
+        self.events.append(Event(key, status.value, attempt, error[:EVENT_ERROR_CHARS] if error else None,
+                                 summary(output) if status is Status.COMPLETED else None))
+        if status is Status.PENDING or not attempt:
+            return
+        change = self.attempts.get((key, attempt))
+        if change is None:
+            if before not in OPEN:
+                return  # that attempt had ended already (a retrying or pending node being cancelled)
+            change = self.attempts[(key, attempt)] = AttemptChange(key, attempt, new=False)
+        change.status = Status.FAILED.value if status is Status.RETRYING else status.value
+        change.output, change.error, change.finished = output, error, status not in OPEN
 
 
 _WAIT = object()
 
 
-def merge(parts: list[tuple[str, Any]]) -> Any:
-    if len(parts) == 1:
-        return parts[0][1]
-    merged: dict[str, Any] = {}
-    for source, value in parts:
-        if isinstance(value, dict):
-            merged.update(value)
-        else:
-            merged[source] = value
-    return merged
+def summary(output: Any) -> str | None:
+    """A bounded excerpt of the output's JSON, for event rows."""
+    if output is None:
+        return None
+    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 3] + "..."
 
 
-def extract_array(value: Any, array_path: str | None) -> tuple[list[Any], str | None]:
-    """The array a Splitter fans out: ``value`` itself, or the dotted ``arrayPath`` inside it."""
-    current = value
-    for part in (array_path or "").split(".") if array_path else []:
-        if isinstance(current, dict) and part in current:
-            current = current[part]
-        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
-            current = current[int(part)]
-        else:
-            return [], f"data.arrayPath {array_path!r} does not exist in the input (stopped at {part!r})"
-    if not isinstance(current, list):
-        where = f"data.arrayPath {array_path!r}" if array_path else "the input"
-        return [], f"{where} is {type(current).__name__}, not an array"
-    return current, None
+def template_summary(states: dict[str, dict[str, Any]], node_id: str) -> dict[str, Any]:
+    """How a node on fan-out paths stands, from its paths (``sq_0``, ``sq_1``, ... of ``sq``):
+    the worst of their statuses and a count per status. With no paths it is pending until
+    its Splitter opened none (completed) or the run was cancelled."""
+    counts = Counter(s["status"] for s in states.values() if s.get("node_id") == node_id and s.get("path") is not None)
+    if not counts:
+        own = (states.get(node_id) or {}).get("status", Status.PENDING.value)
+        return {"status": own if own in (Status.COMPLETED, Status.CANCELLED) else Status.PENDING.value, "paths": {}}
+    worst = next((s.value for s in TEMPLATE_ORDER if s.value in counts), Status.PENDING.value)
+    return {"status": worst, "paths": dict(counts)}
 
 
 def initial_states(plan: Plan) -> dict[str, dict[str, Any]]:

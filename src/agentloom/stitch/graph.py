@@ -9,6 +9,7 @@ keys follow the ``nodeId_0`` convention (``nodeId_0_1`` when nested); node state
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -30,6 +31,22 @@ def instance_key(node_id: str, path: tuple[int, ...] | list[int]) -> str:
 
 
 @dataclass(frozen=True)
+class RetryPolicy:
+    """A Worker's ``data.retry``: up to ``max_attempts`` attempts per budget (a manual retry
+    starts a new one), the n-th failure waiting ``backoff_seconds * backoff_factor**(n-1)``."""
+
+    max_attempts: int
+    backoff_seconds: float = 1.0
+    backoff_factor: float = 2.0
+
+    def delay(self, failures: int) -> float:
+        return float(self.backoff_seconds * self.backoff_factor ** (failures - 1))
+
+
+RETRY_KEYS = {"maxAttempts", "backoffSeconds", "backoffFactor"}
+
+
+@dataclass(frozen=True)
 class Plan:
     nodes: dict[str, StitchNode]
     upstream: dict[str, list[str]]  # in edge order: it decides the input merge order
@@ -38,6 +55,8 @@ class Plan:
     closes: dict[str, str]  # Collector -> the Splitter whose paths it gathers
     inside: dict[str, frozenset[str]] = field(default_factory=dict)  # Collector -> nodes on its paths
     roots: list[str] = field(default_factory=list)
+    retries: dict[str, RetryPolicy] = field(default_factory=dict)  # Worker -> its data.retry
+    timeouts: dict[str, float] = field(default_factory=dict)  # Worker -> its data.timeoutSeconds
 
     def kind(self, node_id: str) -> NodeType:
         return self.nodes[node_id].type
@@ -112,7 +131,17 @@ def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
         raise GraphError(problems)
     inside = {c: frozenset(_between(s, c, upstream)) for c, s in closes.items()}
     roots = [n for n in order if not upstream[n]]
-    return Plan(nodes, upstream, downstream, scope, closes, inside, roots)
+    retries, timeouts = {}, {}
+    for node_id, node in nodes.items():
+        if node.type is NodeType.WORKER:
+            # Flows saved before these keys were checked still plan: what is unusable is ignored.
+            if not _retry_problems(node.id, node.data.get("retry")) and node.data.get("retry") is not None:
+                policy = node.data["retry"]
+                retries[node_id] = RetryPolicy(policy["maxAttempts"], policy.get("backoffSeconds", 1.0),
+                                               policy.get("backoffFactor", 2.0))
+            if node.data.get("timeoutSeconds") is not None and not _timeout_problem(node.id, node.data["timeoutSeconds"]):
+                timeouts[node_id] = float(node.data["timeoutSeconds"])
+    return Plan(nodes, upstream, downstream, scope, closes, inside, roots, retries, timeouts)
 
 
 def _scope_after(node_id: str, nodes: dict[str, StitchNode], scope: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
@@ -171,11 +200,54 @@ def _is_http_url(url: object) -> bool:
         return False
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _timeout_problem(node_id: str, value: object) -> str | None:
+    if _number(value) and value > 0:  # type: ignore[operator]
+        return None
+    return f"Worker {shown(node_id)}: data.timeoutSeconds must be a positive number of seconds such as 30 (got {shown(value)})"
+
+
+def _retry_problems(node_id: str, policy: object) -> list[str]:
+    if policy is None:
+        return []
+    where = f"Worker {shown(node_id)}: data.retry"
+    if not isinstance(policy, dict):
+        example = '{"maxAttempts": 3, "backoffSeconds": 1, "backoffFactor": 2}'
+        return [f"{where} must be an object such as {example} (got {shown(policy)})"]
+    problems = []
+    unknown = sorted(set(policy) - RETRY_KEYS)
+    if unknown:
+        problems.append(f"{where} has unknown keys {', '.join(map(repr, unknown))}; it takes {', '.join(sorted(RETRY_KEYS))}")
+    attempts = policy.get("maxAttempts")
+    if not (isinstance(attempts, int) and not isinstance(attempts, bool) and attempts >= 1):
+        problems.append(f"{where}.maxAttempts must be a whole number >= 1, the attempts before the node fails "
+                        f"(got {shown(attempts)})")
+    seconds = policy.get("backoffSeconds", 1.0)
+    if not (_number(seconds) and seconds >= 0):
+        problems.append(f"{where}.backoffSeconds must be a number >= 0, the wait before the first retry (got {shown(seconds)})")
+    factor = policy.get("backoffFactor", 2.0)
+    if not (_number(factor) and factor >= 1):
+        problems.append(f"{where}.backoffFactor must be a number >= 1, by which each wait grows (got {shown(factor)})")
+    return problems
+
+
 def _saving_problems(node: StitchNode, webhooks: WebhookPolicy) -> list[str]:
     problems = []
     problem = node_id_problem(node.id)
     if problem:
         problems.append(problem)
+    for name in ("timeoutSeconds", "retry"):
+        if node.type is not NodeType.WORKER and name in node.data:
+            problems.append(f"{node.type} node {shown(node.id)}: data.{name} applies to Worker nodes only; remove it")
+    if node.type is NodeType.WORKER:
+        if "timeoutSeconds" in node.data:
+            problem = _timeout_problem(node.id, node.data["timeoutSeconds"])
+            if problem:
+                problems.append(problem)
+        problems.extend(_retry_problems(node.id, node.data.get("retry")))
     url = node.data.get("webhookUrl")
     if node.type is NodeType.WORKER and _is_http_url(url):
         problem = webhooks.url_problem(url)

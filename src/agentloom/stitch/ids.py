@@ -40,3 +40,13 @@ def shown(value: object, limit: int = 80) -> str:
     """A quoted, ASCII-only, bounded form of a value for messages (safe to put in any response)."""
     text = ascii(value)
     return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
+class NotFound(LookupError):
+    """No flow, run or node by that id (the API answers 404 with the message)."""
+
+
+def missing(kind: str, value: str) -> NotFound:
+    # Only UUIDs ever reach the database: anything else (NUL characters, surrogates, ...) is
+    # unknown on both databases alike instead of an error on one of them.
+    return NotFound(f"no {kind} {value}" if is_uuid(value) else f"no {kind} {shown(value)} ({kind} ids are UUIDs)")

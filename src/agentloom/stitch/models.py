@@ -23,6 +23,8 @@ class Status(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     WAITING_FOR_USER = "waiting_for_user"
+    RETRYING = "retrying"  # failed; an automatic retry (data.retry) is scheduled
+    CANCELLED = "cancelled"
 
 
 class Position(BaseModel):
@@ -78,7 +80,7 @@ class StitchFlow(BaseModel):
     updated_at: Timestamp
 
 
-RunStatus = Literal["running", "waiting_for_user", "completed", "failed"]
+RunStatus = Literal["running", "waiting_for_user", "completed", "failed", "cancelled"]
 
 
 class StitchRun(BaseModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field
@@ -10,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from agentloom.stitch.webhooks import WebhookPolicy
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+ANY_ADDRESS = ("0.0.0.0", "::", "")  # every interface: no one address to suggest
 MIN_API_KEY_LENGTH = 16
 MAX_BODY_BYTES = 1024 * 1024  # a request body above this is refused with 413 before it is read further
 
@@ -30,6 +33,9 @@ class StitchSettings(BaseSettings):
     api_key: str | None = Field(None, description="Required on management endpoints when set; must be set off loopback.")
     secret: str | None = Field(None, description="Callback-signing key (default: one kept in the database).")
     worker_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a worker to accept a webhook.")
+    node_timeout: float | None = Field(
+        None, gt=0, description="Default deadline in seconds for a Worker's callback (data.timeoutSeconds overrides it); off by default.",
+    )
     poll_interval: float = Field(1.0, gt=0, description="Seconds between reconciler rounds.")
     lease_seconds: float = Field(30.0, gt=0, description="A dispatch not confirmed sent within this is sent again.")
     max_body_bytes: int = Field(
@@ -43,13 +49,23 @@ class StitchSettings(BaseSettings):
         False, description="Refuse webhooks to loopback and private addresses too (only public addresses remain).",
     )
 
-    def checked(self, host: str) -> StitchSettings:
-        """Refuse to start without a usable base URL, or off loopback without an API key."""
+    def checked(self, host: str, port: int, warn: Callable[[str], None] | None = None) -> StitchSettings:
+        """Refuse to start without a usable base URL, or off loopback without an API key.
+
+        On loopback a missing base URL defaults to the server's own address (workers on this
+        machine reach it there), said in a warning; off loopback the server cannot know the
+        address workers reach it at, so it must be given."""
         if not self.base_url:
-            raise StitchConfigError(
-                "STITCH_BASE_URL is not set: set it (or NEXT_PUBLIC_BASE_URL) to the URL workers can reach "
-                "this server at, for example STITCH_BASE_URL=http://127.0.0.1:8000"
-            )
+            if host not in LOOPBACK:
+                shown_host = "HOST" if host in ANY_ADDRESS else (f"[{host}]" if ":" in host else host)
+                raise StitchConfigError(
+                    "STITCH_BASE_URL is not set: set it (or NEXT_PUBLIC_BASE_URL) to the URL workers can reach this "
+                    f"server at, for example STITCH_BASE_URL=http://{shown_host}:{port}"
+                    + (" (HOST: this machine's name or address as workers see it)" if shown_host == "HOST" else "")
+                )
+            self.base_url = f"http://{'[::1]' if host == '::1' else '127.0.0.1'}:{port}"
+            (warn or _stderr)(f"warning: STITCH_BASE_URL is not set; callbacks will use {self.base_url} "
+                              "(this server's own loopback address, reachable only by workers on this machine)")
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise StitchConfigError(f"STITCH_BASE_URL={self.base_url!r} is not an http(s) URL such as http://127.0.0.1:8000")
@@ -82,3 +98,7 @@ class StitchSettings(BaseSettings):
             raise StitchConfigError("STITCH_API_KEY must be printable ASCII without spaces (it is sent in an HTTP header)" + fix)
         if len(key) < MIN_API_KEY_LENGTH:
             raise StitchConfigError(f"STITCH_API_KEY is too short ({len(key)} characters; at least {MIN_API_KEY_LENGTH})" + fix)
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

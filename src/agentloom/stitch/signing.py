@@ -21,4 +21,5 @@ class Signer:
         return f"{self.base_url}/api/stitch/callback/{run_id}/{quote(key, safe='')}?attempt={attempt}&sig={sig}"
 
     def verify(self, run_id: str, key: str, attempt: int, sig: str) -> bool:
-        return hmac.compare_digest(self.signature(run_id, key, attempt), sig)
+        # As bytes: compare_digest refuses str with non-ASCII characters (a forged sig is a 403, not a 500).
+        return hmac.compare_digest(self.signature(run_id, key, attempt).encode(), sig.encode("utf-8", "surrogatepass"))

@@ -22,7 +22,8 @@ def serve(
     data_dir: DataDir = None,
 ) -> None:
     """Serve /api/stitch (OpenAPI docs at /docs; with STITCH_API_KEY set, they need the key too).
-    Needs STITCH_BASE_URL: where workers reach this server. STITCH_API_KEY, when set, must be
+    STITCH_BASE_URL says where workers reach this server (on loopback it defaults to
+    http://127.0.0.1:PORT, with a warning; elsewhere it is required). STITCH_API_KEY, when set, must be
     at least 16 characters; STITCH_MAX_BODY_BYTES, STITCH_WEBHOOK_ALLOW and
     STITCH_WEBHOOK_DENY_PRIVATE tune what is accepted and where webhooks may go."""
     import logging
@@ -38,7 +39,7 @@ def serve(
     settings = load_settings(data_dir=data_dir)
     configure_logging(settings.log_level)
     try:
-        stitch = StitchSettings().checked(host)
+        stitch = StitchSettings().checked(host, port)
     except StitchConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -1,44 +1,30 @@
-"""MCP tools for Stitch: list flows, start a run, read its status, complete a UX gate, retry a node.
+"""MCP tools for Stitch: create and list flows, start, list and cancel runs, read a run's
+status, complete a UX gate, retry a node.
 
 They call the Stitch HTTP API (``agentloom stitch serve``), which owns the database and
-receives the workers' callbacks; answers are kept small for the model's context.
-
-Run and flow ids are checked before any request (they are UUIDs), node ids for what no URL
-can carry (empty, dots alone, control characters), and every path segment is
-percent-encoded, so an argument can never reach another endpoint (``run_id="../retry/..."``)
-or add a query (``node_id="a?x=1"``).
+receives the workers' callbacks; answers are kept small for the model's context. Arguments
+are checked before any request (:mod:`.client`), and every refusal of the server is a tool
+error (``isError: true``) carrying its reason.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import TypedDict
+from pydantic import Field
+from typing_extensions import NotRequired, TypedDict
 
-from agentloom.core.breakers import BreakerRegistry, DependencyFailure
-from agentloom.core.dependency import Dependency
-from agentloom.core.errors import AgentloomError, NotFoundError
+from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
 from agentloom.core.timestamps import iso, parse
+from agentloom.packs.stitch import client
+from agentloom.packs.stitch.client import StitchClient, StitchPackSettings
 from agentloom.server.packs import Pack, PackContext
-from agentloom.stitch.ids import NODE_ID_CHARACTERS, is_uuid, shown
+from agentloom.stitch.models import RunStatus as RunState
 
-if TYPE_CHECKING:
-    import httpx
-
-pack = Pack("stitch", "Run React Flow workflows on a Stitch server: start runs, follow them, answer gates, retry", requires=["httpx"],
+pack = Pack("stitch", "Run React Flow workflows on a Stitch server: save flows, start, follow, list and cancel runs, answer gates, retry",
+            requires=["httpx"],
             cli="agentloom.packs.stitch.cli:app")
-
-
-class StitchPackSettings(BaseModel):
-    model_config = ConfigDict(frozen=True)  # hashable: one HTTP client per settings
-
-    url: str = Field("http://127.0.0.1:8000", description="The Stitch server (agentloom stitch serve).")
-    api_key: str | None = Field(None, description="Sent as a bearer token when the server needs one.")
-    timeout_seconds: float = Field(10.0, gt=0)
 
 
 class FlowSummary(TypedDict):
@@ -53,10 +39,19 @@ class FlowList(TypedDict):
     flows: list[FlowSummary]
 
 
+class CreatedFlow(TypedDict):
+    id: str
+    name: str
+    version: int
+    nodes: int
+
+
 class NodeSummary(TypedDict, total=False):
     status: str
     output: Any
     error: str
+    prompt: str  # a UX node waiting for a person: what to ask them
+    paths: dict[str, int]  # a node on fan-out paths: how many paths are in each status
 
 
 class RunStatus(TypedDict):
@@ -66,108 +61,28 @@ class RunStatus(TypedDict):
     nodes: dict[str, NodeSummary]
 
 
+class RunSummary(TypedDict):
+    run_id: str
+    flow_id: str
+    status: str
+    created_at: str
+
+
+class RunList(TypedDict):
+    runs: list[RunSummary]
+    next_cursor: str | None  # pass it back as cursor for the next page; null on the last one
+
+
 class Done(TypedDict):
     run_id: str
     node_id: str
     detail: str
 
 
-class StitchClient:
-    """The pack's state: one HTTP client to the Stitch server, behind the ``stitch`` breaker."""
-
-    def __init__(self, settings: StitchPackSettings, breakers: BreakerRegistry) -> None:
-        self.settings = settings
-        self.dependency = Dependency("stitch", breakers.get("stitch"), is_failure=_is_outage, describe=self._unreachable)
-        self._http: httpx.Client | None = None
-        self._lock = threading.Lock()
-
-    def _client(self) -> httpx.Client:
-        with self._lock:
-            if self._http is None:
-                import httpx  # on first use, not at start: importing it costs 80 ms
-
-                s = self.settings
-                headers = {"Authorization": f"Bearer {s.api_key}"} if s.api_key else {}
-                self._http = httpx.Client(base_url=s.url.rstrip("/") + "/api/stitch", headers=headers, timeout=s.timeout_seconds)
-            return self._http
-
-    def call(self, method: str, path: str, json: Any = None) -> Any:
-        client = self._client()
-        response = self.dependency.call(lambda: _checked(client.request(method, path, json=json), self.settings.url))
-        if response.status_code == 401:
-            raise AgentloomError("the Stitch server wants an API key: set AGENTLOOM_STITCH__API_KEY")
-        if response.status_code >= 400:
-            detail = _detail(response)
-            raise (NotFoundError if response.status_code == 404 else AgentloomError)(f"Stitch refused: {detail}")
-        return response.json()
-
-    def _unreachable(self, exc: BaseException) -> str:
-        if isinstance(exc, DependencyFailure):
-            return str(exc)
-        return (f"Stitch server at {self.settings.url} is unreachable ({type(exc).__name__}); "
-                "start it with `agentloom stitch serve` or set AGENTLOOM_STITCH__URL")
-
-
-# What counts on the ``stitch`` breaker (it opens after a few in a row and then refuses every
-# stitch tool for a while): only signs that the server cannot be used at all, that is a
-# connection failure or timeout (``_is_outage``) and 502, 503 or 504 (a proxy without a
-# server behind it, or Stitch saying its database is unavailable). Any other 5xx is one
-# request failing, for instance on one run's data: the call reports it as its own error and
-# the breaker records no verdict, so one bad run cannot shut every tool out.
-OUTAGE_STATUSES = frozenset({502, 503, 504})
-
-
-def _checked(response: httpx.Response, url: str) -> httpx.Response:
-    if response.status_code in OUTAGE_STATUSES:
-        raise DependencyFailure(f"Stitch server at {url} answered HTTP {response.status_code}: {_detail(response)}")
-    if response.status_code >= 500:  # an AgentloomError: Dependency records no verdict and passes it on
-        raise AgentloomError(f"the Stitch server at {url} failed on this request (HTTP {response.status_code}: "
-                             f"{_detail(response)}); other requests are not affected, its log has the details")
-    return response
-
-
-def _run_id(value: str) -> str:
-    if not is_uuid(value):
-        raise AgentloomError(f"run_id: {shown(value)} is not a run id; run ids are UUIDs, as stitch_start_run returns them")
-    return value.lower()
-
-
-def _flow_id(value: str) -> str:
-    if not is_uuid(value):
-        raise AgentloomError(f"flow_id: {shown(value)} is not a flow id; flow ids are UUIDs, as stitch_list_flows lists them")
-    return value.lower()
-
-
-def _node_id(value: str) -> str:
-    # Percent-encoding makes any other text one harmless path segment (an unknown node is the
-    # server's 404). Flows saved before node ids were restricted may still have ids outside
-    # today's alphabet, so only what encoding cannot carry is refused here.
-    if not value or not value.strip(".") or not value.isprintable() or len(value) > 1000:
-        raise AgentloomError(f"node_id: {shown(value)} is not a node id (node ids use {NODE_ID_CHARACTERS}); "
-                             "stitch_run_status lists the run's nodes")
-    return value
-
-
-def _path(*segments: str) -> str:
-    """A path under /api/stitch with every segment percent-encoded ('/', '?', '#', '%' included)."""
-    return "".join("/" + quote(segment, safe="") for segment in segments)
-
-
-def _is_outage(exc: BaseException) -> bool:
-    import httpx
-
-    return isinstance(exc, httpx.TransportError)
-
-
-def _detail(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:300] or response.reason_phrase
-    detail = body.get("detail", body) if isinstance(body, dict) else body
-    if isinstance(detail, list) and all(isinstance(d, dict) and "msg" in d for d in detail):
-        detail = "; ".join(str(d["msg"]) for d in detail)  # a 422: its messages name the place
-    return str(detail)[:300]
+class Cancelled(TypedDict):
+    run_id: str
+    detail: str
+    duplicate: NotRequired[bool]  # the run was cancelled already: nothing changed
 
 
 @pack.setup
@@ -196,31 +111,79 @@ def stitch_list_flows(stitch: StitchClient) -> FlowList:
 
 
 @pack.tool(open_world=True)
+def stitch_create_flow(
+    stitch: StitchClient,
+    name: Annotated[str, Field(min_length=1, max_length=200, description="The flow's name.")],
+    graph: Annotated[dict[str, Any], Field(description=(
+        "The React Flow graph: {nodes: [{id, type: Worker|UX|Splitter|Collector, data}], edges: [{id, source, target}]}. "
+        "A Worker needs data.webhookUrl, a Splitter data.arrayPath; a UX node may set data.prompt."))],
+) -> CreatedFlow:
+    """Save a new flow; returns its id (for stitch_start_run). A graph the server refuses
+    (unknown node types, dangling edges, cycles, a Worker without a webhook, ...) is an error
+    naming each problem."""
+    flow = stitch.call("POST", "/flows", {"name": name, "graph": graph})
+    return {"id": flow["id"], "name": flow["name"], "version": flow["version"], "nodes": len(flow["graph"]["nodes"])}
+
+
+@pack.tool(open_world=True)
 def stitch_start_run(stitch: StitchClient, flow_id: str, input: Any = None) -> RunStatus:  # noqa: A002 - the API's word
     """Start a run of a flow with this input; returns the run id and the first node states."""
-    return _summary(stitch.call("POST", _path("flows", _flow_id(flow_id), "runs"), {"input": input}))
+    return _summary(stitch.call("POST", client.path("flows", client.flow_id(flow_id), "runs"), {"input": input}))
+
+
+@pack.tool(read_only=True, open_world=True)
+def stitch_list_runs(
+    stitch: StitchClient,
+    flow_id: Annotated[str | None, Field(description="Only this flow's runs (an id from stitch_list_flows).")] = None,
+    status: Annotated[RunState | None, Field(description="Only runs in this status.")] = None,
+    cursor: Annotated[str | None, Field(description="The next_cursor of the previous page; leave out for the first.")] = None,
+    limit: Annotated[int, Field(ge=1, le=100, description="Runs per page, 1 to 100.")] = 20,
+) -> RunList:
+    """List runs, newest first, optionally of one flow and in one status (waiting_for_user
+    lists the runs waiting for a person). Pass next_cursor back as cursor for the next page."""
+    params = {"flow_id": client.flow_id(flow_id) if flow_id is not None else None, "status": status,
+              "cursor": client.cursor(cursor), "limit": limit}
+    body = stitch.call("GET", "/runs", params=params)
+    if not isinstance(body, dict) or "runs" not in body:  # an older server ignores the filters: do not pretend
+        raise AgentloomError(f"the Stitch server at {stitch.settings.url} is older than this tool (its run list has "
+                             "no filters or pages); upgrade it to list runs by status or page through them")
+    runs: list[RunSummary] = [{"run_id": r["id"], "flow_id": r["flow_id"], "status": r["status"],
+                               "created_at": _moment(r["created_at"])} for r in body["runs"]]
+    return {"runs": runs, "next_cursor": body.get("next_cursor")}
 
 
 @pack.tool(read_only=True, open_world=True)
 def stitch_run_status(stitch: StitchClient, run_id: str, include_outputs: bool = False) -> RunStatus:
-    """The run's status and each node's status (errors always; outputs when asked)."""
-    return _summary(stitch.call("GET", _path("runs", _run_id(run_id))), include_outputs)
+    """The run's status and each node's status (errors always; a waiting gate's prompt; for a
+    node on fan-out paths, a count of its paths per status; outputs when asked)."""
+    return _summary(stitch.call("GET", client.path("runs", client.run_id(run_id))), include_outputs)
 
 
 @pack.tool(open_world=True)
 def stitch_complete(stitch: StitchClient, run_id: str, node_id: str, output: Any = None) -> Done:
     """Complete a UX node that is waiting_for_user, with the person's input as its output.
     A node that is not waiting is refused with the reason."""
-    body = stitch.call("POST", _path("complete", _run_id(run_id), _node_id(node_id)), output)
+    body = stitch.call("POST", client.path("complete", client.run_id(run_id), client.node_id(node_id)), output)
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "completed"))}
 
 
 @pack.tool(open_world=True)
 def stitch_retry(stitch: StitchClient, run_id: str, node_id: str) -> Done:
-    """Retry a failed node; it fires again once its upstream nodes are complete. A node that
-    has not failed is refused with the reason."""
-    body = stitch.call("POST", _path("retry", _run_id(run_id), _node_id(node_id)))
+    """Retry a failed node (a fan-out node's id retries its failed paths); it fires again once
+    its upstream nodes are complete. A node that has not failed is refused with the reason."""
+    body = stitch.call("POST", client.path("retry", client.run_id(run_id), client.node_id(node_id)))
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "retrying"))}
+
+
+@pack.tool(destructive=True, idempotent=True, open_world=True)
+def stitch_cancel_run(stitch: StitchClient, run_id: str) -> Cancelled:
+    """Cancel a run: its running nodes are marked cancelled and nothing more is sent to
+    workers. A run that has already finished is refused with the reason."""
+    body = stitch.call("POST", client.path("runs", client.run_id(run_id), "cancel"))
+    reply: Cancelled = {"run_id": run_id, "detail": str(body.get("detail", "cancelled"))}
+    if body.get("duplicate"):
+        reply["duplicate"] = True
+    return reply
 
 
 def _moment(value: Any) -> str:
@@ -234,11 +197,16 @@ def _moment(value: Any) -> str:
 def _summary(run: dict[str, Any], include_outputs: bool = False) -> RunStatus:
     nodes: dict[str, NodeSummary] = {}
     for key, state in run["node_states"].items():
+        if isinstance(state.get("paths"), dict):  # a fan-out template entry: the summary of its paths
+            nodes[key] = {"status": state["status"], "paths": state["paths"]}
+            continue
         if state.get("path") is None:
-            continue  # the template entry of a node that runs on fan-out paths
+            continue  # a template entry from a server that sends no summary: its paths speak for it
         entry: NodeSummary = {"status": state["status"]}
         if state.get("error"):
             entry["error"] = state["error"]
+        if state["status"] == "waiting_for_user" and state.get("prompt"):
+            entry["prompt"] = str(state["prompt"])
         if include_outputs and state.get("output") is not None:
             entry["output"] = state["output"]
         nodes[key] = entry

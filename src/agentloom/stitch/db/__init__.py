@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Engine, RowMapping, select
 from sqlalchemy.engine import make_url
 
 from agentloom.stitch.db import migrations, postgres, schema, sqlite
+from agentloom.stitch.db.hot import HotPath
 
 
 class Database:
@@ -26,6 +27,7 @@ class Database:
         # and prompt, where SQLite's busy handler would sleep and retry.
         self._writer = sqlite.WriterQueue(parsed.database) if self.dialect is sqlite else nullcontext()
         self.version = migrations.migrate(self.engine)
+        self.hot = HotPath(postgres=self.dialect is postgres)
 
     @property
     def name(self) -> str:

@@ -24,8 +24,25 @@ def _v1(conn: Connection) -> None:
     conn.execute(schema.settings.insert().values(key="callback_secret", value=secrets.token_hex(32)))
 
 
+def _v2(conn: Connection) -> None:
+    # Version 1 databases gain the new columns in place (ADD COLUMN works on both databases)
+    # and the new tables and indexes; a new database got all of it from create_all in _v1.
+    columns = {c["name"] for c in inspect(conn).get_columns("stitch_flows")}
+    if "deleted_at" in columns:
+        return
+    timestamp = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
+    conn.execute(text(f"ALTER TABLE stitch_flows ADD COLUMN deleted_at {timestamp}"))
+    conn.execute(text("ALTER TABLE stitch_events ADD COLUMN error TEXT"))
+    conn.execute(text("ALTER TABLE stitch_events ADD COLUMN summary TEXT"))
+    schema.metadata.create_all(conn, tables=[schema.attempts, schema.timers])
+    for index in schema.runs.indexes:
+        if index.name != "ix_stitch_runs_flow_id":
+            index.create(conn)
+
+
 STEPS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "flows, runs, outbox, events, settings", _v1),
+    (2, "attempt history, timers, deleted flows, event errors, run listing indexes", _v2),
 ]
 
 

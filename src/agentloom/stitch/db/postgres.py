@@ -23,7 +23,10 @@ def claim(now: float, until: float, limit: int) -> Update:
 
 
 def engine(url: str | URL) -> Engine:
-    return create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+    # No pre-ping: it is a round trip before every transaction, on the path of every
+    # completion. A connection the server dropped fails its request instead (503, see the
+    # API), and SQLAlchemy then discards the whole pool, so the next request reconnects.
+    return create_engine(url, pool_size=10, max_overflow=10)
 
 
 def lock_run(run_id: str) -> Select[Any]:

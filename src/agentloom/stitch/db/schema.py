@@ -32,6 +32,9 @@ flows = Table(
     Column("version", Integer, nullable=False, default=1),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # Deleted flows are hidden, not removed: their runs keep pointing at them (and carry their
+    # own graph copy), so a run's history stays readable after its flow is gone.
+    Column("deleted_at", DateTime(timezone=True)),
 )
 
 runs = Table(
@@ -47,6 +50,8 @@ runs = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Index("ix_stitch_runs_flow_id", "flow_id"),
+    Index("ix_stitch_runs_listing", "created_at", "id"),  # newest first, keyset pagination
+    Index("ix_stitch_runs_status", "status", "created_at", "id"),
 )
 
 # Webhooks to send, written in the same transaction as the state change that needs them.
@@ -77,7 +82,43 @@ events = Table(
     Column("status", String(32), nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("at", DateTime(timezone=True), nullable=False),
+    Column("error", Text),  # the node's error, bounded (EVENT_TEXT_CHARS)
+    Column("summary", Text),  # a bounded excerpt of the output's JSON
     Index("ix_stitch_events_run", "run_id", "id"),
+)
+
+# Every attempt of every node path, kept: node_states holds only the latest one.
+attempts = Table(
+    "stitch_attempts",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("run_id", String(36), ForeignKey("stitch_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("node_key", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("status", String(32), nullable=False),  # the attempt's last status (running, completed, failed, ...)
+    Column("input", Json),
+    Column("output", Json),
+    Column("error", Text),
+    Column("worker_status", Integer),  # the HTTP status the worker answered the webhook with
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    UniqueConstraint("run_id", "node_key", "attempt", name="uq_stitch_attempts"),
+)
+
+# Moments the engine must act on by itself: a deadline passing ('timeout') or a scheduled
+# automatic retry coming due ('retry'). Written in the same transaction as the state that
+# needs them; any server process fires them (SKIP LOCKED on PostgreSQL).
+timers = Table(
+    "stitch_timers",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("run_id", String(36), ForeignKey("stitch_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("node_key", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("kind", String(16), nullable=False),  # timeout | retry
+    Column("due_at", Float, nullable=False),  # epoch seconds
+    UniqueConstraint("run_id", "node_key", "attempt", "kind", name="uq_stitch_timers"),
+    Index("ix_stitch_timers_due", "due_at"),
 )
 
 settings = Table(

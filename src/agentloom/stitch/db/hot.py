@@ -1,0 +1,91 @@
+"""The statements every completion runs, as prepared SQL on the driver's own cursor.
+
+A completion reads its run under a lock and writes the run row, its events, the attempt
+history, timers and the next webhook: about eight statements. Built through SQLAlchemy's
+expression layer each one costs more CPU (coercion, cache keys, type processors) than the
+database spends running it, so this path keeps fixed SQL strings and converts its few
+JSON and time values itself, in the formats SQLAlchemy's column types read back (JSON
+text and ``YYYY-MM-DD HH:MM:SS.ffffff`` on SQLite, JSONB and timestamptz on PostgreSQL).
+Everything else (flows, listings, migrations) stays on SQLAlchemy. The transaction is still
+SQLAlchemy's: these statements run on the connection it began.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+RunRow = tuple[str, int, dict[str, Any], Any]  # flow_id, flow_version, node_states, input
+
+
+class HotPath:
+    def __init__(self, postgres: bool) -> None:
+        self.postgres = postgres
+        if postgres:
+            from psycopg.types.json import Jsonb
+
+            self.json_in: Any = Jsonb
+        else:
+            self.json_in = _json_text
+        lock = " FOR UPDATE" if postgres else ""  # SQLite: BEGIN IMMEDIATE holds the write lock already
+        sql = {
+            "run": f"SELECT flow_id, flow_version, node_states, input FROM stitch_runs WHERE id = ?{lock}",
+            "graph": "SELECT graph FROM stitch_runs WHERE id = ?",
+            "update_run": "UPDATE stitch_runs SET node_states = ?, status = ?, updated_at = ? WHERE id = ?",
+            "event": "INSERT INTO stitch_events (run_id, node_key, status, attempt, at, error, summary) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "attempt": "INSERT INTO stitch_attempts (run_id, node_key, attempt, status, input, output, error, started_at, finished_at) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "end_attempt": "UPDATE stitch_attempts SET status = ?, output = ?, error = ?, finished_at = ? "
+                           "WHERE run_id = ? AND node_key = ? AND attempt = ?",
+            "drop_timer": "DELETE FROM stitch_timers WHERE run_id = ? AND node_key = ? AND attempt = ? AND kind = ?",
+            "timer": "INSERT INTO stitch_timers (run_id, node_key, attempt, kind, due_at) VALUES (?, ?, ?, ?, ?)",
+            "outbox": "INSERT INTO stitch_outbox (run_id, node_key, attempt, url, payload, state, lease_until, tries, created_at) "
+                      "VALUES (?, ?, ?, ?, ?, 'pending', ?, 1, ?) RETURNING id",
+            "sent": "UPDATE stitch_outbox SET state = 'sent' WHERE id = ? AND state = 'pending'",
+            "worker_status": "UPDATE stitch_attempts SET worker_status = ? WHERE (run_id, node_key, attempt) = "
+                             "(SELECT run_id, node_key, attempt FROM stitch_outbox WHERE id = ?)",
+        }
+        self.sql = {name: text.replace("?", "%s") for name, text in sql.items()} if postgres else sql
+
+    def stamp(self, moment: datetime) -> Any:
+        return moment if self.postgres else moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    def json_out(self, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) and not self.postgres else value
+
+    def cursor(self, conn: Connection) -> Any:
+        return conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+
+    def read_run(self, conn: Connection, run_id: str) -> RunRow | None:
+        cur = self.cursor(conn)
+        cur.execute(self.sql["run"], (run_id,))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        return row[0], row[1], self.json_out(row[2]), self.json_out(row[3])
+
+    def read_graph(self, conn: Connection, run_id: str) -> dict[str, Any]:
+        cur = self.cursor(conn)
+        cur.execute(self.sql["graph"], (run_id,))
+        return self.json_out(cur.fetchone()[0])  # type: ignore[no-any-return]
+
+    def run(self, conn: Connection, name: str, params: Sequence[Any]) -> Any:
+        cur = self.cursor(conn)
+        cur.execute(self.sql[name], params)
+        return cur
+
+    def many(self, conn: Connection, name: str, rows: Iterable[Sequence[Any]]) -> None:
+        rows = list(rows)
+        if len(rows) == 1:  # psycopg runs executemany as a pipeline: worth it from two rows on
+            self.cursor(conn).execute(self.sql[name], rows[0])
+        elif rows:
+            self.cursor(conn).executemany(self.sql[name], rows)
+
+
+def _json_text(value: Any) -> str | None:
+    # SQLAlchemy stores SQL NULL for None in a JSON column by default; so do we.
+    return None if value is None else json.dumps(value)
