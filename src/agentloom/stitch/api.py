@@ -31,6 +31,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from agentloom.stitch import queries
+from agentloom.stitch.callbacks import CallbackFastPath
 from agentloom.stitch.db import Database
 from agentloom.stitch.dispatcher import Dispatcher
 from agentloom.stitch.engine import Engine, Sending
@@ -143,6 +144,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     app = FastAPI(title="Stitch", description="Runs React Flow graphs with external workers.", lifespan=lifespan,
                   docs_url=None, redoc_url=None, openapi_url=None)  # served below, behind the key when there is one
     app.router.route_class = StitchRoute
+    app.add_middleware(CallbackFastPath)  # inside the body limit (each middleware added wraps the ones before)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.api_key:
         app.add_middleware(RequireKey, key=settings.api_key)  # outermost: a stranger's body is never read

@@ -32,6 +32,7 @@ from agentloom.stitch.webhooks import EXCERPT_BYTES, TargetRefused, WebhookPolic
 log = logging.getLogger(__name__)
 DELIVERY_BACKOFF = (0.2, 0.4, 0.8)  # seconds before each re-send of an undelivered webhook
 SENDS_PER_HOST = 64  # webhooks in flight to one worker host:port
+MARK_SENT_DELAY = 0.2  # seconds a delivered webhook waits to be marked sent, with others
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,10 @@ class Dispatcher:
     async def _mark_sent_forever(self) -> None:
         while True:
             await self._flush_due.wait()
+            # Marks only matter when a lease runs out (30 s), so they wait a little and go in
+            # batches: one write transaction per batch, not one per webhook competing with
+            # the callback that usually follows the webhook within a millisecond.
+            await anyio.sleep(MARK_SENT_DELAY)
             self._flush_due = anyio.Event()
             batch, self._sent = self._sent, []
             try:

@@ -28,6 +28,11 @@ class Database:
         self._writer = sqlite.WriterQueue(parsed.database) if self.dialect is sqlite else nullcontext()
         self.version = migrations.migrate(self.engine)
         self.hot = HotPath(postgres=self.dialect is postgres)
+        # SQLite in WAL with synchronous=NORMAL commits without waiting for the disk, so one
+        # event's transaction takes well under a millisecond: the callback fast path runs it on
+        # the event loop instead of paying two thread switches. PostgreSQL waits for the
+        # network and the WAL flush: that stays on a thread.
+        self.inline = self.dialect is sqlite
 
     @property
     def name(self) -> str:

@@ -52,7 +52,7 @@ class HotPath:
         self.sql = {name: text.replace("?", "%s") for name, text in sql.items()} if postgres else sql
 
     def stamp(self, moment: datetime) -> Any:
-        return moment if self.postgres else moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+        return moment if self.postgres else moment.replace(tzinfo=None).isoformat(" ", "microseconds")
 
     def json_out(self, value: Any) -> Any:
         return json.loads(value) if isinstance(value, str) and not self.postgres else value
@@ -80,10 +80,21 @@ class HotPath:
 
     def many(self, conn: Connection, name: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
-        if len(rows) == 1:  # psycopg runs executemany as a pipeline: worth it from two rows on
-            self.cursor(conn).execute(self.sql[name], rows[0])
-        elif rows:
-            self.cursor(conn).executemany(self.sql[name], rows)
+        if not rows:
+            return
+        sql = self.sql[name]
+        if len(rows) > 1 and sql.startswith("INSERT"):
+            # One statement with a VALUES list: psycopg's executemany is a pipeline with a
+            # round of its own bookkeeping per row, more than the rows cost the database.
+            # At most 500 rows a statement: SQLite takes 32,766 parameters, a wide fan-out more.
+            head, _, one = sql.partition(" VALUES ")
+            for start in range(0, len(rows), 500):
+                batch = rows[start:start + 500]
+                self.cursor(conn).execute(f"{head} VALUES {', '.join([one] * len(batch))}", [v for row in batch for v in row])
+        elif len(rows) > 1:
+            self.cursor(conn).executemany(sql, rows)
+        else:
+            self.cursor(conn).execute(sql, rows[0])
 
 
 def _json_text(value: Any) -> str | None:
