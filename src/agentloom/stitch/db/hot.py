@@ -1,4 +1,4 @@
-"""The statements every completion runs, as prepared SQL on the driver's own cursor.
+"""The statements every completion runs, as fixed SQL handed to the driver as it is.
 
 A completion reads its run under a lock and writes the run row, its events, the attempt
 history, timers and the next webhook: about eight statements. Built through SQLAlchemy's
@@ -7,7 +7,8 @@ database spends running it, so this path keeps fixed SQL strings and converts it
 JSON and time values itself, in the formats SQLAlchemy's column types read back (JSON
 text and ``YYYY-MM-DD HH:MM:SS.ffffff`` on SQLite, JSONB and timestamptz on PostgreSQL).
 Everything else (flows, listings, migrations) stays on SQLAlchemy. The transaction is still
-SQLAlchemy's: these statements run on the connection it began.
+SQLAlchemy's, and so is the execution (``exec_driver_sql``), so errors are reported and
+dead connections discarded as everywhere else.
 """
 
 from __future__ import annotations
@@ -57,26 +58,19 @@ class HotPath:
     def json_out(self, value: Any) -> Any:
         return json.loads(value) if isinstance(value, str) and not self.postgres else value
 
-    def cursor(self, conn: Connection) -> Any:
-        return conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-
     def read_run(self, conn: Connection, run_id: str) -> RunRow | None:
-        cur = self.cursor(conn)
-        cur.execute(self.sql["run"], (run_id,))
-        row = cur.fetchone()
+        row = self.run(conn, "run", (run_id,)).fetchone()
         if row is None:
             return None
         return row[0], row[1], self.json_out(row[2]), self.json_out(row[3])
 
     def read_graph(self, conn: Connection, run_id: str) -> dict[str, Any]:
-        cur = self.cursor(conn)
-        cur.execute(self.sql["graph"], (run_id,))
-        return self.json_out(cur.fetchone()[0])  # type: ignore[no-any-return]
+        return self.json_out(self.run(conn, "graph", (run_id,)).fetchone()[0])  # type: ignore[no-any-return]
 
     def run(self, conn: Connection, name: str, params: Sequence[Any]) -> Any:
-        cur = self.cursor(conn)
-        cur.execute(self.sql[name], params)
-        return cur
+        # exec_driver_sql: no compiling, yet a driver error still becomes SQLAlchemy's (503 in
+        # the API) and a dropped connection is discarded from the pool.
+        return conn.exec_driver_sql(self.sql[name], tuple(params))
 
     def many(self, conn: Connection, name: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
@@ -90,11 +84,11 @@ class HotPath:
             head, _, one = sql.partition(" VALUES ")
             for start in range(0, len(rows), 500):
                 batch = rows[start:start + 500]
-                self.cursor(conn).execute(f"{head} VALUES {', '.join([one] * len(batch))}", [v for row in batch for v in row])
+                conn.exec_driver_sql(f"{head} VALUES {', '.join([one] * len(batch))}", tuple(v for row in batch for v in row))
         elif len(rows) > 1:
-            self.cursor(conn).executemany(sql, rows)
+            conn.exec_driver_sql(sql, [tuple(row) for row in rows])
         else:
-            self.cursor(conn).execute(sql, rows[0])
+            conn.exec_driver_sql(sql, tuple(rows[0]))
 
 
 def _json_text(value: Any) -> str | None:
