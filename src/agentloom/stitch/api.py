@@ -35,7 +35,7 @@ from agentloom.stitch.callbacks import CallbackFastPath
 from agentloom.stitch.db import Database
 from agentloom.stitch.dispatcher import Dispatcher
 from agentloom.stitch.engine import Engine, Sending
-from agentloom.stitch.execution import Outcome, Result
+from agentloom.stitch.execution import Result
 from agentloom.stitch.flows import FlowBusy, Flows
 from agentloom.stitch.middleware import PREFIX, BodyLimit, RequireKey
 from agentloom.stitch.graph import GraphError
@@ -170,9 +170,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
 
     def answer(request: Request, result: Result, sendings: list[Sending]) -> JSONResponse:
         request.app.state.dispatcher.submit(sendings)
-        body = {"ok": result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE), "detail": result.message,
-                "duplicate": result.outcome is Outcome.DUPLICATE}
-        return JSONResponse(body, status_code=result.outcome.http_status)
+        return JSONResponse(result.reply(), status_code=result.outcome.http_status)
 
     async def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -222,8 +220,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     @app.post(f"{PREFIX}/flows/{{flow_id}}/runs", status_code=201, response_model=RunReply, responses=documented(404, 413))
     async def start_run(flow_id: str, request: Request, body: RunIn | None = None) -> dict[str, Any]:
         """Start a run of the flow's current version with this input; its root nodes fire at once."""
-        flow = await call(flows_of(request).get, flow_id)  # a deleted flow starts nothing
-        run, sendings = await call(engine_of(request).start_run, flow["id"], body.input if body else None)
+        run, sendings = await call(engine_of(request).start_run, flow_id, body.input if body else None)
         request.app.state.dispatcher.submit(sendings)
         return as_reply(queries.run_view(run))
 

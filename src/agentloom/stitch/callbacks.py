@@ -24,7 +24,6 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentloom.stitch.execution import Outcome
 from agentloom.stitch.middleware import PREFIX
 from agentloom.stitch.models import Callback
 from agentloom.stitch.values import BadJson, decode
@@ -72,9 +71,7 @@ class CallbackFastPath:
         except (DBAPIError, PoolTimeout):
             return False  # rolled back: the documented route tries once more and answers the failure
         state.dispatcher.submit(sendings)
-        reply = {"ok": result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE), "detail": result.message,
-                 "duplicate": result.outcome is Outcome.DUPLICATE}
-        payload = json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode()
+        payload = json.dumps(result.reply(), ensure_ascii=False, separators=(",", ":")).encode()
         await send({"type": "http.response.start", "status": result.outcome.http_status,
                     "headers": [*_HEADERS, (b"content-length", str(len(payload)).encode())]})
         await send({"type": "http.response.body", "body": payload})

@@ -91,10 +91,8 @@ class Dispatcher:
         for sending in due:
             log.info("re-sending %s/%s attempt %d (its lease ran out)", sending.run_id, sending.key, sending.attempt)
         self.submit(due)
-        fired: list[Sending] = []
-        if hasattr(self.engine, "fire_due"):
-            fired = await anyio.to_thread.run_sync(self.engine.fire_due)
-            self.submit(fired)
+        fired = await anyio.to_thread.run_sync(self.engine.fire_due)
+        self.submit(fired)
         return len(due) + len(fired)
 
     async def _reconcile_forever(self) -> None:

@@ -75,10 +75,11 @@ class Engine:
             raise missing("flow", flow_id)
         with self.db.transaction() as conn:
             # A shared lock: a delete of the flow waits for this run to exist, and then cancels it.
-            live = select(flows).where(flows.c.id == flow_id, flows.c.deleted_at.is_(None))
+            live = select(flows).where(flows.c.id == flow_id.lower(), flows.c.deleted_at.is_(None))
             flow = conn.execute(live.with_for_update(read=True)).mappings().first()
             if flow is None:
                 raise missing("flow", flow_id)
+            flow_id = flow["id"]  # as stored (lowercase), whatever case the caller used
             plan = _plan(flow_id, flow["version"], flow["graph"])
             run_id = str(uuid.uuid4())
             stamp = now()

@@ -60,6 +60,11 @@ class Result:
     outcome: Outcome
     message: str
 
+    def reply(self) -> dict[str, Any]:
+        """The HTTP answer's body: ``{ok, detail, duplicate}``."""
+        return {"ok": self.outcome in (Outcome.APPLIED, Outcome.DUPLICATE), "detail": self.message,
+                "duplicate": self.outcome is Outcome.DUPLICATE}
+
 
 @dataclass(frozen=True)
 class Dispatch:

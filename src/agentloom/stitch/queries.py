@@ -100,7 +100,7 @@ def get_run(db: Database, run_id: str) -> dict[str, Any]:
     with db.reading() as conn:
         row = conn.execute(select(runs).where(runs.c.id == run_id.lower())).mappings().first()
     if row is None:
-        raise NotFound(f"no run {run_id}")
+        raise missing("run", run_id)
     return dict(row)
 
 
@@ -110,7 +110,7 @@ def run_events(db: Database, run_id: str) -> list[dict[str, Any]]:
         raise missing("run", run_id)
     with db.reading() as conn:
         if conn.execute(select(runs.c.id).where(runs.c.id == run_id.lower())).first() is None:
-            raise NotFound(f"no run {run_id}")
+            raise missing("run", run_id)
         rows = conn.execute(select(events).where(events.c.run_id == run_id.lower()).order_by(events.c.id)).mappings().all()
     return [dict(r) for r in rows]
 
@@ -177,7 +177,7 @@ def node_attempts(db: Database, run_id: str, key: str) -> list[dict[str, Any]]:
     with db.reading() as conn:
         states = conn.execute(select(runs.c.node_states).where(runs.c.id == run_id.lower())).scalar()
         if states is None:
-            raise NotFound(f"no run {run_id}")
+            raise missing("run", run_id)
         state = states.get(key)
         if state is None:
             raise NotFound(f"run {run_id} has no node {shown(key)}; GET /api/stitch/runs/{run_id} lists its nodes")

@@ -51,12 +51,6 @@ class Database:
         with self.engine.connect().execution_options(read_only=True) as conn:
             yield conn
 
-    @contextmanager
-    def locked_run(self, run_id: str) -> Iterator[tuple[Connection, RowMapping | None]]:
-        """One event's transaction: the run row, locked against every other writer of this run."""
-        with self.transaction() as conn:
-            yield conn, conn.execute(self.dialect.lock_run(run_id)).mappings().first()
-
     def claim_due(self, now: float, lease_seconds: float, limit: int = 100) -> list[RowMapping]:
         with self.transaction() as conn:
             return list(conn.execute(self.dialect.claim(now, now + lease_seconds, limit)).mappings().all())

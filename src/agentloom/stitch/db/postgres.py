@@ -1,14 +1,12 @@
-"""PostgreSQL: row locks per run (SELECT ... FOR UPDATE) and SKIP LOCKED outbox claims, so
-several servers can share one database without a broker."""
+"""PostgreSQL: row locks per run (SELECT ... FOR UPDATE, in :mod:`hot`) and SKIP LOCKED outbox
+claims, so several servers can share one database without a broker."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import Engine, Select, Update, create_engine, select, update
+from sqlalchemy import Engine, Update, create_engine, select, update
 from sqlalchemy.engine import URL
 
-from agentloom.stitch.db.schema import outbox, runs
+from agentloom.stitch.db.schema import outbox
 
 def claim(now: float, until: float, limit: int) -> Update:
     due = (
@@ -27,7 +25,3 @@ def engine(url: str | URL) -> Engine:
     # completion. A connection the server dropped fails its request instead (503, see the
     # API), and SQLAlchemy then discards the whole pool, so the next request reconnects.
     return create_engine(url, pool_size=10, max_overflow=10)
-
-
-def lock_run(run_id: str) -> Select[Any]:
-    return select(runs).where(runs.c.id == run_id).with_for_update()

@@ -7,10 +7,10 @@ import os
 import threading
 from typing import Any
 
-from sqlalchemy import Engine, Select, Update, create_engine, event, select, update
+from sqlalchemy import Engine, Update, create_engine, event, select, update
 from sqlalchemy.engine import URL
 
-from agentloom.stitch.db.schema import outbox, runs
+from agentloom.stitch.db.schema import outbox
 
 def claim(now: float, until: float, limit: int) -> Update:
     due = (
@@ -64,7 +64,3 @@ class WriterQueue:
         if self._file is not None:
             fcntl.flock(self._file, fcntl.LOCK_UN)
         self._thread_lock.release()
-
-
-def lock_run(run_id: str) -> Select[Any]:
-    return select(runs).where(runs.c.id == run_id)  # the transaction already holds the write lock
