@@ -344,7 +344,7 @@ def test_a_version_1_database_is_upgraded_in_place(database_url: str, worker: Wo
         kept = [schema.metadata.tables[name] for name in
                 ("stitch_flows", "stitch_runs", "stitch_outbox", "stitch_events", "stitch_settings")]
         schema.metadata.create_all(conn, tables=kept)
-        for index in ("ix_stitch_runs_listing", "ix_stitch_runs_status"):
+        for index in ("ix_stitch_runs_listing", "ix_stitch_runs_status", "ix_stitch_runs_flow_listing"):
             conn.execute(text(f"DROP INDEX {index}"))
         for table, column in (("stitch_flows", "deleted_at"), ("stitch_events", "error"), ("stitch_events", "summary")):
             conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
@@ -355,13 +355,14 @@ def test_a_version_1_database_is_upgraded_in_place(database_url: str, worker: Wo
 
     db = Database(database_url)
     try:
-        assert db.version == 2
+        assert db.version == 3
         with db.reading() as conn:
             found = inspect(conn)
             assert {"stitch_attempts", "stitch_timers"} <= set(found.get_table_names())
             assert {"error", "summary"} <= {c["name"] for c in found.get_columns("stitch_events")}
             assert "deleted_at" in {c["name"] for c in found.get_columns("stitch_flows")}
-            assert "ix_stitch_runs_status" in {i["name"] for i in found.get_indexes("stitch_runs")}
+            indexes = {i["name"] for i in found.get_indexes("stitch_runs")}
+            assert {"ix_stitch_runs_status", "ix_stitch_runs_listing", "ix_stitch_runs_flow_listing"} <= indexes
         engine = Engine(db, "http://127.0.0.1:9")
         b = Builder(worker.url)
         b.node("Worker", "w", retry={"maxAttempts": 2})

@@ -1,5 +1,6 @@
 """The Stitch HTTP API (FastAPI). Everything lives under /api/stitch; OpenAPI docs at /docs
-(Swagger UI served from this server's own files, so the page works with no internet).
+(Swagger UI served from this server's own files, so the page works with no internet); the web
+console at / (:mod:`console`); live updates as server-sent events (:mod:`live`).
 
 What reaches the engine has passed, in this order: the body size limit (413, from the
 Content-Length header or while the body streams in, before it is parsed), JSON decoding with
@@ -23,14 +24,14 @@ import anyio
 import anyio.to_thread
 from fastapi import Body, FastAPI, HTTPException, Query, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from agentloom.stitch import queries
+from agentloom.stitch import console, queries
 from agentloom.stitch.callbacks import CallbackFastPath
 from agentloom.stitch.db import Database
 from agentloom.stitch.dispatcher import Dispatcher
@@ -40,11 +41,13 @@ from agentloom.stitch.flows import FlowBusy, Flows
 from agentloom.stitch.middleware import PREFIX, BodyLimit, RequireKey
 from agentloom.stitch.graph import GraphError
 from agentloom.stitch.ids import NotFound, shown
+from agentloom.stitch.live import EventFeed, Message, Subscription, last_event_id, stream
 from agentloom.stitch.models import Callback, Graph, RunStatus
 from agentloom.stitch.replies import (
     AttemptReply,
     EventReply,
     FlowDeleted,
+    FlowListed,
     FlowReply,
     Health,
     RunEvent,
@@ -60,6 +63,9 @@ from agentloom.stitch.values import BadJson, decode
 
 log = logging.getLogger(__name__)
 DOCS_ASSETS = "/docs-assets"  # Swagger UI's own files (swagger-ui-bundle-v2), served here: no CDN
+SSE_REPLY: dict[int | str, dict[str, Any]] = {
+    200: {"description": "A stream of server-sent events (text/event-stream) that stays open.",
+          "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
 
 
 class FlowIn(BaseModel):
@@ -135,8 +141,10 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
                         node_timeout=settings.node_timeout)
         dispatcher = Dispatcher(engine, timeout=settings.worker_timeout, poll_interval=settings.poll_interval)
         app.state.engine, app.state.dispatcher, app.state.flows = engine, dispatcher, Flows(db, webhooks)
+        app.state.feed = EventFeed(db)
         async with anyio.create_task_group() as tg:
             await tg.start(dispatcher.run)  # its first reconciler round resumes what a restart interrupted
+            await tg.start(app.state.feed.run)
             yield
             tg.cancel_scope.cancel()
         db.dispose()
@@ -191,10 +199,11 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         targets, Splitter/Collector pairing); a 422 names every problem."""
         return as_reply(await call(flows_of(request).create, body.name, body.graph))
 
-    @app.get(f"{PREFIX}/flows", response_model=list[FlowReply], responses=documented())
+    @app.get(f"{PREFIX}/flows", response_model=list[FlowListed], responses=documented())
     async def list_flows(request: Request) -> list[dict[str, Any]]:
-        """Every flow that is not deleted, oldest first."""
-        return as_replies(await call(flows_of(request).list))
+        """Every flow that is not deleted, oldest first, with its node count and newest run."""
+        listed = await call(flows_of(request).list)
+        return [{**as_reply(flow), "last_run": flow["last_run"] and as_reply(flow["last_run"])} for flow in listed]
 
     @app.get(f"{PREFIX}/flows/{{flow_id}}", response_model=FlowReply, responses=documented(404))
     async def get_flow(flow_id: str, request: Request) -> dict[str, Any]:
@@ -245,6 +254,54 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     ) -> list[dict[str, Any]]:
         """UX gates waiting for a person, longest waiting first, each with its ``data.prompt``."""
         return as_replies(await call(queries.waiting, engine_of(request).db, flow_id=flow_id, limit=limit))
+
+    async def started(feed: EventFeed, subscription: Subscription) -> None:
+        try:
+            await feed.started()
+        except BaseException as exc:
+            feed.unsubscribe(subscription)
+            if isinstance(exc, TimeoutError):
+                raise HTTPException(503, "the Stitch database is unavailable; try again shortly") from None
+            raise
+
+    def event_stream(request: Request, subscription: Subscription, first: list[Message]) -> StreamingResponse:
+        return StreamingResponse(stream(request.app.state.feed, subscription, first), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @app.get(f"{PREFIX}/runs/stream", response_class=StreamingResponse, responses={**documented(), **SSE_REPLY})
+    async def runs_stream(
+        request: Request, flow_id: Annotated[str | None, Query(description="Only this flow's runs.")] = None,
+    ) -> StreamingResponse:
+        """Server-sent events: an ``event: run`` message (data: a run summary, as in GET
+        /api/stitch/runs) whenever a run starts or changes, from any server process on the
+        database, within about 0.1 s. Nothing is replayed: list the runs first, then listen."""
+        if flow_id is not None:
+            await call(queries.runs_query, flow_id=flow_id)  # a malformed flow id is a 422 before streaming
+        feed: EventFeed = request.app.state.feed
+        subscription = feed.subscribe(flow_id=flow_id and flow_id.lower())
+        await started(feed, subscription)  # what happens after the answer starts is sent
+        return event_stream(request, subscription, [])
+
+    @app.get(f"{PREFIX}/runs/{{run_id}}/stream", response_class=StreamingResponse, responses={**documented(404), **SSE_REPLY})
+    async def run_stream(
+        run_id: str, request: Request,
+        after: Annotated[int | None, Query(ge=0, description="Send the events after this event id first (default: "
+                                                               "the Last-Event-ID header, else every event of the run).")] = None,
+    ) -> StreamingResponse:
+        """Server-sent events: the run's events as ``event: node`` messages (``id:`` the event id;
+        data: the event as in .../events plus ``run_status``), first those after ``after``, then
+        live ones as they are committed by any server process. Reconnect with ``after`` (or
+        ``Last-Event-ID``) set to the last id seen and nothing is lost or repeated."""
+        run_id = (await call(queries.get_run_status, engine_of(request).db, run_id))["id"]
+        feed: EventFeed = request.app.state.feed
+        subscription = feed.subscribe(run_id=run_id)
+        await started(feed, subscription)
+        try:
+            first = await call(feed.replay, run_id, last_event_id(after, request.headers.get("last-event-id")))
+        except BaseException:
+            feed.unsubscribe(subscription)
+            raise
+        return event_stream(request, subscription, first)
 
     @app.get(f"{PREFIX}/runs/{{run_id}}", response_model=RunReply, responses=documented(404))
     async def get_run(run_id: str, request: Request) -> dict[str, Any]:
@@ -316,6 +373,8 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     from swagger_ui_bundle import swagger_ui_path  # the package's files: Swagger UI 5 (renders OpenAPI 3.1)
 
     app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+    if not console.mount(app):
+        log.info("the web console is not built (scripts/setup.sh builds it); / says how")
 
     @app.get(f"{PREFIX}/health", response_model=Health, responses=errors(422, 503))
     async def health(request: Request) -> dict[str, Any]:

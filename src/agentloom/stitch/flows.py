@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from agentloom.stitch.db import Database
 from agentloom.stitch.db.schema import flows, runs
@@ -50,6 +50,8 @@ def _graph_json(graph: Graph) -> dict[str, Any]:
 
 _LIVE = flows.c.deleted_at.is_(None)
 _COLUMNS = (flows.c.id, flows.c.name, flows.c.graph, flows.c.version, flows.c.created_at, flows.c.updated_at)
+_LAST_RUN = (select(runs.c.id, runs.c.status, runs.c.created_at).where(runs.c.flow_id == bindparam("flow"))
+             .order_by(runs.c.created_at.desc(), runs.c.id.desc()).limit(1))  # along ix_stitch_runs_flow_listing
 
 
 class Flows:
@@ -90,9 +92,16 @@ class Flows:
         return dict(row)
 
     def list(self) -> list[dict[str, Any]]:
+        """Every live flow, oldest first, with its ``node_count`` and ``last_run`` (``{id,
+        status, created_at}`` or None; one indexed lookup per flow)."""
         with self.db.reading() as conn:
             rows = conn.execute(select(*_COLUMNS).where(_LIVE).order_by(flows.c.created_at, flows.c.id)).mappings().all()
-        return [dict(r) for r in rows]
+            listed = []
+            for row in rows:
+                last = conn.execute(_LAST_RUN, {"flow": row["id"]}).mappings().first()
+                nodes = row["graph"].get("nodes") if isinstance(row["graph"], dict) else None
+                listed.append({**row, "node_count": len(nodes or []), "last_run": dict(last) if last else None})
+        return listed
 
     def delete(self, flow_id: str, *, force: bool = False, cancel: Cancel | None = None) -> dict[str, Any]:
         """Hide the flow. Refused (:class:`FlowBusy`) while runs are under way, unless ``force``:

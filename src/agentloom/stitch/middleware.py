@@ -12,6 +12,8 @@ from fastapi import HTTPException
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentloom.stitch import console
+
 PREFIX = "/api/stitch"
 
 
@@ -73,7 +75,8 @@ async def _no_body() -> Message:
 
 class RequireKey:
     """With ``STITCH_API_KEY`` set, every path needs the key except the callbacks (their URLs
-    are signed) and the health check. New endpoints are therefore protected by default."""
+    are signed), the health check and the console's page and assets (they hold no data; the page
+    asks for the key). New endpoints are therefore protected by default."""
 
     OPEN_PREFIX = f"{PREFIX}/callback/"
     OPEN_PATHS = frozenset({f"{PREFIX}/health"})
@@ -83,15 +86,16 @@ class RequireKey:
         self.key = key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._open(scope["path"]) and not self._authorised(scope["headers"]):
+        if scope["type"] == "http" and not self._open(scope["path"], scope["method"]) and not self._authorised(scope["headers"]):
             response = JSONResponse({"detail": "missing or wrong API key: send 'Authorization: Bearer <STITCH_API_KEY>'"},
                                     status_code=401, headers={"WWW-Authenticate": "Bearer"})
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    def _open(self, path: str) -> bool:
-        return path.startswith(self.OPEN_PREFIX) or path in self.OPEN_PATHS
+    def _open(self, path: str, method: str) -> bool:
+        return (path.startswith(self.OPEN_PREFIX) or path in self.OPEN_PATHS
+                or (method in ("GET", "HEAD") and console.is_page(path)))
 
     def _authorised(self, headers: list[tuple[bytes, bytes]]) -> bool:
         given = b""

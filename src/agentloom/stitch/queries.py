@@ -104,6 +104,17 @@ def get_run(db: Database, run_id: str) -> dict[str, Any]:
     return dict(row)
 
 
+def get_run_status(db: Database, run_id: str) -> dict[str, Any]:
+    """``{id, status}`` of a run (its node states unread); NotFound when there is none."""
+    if not is_uuid(run_id):
+        raise missing("run", run_id)
+    with db.reading() as conn:
+        row = conn.execute(select(runs.c.id, runs.c.status).where(runs.c.id == run_id.lower())).mappings().first()
+    if row is None:
+        raise missing("run", run_id)
+    return dict(row)
+
+
 def run_events(db: Database, run_id: str) -> list[dict[str, Any]]:
     """The run's event log, oldest first (404 for an unknown run, not an empty log)."""
     if not is_uuid(run_id):

@@ -30,6 +30,19 @@ class FlowReply(BaseModel):
     updated_at: Moment
 
 
+class LastRun(BaseModel):
+    id: str
+    status: RunStatus
+    created_at: Moment
+
+
+class FlowListed(FlowReply):
+    """A flow in the list, with what a person scans for."""
+
+    node_count: int = Field(description="How many nodes its graph has.")
+    last_run: LastRun | None = Field(description="Its newest run; null when it never ran.")
+
+
 class FlowDeleted(BaseModel):
     """A deleted flow: hidden from lists and reads; its runs stay readable."""
 

@@ -36,13 +36,21 @@ def _v2(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE stitch_events ADD COLUMN summary TEXT"))
     schema.metadata.create_all(conn, tables=[schema.attempts, schema.timers])
     for index in schema.runs.indexes:
-        if index.name != "ix_stitch_runs_flow_id":
+        if index.name in ("ix_stitch_runs_listing", "ix_stitch_runs_status"):
             index.create(conn)
+
+
+def _v3(conn: Connection) -> None:
+    # A flow's runs newest first (the console lists them; a flow may have thousands).
+    for index in schema.runs.indexes:
+        if index.name == "ix_stitch_runs_flow_listing":
+            index.create(conn, checkfirst=True)  # a new database got it from create_all in _v1
 
 
 STEPS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "flows, runs, outbox, events, settings", _v1),
     (2, "attempt history, timers, deleted flows, event errors, run listing indexes", _v2),
+    (3, "a flow's runs newest first (index)", _v3),
 ]
 
 

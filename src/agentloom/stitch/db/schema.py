@@ -51,6 +51,7 @@ runs = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Index("ix_stitch_runs_flow_id", "flow_id"),
     Index("ix_stitch_runs_listing", "created_at", "id"),  # newest first, keyset pagination
+    Index("ix_stitch_runs_flow_listing", "flow_id", "created_at", "id"),  # one flow's runs, its last run
     Index("ix_stitch_runs_status", "status", "created_at", "id"),
 )
 
