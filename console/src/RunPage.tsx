@@ -48,8 +48,7 @@ export function RunPage({ id }: { id: string }) {
     setRun(null); setEvents([]); setSelected(null); lastEvent.current = null;
     (async () => {
       try {
-        const log = await api<RunEvent[]>(`/runs/${id}/events`);
-        await load();
+        const [log] = await Promise.all([api<RunEvent[]>(`/runs/${id}/events`), load()]);  // the stream replays what either missed
         if (!live) return;
         setEvents(log);
         lastEvent.current = log.length ? log[log.length - 1].id : 0;
