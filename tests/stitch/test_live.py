@@ -3,6 +3,7 @@ server processes, and the feed's handling of events committed out of id order.""
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -195,3 +196,15 @@ def test_the_flow_list_names_node_counts_and_the_newest_run(stitch: StitchServer
     listed = stitch.http.get("/flows").json()[0]
     assert listed["node_count"] == 2
     assert listed["last_run"]["id"] == newest and listed["last_run"]["created_at"].endswith("Z")
+
+
+def test_a_server_with_open_streams_stops_promptly(tmp_path: Path) -> None:
+    server = StitchServer(f"sqlite:///{tmp_path / 's.db'}", tmp_path).start()
+    assert server.proc is not None
+    with SseReader(f"{server.base}/api/stitch/runs/stream") as reader:
+        assert reader.status == 200
+        started = time.monotonic()
+        server.proc.terminate()  # a stream never ends by itself: shutdown must not wait for it
+        server.proc.wait(timeout=30)
+        assert time.monotonic() - started < 8
+    server.stop()

@@ -45,7 +45,10 @@ def serve(
         raise typer.Exit(2) from None
     url = database or stitch.database_url or default_url(settings.data_dir)
     logging.getLogger(__name__).info("stitch on http://%s:%d/api/stitch, callbacks via %s", host, port, stitch.base_url)
-    options = {"host": host, "port": port, "log_config": None, "log_level": settings.log_level.lower()}
+    # Live-update streams stay open until the browser leaves: on shutdown, uvicorn would wait for
+    # them forever. Requests are short (a webhook owed is in the outbox), so 3 s is enough for them.
+    options = {"host": host, "port": port, "log_config": None, "log_level": settings.log_level.lower(),
+               "timeout_graceful_shutdown": 3}
     if workers == 1:
         uvicorn.run(create_app(stitch, url), **options)
         return
