@@ -36,7 +36,7 @@ def launch(playwright: object) -> Browser:
     return playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)  # type: ignore[attr-defined,no-any-return]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # sync Playwright holds an event loop: stop it before other modules' tests
 def browser() -> Iterator[Browser]:
     problem = missing()
     if problem:
