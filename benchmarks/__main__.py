@@ -7,8 +7,10 @@ import sys
 
 SUITES = {
     "cold-start": "benchmarks.cold_start",
+    "install": "benchmarks.install",
     "embeddings": "benchmarks.embeddings",
     "embeddings-int8": "benchmarks.embeddings_int8",
+    "embeddings-default": "benchmarks.embeddings_default",
     "vectors": "benchmarks.vectors",
     "docs": "benchmarks.docs",
     "stitch": "benchmarks.stitch",

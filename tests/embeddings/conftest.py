@@ -22,20 +22,20 @@ from agentloom.embeddings import EmbeddingService
 
 @pytest.fixture(scope="session")
 def model_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache dir shared by the whole session, so the ONNX export happens once."""
+    """A cache dir shared by the whole session, so the ONNX graph is built once."""
     return tmp_path_factory.mktemp("agentloom-cache")
 
 
 @pytest.fixture(scope="session")
 def onnx_file(model_cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Export the packaged model once (a child process with torch); return the ONNX path."""
+    """Build the packaged model's graph once (no torch); return the ONNX path."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("export-data"), cache_dir=model_cache_dir)
     service = EmbeddingService(settings, BreakerRegistry())
     messages: list[str] = []
     service.prepare(progress=messages.append)
     files = list((model_cache_dir / "models").glob("*.onnx"))
     assert len(files) == 1, files
-    assert any("exporting" in m for m in messages), messages
+    assert any("building the ONNX graph" in m for m in messages), messages
     return files[0]
 
 

