@@ -9,6 +9,7 @@ requirement of every locked package is locked too, at a version that satisfies i
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import re
 import sys
 import tomllib
@@ -185,3 +186,18 @@ def test_lock_is_closed(lock: str) -> None:
     unused = sorted(set(pins) - set(needed))
     assert not problems, "\n".join(sorted(set(problems)))
     assert not unused, f"{LOCKS[lock].name} pins packages nothing needs: {unused}"
+
+
+def test_each_pack_with_an_extra_is_skipped_with_it_named_when_its_libraries_are_missing() -> None:
+    """A base install (`pipx install .`) must not list tools whose libraries it lacks: the pack
+    declares what it imports and the extra that brings it (the host then skips it and says so)."""
+    from agentloom.packs.flowise import pack as flowise
+    from agentloom.packs.skills import pack as skills
+    from agentloom.packs.vectors import pack as vectors
+
+    extras = PROJECT["optional-dependencies"]
+    for pack in (vectors, skills, flowise):
+        assert pack.name in extras and pack.requires, pack.name
+        assert pack.install == f"'agentloom[{pack.name}]'"
+        for module in pack.requires:  # each is importable here, where every extra is installed
+            assert importlib.util.find_spec(module) is not None, (pack.name, module)

@@ -63,12 +63,15 @@ async def test_failing_packs_are_skipped_and_reported(pack_env: dict[str, str], 
     assert "database at 127.0.0.1:1 unreachable" in packs["broken"]["reason"]
     assert packs["needs_missing"]["status"] == "failed"
     assert "missing dependency agentloom_no_such_lib" in packs["needs_missing"]["reason"]
+    assert "pip install 'agentloom-no-such-lib[extra]'" in packs["needs_missing"]["reason"]  # the pack's own hint
     assert "ModuleNotFoundError" in packs["badimport"]["reason"]
     assert "expected agentloom Pack" in packs["notapack"]["reason"]
     assert report["status"] == "error"
     checks = {c["name"]: c for c in report["checks"]}
     assert checks["echo store reachable"]["ok"] is True
     assert checks["data directory writable"]["ok"] is True
+    # An extra left uninstalled is a warning; a pack that broke is an error.
+    assert checks["pack needs_missing"]["required"] is False and checks["pack broken"]["required"] is True
     stderr = log.read_text()
     assert "pack broken skipped: ConnectionError: database at 127.0.0.1:1 unreachable" in stderr
     assert "noisy setup output on stdout" in stderr  # diverted, not lost
@@ -82,6 +85,13 @@ async def test_packs_flag_enables_only_the_named_packs(pack_env: dict[str, str],
     statuses = {p["name"]: p["status"] for p in report["packs"]}
     assert statuses["broken"] == "disabled" and statuses["noisy"] == "disabled"
     assert statuses["nonesuch"] == "not-installed"
+
+
+async def test_a_pack_named_in_packs_whose_extra_is_missing_is_an_error(pack_env: dict[str, str], mode: str) -> None:
+    async with stdio_client_session(pack_env, "--packs", "echo,needs_missing", mode=mode) as client:
+        report = (await client.call_tool("health", {"check_model": False})).structured_content
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["pack needs_missing"]["required"] is True and report["status"] == "error"
 
 
 async def test_configuration_disables_a_pack(pack_env: dict[str, str], mode: str) -> None:

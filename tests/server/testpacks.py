@@ -70,7 +70,12 @@ def broken_setup(ctx: PackContext) -> None:
     raise ConnectionError("database at 127.0.0.1:1 unreachable")
 
 
-missing_pack = Pack("needs_missing", "Needs a library that is not installed", requires=["agentloom_no_such_lib"])
+missing_pack = Pack(
+    "needs_missing",
+    "Needs a library that is not installed",
+    requires=["agentloom_no_such_lib"],
+    install="'agentloom-no-such-lib[extra]'",
+)
 
 
 @missing_pack.tool()

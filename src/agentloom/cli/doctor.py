@@ -45,10 +45,12 @@ def doctor(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:
+        from rich.markup import escape  # details hold text like `pip install 'agentloom[vectors]'`
+
         table = Table("check", "", "detail", title=f"agentloom doctor: {report['status']}")
         for check in report["checks"]:  # type: ignore[union-attr]
             mark = "[green]ok[/]" if check["ok"] else ("[red]FAIL[/]" if check["required"] else "[yellow]warn[/]")
-            table.add_row(check["name"], mark, check["detail"])
+            table.add_row(escape(check["name"]), mark, escape(check["detail"]))
         console.print(table)
         _print_packs(console, report["packs"])  # type: ignore[arg-type]
     if report["status"] == "error":
@@ -68,10 +70,11 @@ def packs(
 
 
 def _print_packs(console: Console, reports: list[dict[str, object]]) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table("pack", "status", "tools / reason", title="packs")
     for r in reports:
         detail = ", ".join(r["tools"]) if r["status"] == "loaded" else str(r["reason"])  # type: ignore[arg-type]
-        table.add_row(str(r["name"]), str(r["status"]), detail)
+        table.add_row(escape(str(r["name"])), str(r["status"]), escape(detail))
     console.print(table)

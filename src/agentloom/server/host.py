@@ -66,6 +66,9 @@ class Host:
         self.server = LoomServer(name, version=__version__, instructions=instructions, log_level=settings.log_level)
         self.packs: dict[str, LoadedPack[Any]] = {}
         self.reports: list[PackReport] = []
+        # Packs skipped because an optional extra is not installed, and not asked for by name:
+        # a base install (`pipx install agentloom`) is healthy without them.
+        self._extras_missing: set[str] = set()
         self._load_packs(discover_packs() if packs is None else packs)
         configure_protocol(self.server)
 
@@ -89,8 +92,11 @@ class Host:
             pack = _resolve(ep)
             missing = [m for m in pack.requires if importlib.util.find_spec(m) is None]
             if missing:
+                if pack.install and ep.name not in (self.settings.packs or []):
+                    self._extras_missing.add(ep.name)
                 raise PackLoadError(
-                    f"missing dependency {', '.join(missing)}: install it (pip install {' '.join(missing)})"
+                    f"missing dependency {', '.join(missing)}: install it "
+                    f"(pip install {pack.install or ' '.join(missing)})"
                 )
             taken = set(self.server.tool_names())
             clashes = [t.name for t in pack.tools if t.name in taken]
@@ -133,7 +139,8 @@ class Host:
             checks.append(Check(f"embedding model {model['model'] or '(default)'}", bool(model["ok"]), str(model["detail"])))
         for report in self.reports:
             if report.status in ("failed", "not-installed"):
-                checks.append(Check(f"pack {report.name}", False, report.reason or "failed"))
+                required = report.name not in self._extras_missing
+                checks.append(Check(f"pack {report.name}", False, report.reason or "failed", required=required))
         for name, pack in self.packs.items():
             try:
                 checks.extend(pack.checks())

@@ -99,10 +99,20 @@ class PackContext:
 
 
 class Pack(Generic[S]):
-    def __init__(self, name: str, description: str, *, requires: Sequence[str] = (), cli: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        *,
+        requires: Sequence[str] = (),
+        install: str | None = None,
+        cli: str | None = None,
+    ) -> None:
         self.name = name
         self.description = description
+        # Modules the pack cannot load without, and the pip requirement that brings them (an extra).
         self.requires = tuple(requires)
+        self.install = install
         self.cli = cli
         self.tools: list[ToolSpec] = []
         self._setup: Callable[[PackContext], S] | None = None

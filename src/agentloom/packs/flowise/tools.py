@@ -32,6 +32,8 @@ log = logging.getLogger("agentloom.packs.flowise")
 pack = Pack(
     "flowise",
     "Build Flowise chatflows from a node catalog and templates, at a few tokens per call",
+    requires=["chromadb", "tiktoken"],
+    install="'agentloom[flowise]'",
     cli="agentloom.packs.flowise.cli:app",
 )
 

@@ -20,6 +20,8 @@ log = logging.getLogger("agentloom.packs.skills")
 pack = Pack(
     "skills",
     "Find the right Agent Skill (SKILL.md) for a request, in English or Chinese, on LanceDB",
+    requires=["lancedb"],
+    install="'agentloom[skills]'",
     cli="agentloom.packs.skills.cli:app",
 )
 

@@ -22,7 +22,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-pack = Pack("vectors", "ChromaDB collections, chunked documents, semantic and hybrid search with filters")
+pack = Pack(
+    "vectors",
+    "ChromaDB collections, chunked documents, semantic and hybrid search with filters",
+    requires=["chromadb", "bm25s", "Stemmer"],
+    install="'agentloom[vectors]'",
+)
 
 
 class CollectionInfo(TypedDict):
