@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from agentloom.core.errors import DependencyUnavailable
+from agentloom.embeddings.cachefile import written_atomically
 
 # Bump when the quantisation settings change: it is part of the cache name.
 QUANTIZER_VERSION = "1"
@@ -59,51 +58,37 @@ def quantize_int8(source: Path, out: Path, progress: Progress | None = None) -> 
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:
         raise DependencyUnavailable(f"the int8 model cannot be made: {exc}. Fix: {FIX}.") from exc
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    except OSError as exc:
-        raise DependencyUnavailable(
-            f"cannot write the int8 model to {out.parent}: {exc}. "
-            "Fix: make it writable or point AGENTLOOM_CACHE_DIR at a writable folder."
-        ) from exc
-    os.close(fd)
-    tmp = Path(tmp_name)
     say(f"quantising {source.name} to int8 (one-time, on this machine)")
     quiet = _QuietQuantiser()
     root = logging.getLogger()
     root.addFilter(quiet)
     try:
-        quantize_dynamic(
-            source,
-            tmp,
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            reduce_range=True,
-            # The graph holds onnxruntime's fused BERT operators, which ONNX shape inference
-            # does not know: their outputs are float.
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
-        cosine = _check(source, tmp)
-        if cosine < MIN_CHECK_COSINE:
-            raise DependencyUnavailable(
-                f"the int8 model of {source.name} strays from the exact one (cosine {cosine:.3f} < "
-                f"{MIN_CHECK_COSINE}). Fix: use the exact model, or report this with your CPU model."
+        with written_atomically(out, "the int8 model") as tmp:
+            quantize_dynamic(
+                source,
+                tmp,
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                reduce_range=True,
+                # The graph holds onnxruntime's fused BERT operators, which ONNX shape inference
+                # does not know: their outputs are float.
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, out)
+            cosine = _check(source, tmp)
+            if cosine < MIN_CHECK_COSINE:
+                raise DependencyUnavailable(
+                    f"the int8 model of {source.name} strays from the float32 one (cosine {cosine:.3f} < "
+                    f"{MIN_CHECK_COSINE}). Fix: use the float32 model, or report this with your CPU model."
+                )
     except DependencyUnavailable:
         raise
     except Exception as exc:  # the quantiser raises anything: report it with its text
         raise DependencyUnavailable(
             f"int8 quantisation of {source} failed: {type(exc).__name__}: {exc}. Fix: {FIX}; if it is "
-            f"installed, delete {source} so that the exact model is exported again."
+            f"installed, delete {source} so that the float32 model is built again."
         ) from exc
     finally:
         root.removeFilter(quiet)
-        tmp.unlink(missing_ok=True)
     say(f"int8 model ready: {out}")
     return out
 

@@ -1,15 +1,13 @@
 """Make the ONNX file of a local BERT model, in this process, without torch.
 
 :func:`build_onnx` reads the weights (``weights``), writes the fused graph (``graph``) beside
-the target and renames it into place only after the file has passed the check: on a fixed
+the target and renames it into place (``cachefile``) only after it has passed the check: on a fixed
 padded batch, onnxruntime's output must match the numpy encoder (``reference``) within
 :data:`MAX_DIFFERENCE` at every unpadded position. A failure leaves nothing behind.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from agentloom.core.errors import ConfigError, DependencyUnavailable
 from agentloom.embeddings.bert.config import MINILM_L6, BertConfig
+from agentloom.embeddings.cachefile import written_atomically
 
 if TYPE_CHECKING:
     from agentloom.embeddings.bert.weights import Weights
@@ -99,17 +98,7 @@ def build_onnx(source: ModelSource, out: Path, progress: Progress | None = None)
     started = time.monotonic()
     say(f"building the ONNX graph of {source.label} from its weights (one-time, no torch)")
     config, weights = source.load()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    except OSError as exc:
-        raise DependencyUnavailable(
-            f"cannot write the model to {out.parent}: {exc}. "
-            "Fix: make it writable or point AGENTLOOM_CACHE_DIR at a writable folder."
-        ) from exc
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with written_atomically(out, f"the ONNX model of {source.label}") as tmp:
         onnx.save(build_graph(config, weights, name=source.label), str(tmp))
         say("checking the graph against the numpy encoder")
         ids = np.array(_CHECK_IDS, dtype=np.int64) % config.vocab_size
@@ -127,12 +116,5 @@ def build_onnx(source: ModelSource, out: Path, progress: Progress | None = None)
                 f"{diff:.2e} > {MAX_DIFFERENCE}). Fix: check that {source.weights} is a BERT encoder's, "
                 "or report this with the model's name."
             )
-        # mkstemp creates 0600; a shared cache file should follow the umask like any other file.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     say(f"ONNX model ready in {time.monotonic() - started:.1f}s: {out}")
     return out
