@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.embeddings_int8 import scores
+from benchmarks.embeddings_int8 import rate, scifact, scores
 from benchmarks.report import percentile, write_section
-from benchmarks.vectors import load
 
 DEFAULT = "all-MiniLM-L6-v2"
 EXACT = "all-MiniLM-L6-v2-exact-fp32"
@@ -37,11 +35,7 @@ def main() -> None:
     from agentloom.core.settings import Settings
     from agentloom.embeddings import EmbeddingService
 
-    corpus, queries, qrels = load()
-    doc_ids = [d for d, _ in corpus]
-    doc_texts = [t for _, t in corpus]
-    query_ids = list(queries)
-    query_texts = [queries[q] for q in query_ids]
+    doc_ids, doc_texts, query_ids, query_texts, qrels = scifact()
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp) / "data", cache_dir=Path(tmp) / "cache", embeddings={"query_cache_size": 0})
@@ -65,7 +59,7 @@ def main() -> None:
 
         speed_texts = {"claims": query_texts, "abstracts": doc_texts[:256]}
         p50: dict[str, float] = dict.fromkeys(keys, float("inf"))
-        rate: dict[tuple[str, str], float] = {}
+        rates: dict[tuple[str, str], float] = {}
         for key in keys:
             service.embed_documents(doc_texts[:32], key)  # warm-up
         for i in range(PASSES):
@@ -77,7 +71,7 @@ def main() -> None:
                     times.append((time.perf_counter() - started) * 1000)
                 p50[key] = min(p50[key], percentile(times, 50))
                 for name, texts in speed_texts.items():
-                    rate[key, name] = max(rate.get((key, name), 0.0), _rate(lambda ts: service.embed_documents(ts, key), texts))
+                    rates[key, name] = max(rates.get((key, name), 0.0), rate(lambda ts: service.embed_documents(ts, key), texts))
         service.close()
 
     quality = {key: scores(d, q, doc_ids, query_ids, qrels) for key, (d, q) in vectors.items()}
@@ -103,10 +97,10 @@ def main() -> None:
         "|---|---|---|---|\n"
         f"| query p50 (ms), {len(query_texts)} claims one at a time | {p50[EXACT]:.2f} | {p50[DEFAULT]:.2f} | "
         f"{ratio(p50[EXACT], p50[DEFAULT])} |\n"
-        f"| batch, {len(query_texts)} claims (texts/s) | {rate[EXACT, 'claims']:.0f} | {rate[DEFAULT, 'claims']:.0f} | "
-        f"{ratio(rate[DEFAULT, 'claims'], rate[EXACT, 'claims'])} |\n"
-        f"| batch, 256 abstracts, 256 tokens (texts/s) | {rate[EXACT, 'abstracts']:.1f} | "
-        f"{rate[DEFAULT, 'abstracts']:.1f} | {ratio(rate[DEFAULT, 'abstracts'], rate[EXACT, 'abstracts'])} |\n\n"
+        f"| batch, {len(query_texts)} claims (texts/s) | {rates[EXACT, 'claims']:.0f} | {rates[DEFAULT, 'claims']:.0f} | "
+        f"{ratio(rates[DEFAULT, 'claims'], rates[EXACT, 'claims'])} |\n"
+        f"| batch, 256 abstracts, 256 tokens (texts/s) | {rates[EXACT, 'abstracts']:.1f} | "
+        f"{rates[DEFAULT, 'abstracts']:.1f} | {ratio(rates[DEFAULT, 'abstracts'], rates[EXACT, 'abstracts'])} |\n\n"
         f"Cosine of default to exact vectors, all {len(doc_ids)} abstracts: min {cos.min():.4f}, mean {cos.mean():.4f}. "
         "Both graphs have the same operators and shapes, so their speed differs only by noise; the weights "
         "differ by at most half an int8 step of each row's scale.\n\n"
@@ -119,12 +113,6 @@ def main() -> None:
     )
     print(body)
     write_section("Embeddings: the default model without torch", body, "python -m benchmarks embeddings-default")
-
-
-def _rate(fn: Callable[[list[str]], object], texts: list[str]) -> float:
-    start = time.perf_counter()
-    fn(texts)
-    return len(texts) / (time.perf_counter() - start)
 
 
 if __name__ == "__main__":

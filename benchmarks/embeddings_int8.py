@@ -31,6 +31,13 @@ def rate(fn: Callable[[list[str]], object], texts: list[str]) -> float:
     return len(texts) / (time.perf_counter() - start)
 
 
+def scifact() -> tuple[list[str], list[str], list[str], list[str], dict[str, dict[str, int]]]:
+    """SciFact as lists: document ids and texts, test query ids and texts, and the relevance judgements."""
+    corpus, queries, qrels = load()
+    query_ids = list(queries)
+    return [d for d, _ in corpus], [t for _, t in corpus], query_ids, [queries[q] for q in query_ids], qrels
+
+
 def scores(doc_vectors, query_vectors, doc_ids, queries, qrels) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     import numpy as np
 
@@ -54,11 +61,7 @@ def main() -> None:
     from agentloom.embeddings.providers.local import onnx_cache_path
     from agentloom.embeddings.quantize import int8_path
 
-    corpus, queries, qrels = load()
-    doc_ids = [d for d, _ in corpus]
-    doc_texts = [t for _, t in corpus]
-    query_ids = list(queries)
-    query_texts = [queries[q] for q in query_ids]
+    doc_ids, doc_texts, query_ids, query_texts, qrels = scifact()
     speed_texts = doc_texts[:SPEED_TEXTS]
 
     with tempfile.TemporaryDirectory() as data:

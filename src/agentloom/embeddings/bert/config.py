@@ -68,6 +68,11 @@ class BertConfig:
     @classmethod
     def from_file(cls, path: Path) -> BertConfig:
         """Read a Hugging Face ``config.json``; anything but a BERT encoder with exact GELU is refused."""
+        if not path.is_file():
+            raise ConfigError(
+                f"model folder {path.parent} has no config.json: point config.model_path at a complete "
+                "sentence-transformers folder."
+            )
         try:
             raw: Any = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:

@@ -33,13 +33,13 @@ def forward(
     """last_hidden_state (batch, sequence, hidden) in float64."""
     w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
     batch, seq = ids.shape
-    heads, size = config.num_attention_heads, config.head_size
+    heads, size, eps = config.num_attention_heads, config.head_size, config.layer_norm_eps
     x = (
         w["embeddings.word_embeddings.weight"][ids]
         + w["embeddings.position_embeddings.weight"][np.arange(seq)][None]
         + w["embeddings.token_type_embeddings.weight"][types]
     )
-    x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], config.layer_norm_eps)
+    x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
     score_bias = (1.0 - mask[:, None, None, :].astype(np.float64)) * -10000.0
 
     def dense(v: np.ndarray, key: str) -> np.ndarray:
@@ -55,7 +55,6 @@ def forward(
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         probs = scores / scores.sum(axis=-1, keepdims=True)
         context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, config.hidden_size)
-        eps = config.layer_norm_eps
         x = _layer_norm(dense(context, f"{p}attention.output.dense") + x,
                         w[f"{p}attention.output.LayerNorm.weight"], w[f"{p}attention.output.LayerNorm.bias"], eps)
         inner = _gelu(dense(x, f"{p}intermediate.dense"))

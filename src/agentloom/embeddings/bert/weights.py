@@ -74,11 +74,6 @@ def from_folder(folder: Path) -> tuple[BertConfig, Weights]:
             f"model folder {folder} has no model.safetensors: point config.model_path at a complete "
             "sentence-transformers folder."
         )
-    if not (folder / "config.json").is_file():
-        raise ConfigError(
-            f"model folder {folder} has no config.json: point config.model_path at a complete "
-            "sentence-transformers folder."
-        )
     config = BertConfig.from_file(folder / "config.json")
     try:
         from safetensors.numpy import load_file

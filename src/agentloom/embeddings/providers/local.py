@@ -29,6 +29,7 @@ from agentloom.core.errors import ConfigError, DependencyUnavailable
 from agentloom.embeddings.bert.build import (
     BUILDER_VERSION,
     INSTALL_FIX,
+    MINILM_TOKENIZER,
     ModelSource,
     build_onnx,
     folder_source,
@@ -121,20 +122,21 @@ class LocalProvider:
             )
         return path
 
-    def _shipped_onnx(self, folder: Path | None) -> Path | None:
-        if folder is None:
-            return None
-        return next((folder / n for n in SHIPPED_ONNX if (folder / n).is_file()), None)
-
-    def source(self) -> ModelSource:
+    def _exact_file(self) -> tuple[Path, ModelSource | None]:
+        """The float32 ONNX file to run, and the source it is built from (None: shipped in the folder)."""
         folder = self.model_path()
-        return packaged_source() if folder is None else folder_source(folder)
+        if folder is not None:
+            shipped = next((folder / n for n in SHIPPED_ONNX if (folder / n).is_file()), None)
+            if shipped is not None:
+                return shipped, None
+        source = packaged_source() if folder is None else folder_source(folder)
+        return onnx_cache_path(source, self._cache_dir), source
 
     def _load_tokenizers(self) -> None:
         from tokenizers import Tokenizer
 
         folder = self.model_path()
-        path = packaged_source().tokenizer if folder is None else folder / "tokenizer.json"
+        path = MINILM_TOKENIZER if folder is None else folder / "tokenizer.json"
         if not path.is_file():
             raise ConfigError(
                 f"{path} is missing: the local model {self.record.key!r} needs a fast tokenizer file "
@@ -165,7 +167,7 @@ class LocalProvider:
 
     def ready_on_disk(self) -> bool:
         """True when the ONNX file to run exists (shipped or cached, and its int8 copy for an int8 record)."""
-        exact = self._shipped_onnx(self.model_path()) or onnx_cache_path(self.source(), self._cache_dir)
+        exact, _ = self._exact_file()
         if not exact.is_file():
             return False
         if self._quantization is None:
@@ -175,14 +177,11 @@ class LocalProvider:
         return int8_path(exact, self._cache_dir).is_file()
 
     def _find_onnx(self, progress: Callable[[str], None] | None) -> Path:
-        shipped = self._shipped_onnx(self.model_path())
-        if shipped is not None:
-            return shipped
-        source = self.source()
-        target = onnx_cache_path(source, self._cache_dir)
-        with _build_lock(str(target)):
-            if not target.is_file():
-                build_onnx(source, target, progress)
+        target, source = self._exact_file()
+        if source is not None:
+            with _build_lock(str(target)):
+                if not target.is_file():
+                    build_onnx(source, target, progress)
         return target
 
     def _model_file(self, progress: Callable[[str], None] | None) -> Path:
