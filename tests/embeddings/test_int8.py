@@ -15,6 +15,7 @@ import pytest
 from agentloom.core.breakers import BreakerRegistry
 from agentloom.embeddings import EmbeddingService, ModelRegistry
 from agentloom.embeddings.bert.build import packaged_source
+from agentloom.embeddings import sessions
 from agentloom.embeddings.providers import local
 from agentloom.embeddings.quantize import int8_path
 from agentloom.embeddings.records import DEFAULT_MODEL_KEY, INT8_MODEL_KEY
@@ -157,7 +158,7 @@ def test_damaged_int8_file_is_made_again(int8_cache: Path, tmp_path: Path) -> No
     exact = local.onnx_cache_path(packaged_source(), int8_cache)
     target = int8_path(exact, int8_cache)
     EmbeddingService(make_settings(tmp_path / "a", int8_cache), BreakerRegistry()).prepare(INT8_MODEL_KEY)
-    local.unload_all()
+    sessions.unload_all()
     target.write_bytes(b"not an onnx file")
     svc = EmbeddingService(make_settings(tmp_path / "b", int8_cache), BreakerRegistry())
     messages: list[str] = []

@@ -17,6 +17,7 @@ from agentloom.core.breakers import BreakerRegistry
 from agentloom.core.errors import ConfigError
 from agentloom.embeddings import EmbeddingService
 from agentloom.embeddings.bert.build import MINILM_TOKENIZER, packaged_source
+from agentloom.embeddings import sessions
 from agentloom.embeddings.providers import local
 
 from .conftest import make_settings
@@ -77,7 +78,7 @@ def test_tokenizer_and_max_tokens_for_chunkers(onnx_file: Path, service: Embeddi
 
 def test_onnx_cache_is_reused_without_export(onnx_file: Path, model_cache_dir: Path, tmp_path: Path) -> None:
     mtime = onnx_file.stat().st_mtime_ns
-    local.unload_all()  # force a fresh load from disk
+    sessions.unload_all()  # force a fresh load from disk
     svc = EmbeddingService(make_settings(tmp_path / "data", model_cache_dir), BreakerRegistry())
     messages: list[str] = []
     svc.prepare(progress=messages.append)

@@ -43,8 +43,8 @@ class EmbeddingSettings(BaseModel):
     config_ttl_seconds: float = Field(300.0, ge=0, description="How long the model configuration is cached.")
     batch_size: int = Field(32, ge=1, description="Texts per batch sent to a provider.")
     threads: int = Field(
-        0, ge=0, description="Threads per local model: onnxruntime intra-op threads (0: one per core); the packaged "
-        "multilingual-e5-small's OpenMP threads (0: two on machines of 4 cores or more, else one; USE always uses one)."
+        0, ge=0, description="Threads per local model: onnxruntime intra-op threads (0: one per core; for the packaged "
+        "multilingual-e5-small at most two, which sleep instead of spinning; USE always uses one)."
     )
     max_tokens: int = Field(256, ge=8, le=512, description="Input limit of the local model, in its own tokens.")
 

@@ -14,13 +14,12 @@ the fingerprint covers the exact file (path, size, mtime) and :data:`QUANTIZER_V
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from agentloom.core.errors import DependencyUnavailable
-from agentloom.embeddings.cachefile import written_atomically
+from agentloom.embeddings.cachefile import cache_path, written_atomically
 
 # Bump when the quantisation settings change: it is part of the cache name.
 QUANTIZER_VERSION = "1"
@@ -34,10 +33,7 @@ Progress = Callable[[str], None]
 
 def int8_path(source: Path, cache_dir: Path) -> Path:
     """Where the int8 variant of the exact ONNX file ``source`` is cached."""
-    st = source.stat()
-    blob = f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}|int8-{QUANTIZER_VERSION}"
-    fingerprint = hashlib.sha256(blob.encode()).hexdigest()[:16]
-    return Path(cache_dir) / "models" / f"{source.stem}-int8-{fingerprint}.onnx"
+    return cache_path(source, f"{source.stem}-int8", cache_dir, f"int8-{QUANTIZER_VERSION}", ".onnx")
 
 
 class _QuietQuantiser(logging.Filter):

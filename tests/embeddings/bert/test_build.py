@@ -95,6 +95,22 @@ def test_a_safetensors_folder_becomes_a_fused_graph_equal_to_numpy(tmp_path: Pat
     assert sorted(p.name for p in out.parent.iterdir()) == ["tiny.onnx"]  # no temporary file left
 
 
+def test_a_graph_fed_word_vectors_equals_numpy_with_the_table(tmp_path: Path) -> None:
+    """word_vectors=True: the caller looks rows up; positions, token type 0 and the mask are the graph's."""
+    weights = random_weights(TINY, seed=5)
+    table = weights.pop("embeddings.word_embeddings.weight")
+    path = tmp_path / "vectors.onnx"
+    onnx.save(build_graph(TINY, weights, word_vectors=True), str(path))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["word_vectors", "attention_mask"]
+    for lengths in ([7, 3, 1], [TINY.max_position_embeddings]):
+        ids, mask, _ = padded_batch(TINY, lengths)
+        got = session.run(None, {"word_vectors": table[ids], "attention_mask": mask})[0]
+        expected = forward(TINY, {**weights, "embeddings.word_embeddings.weight": table}, ids, mask, np.zeros_like(ids))
+        valid = mask[..., None].astype(bool)
+        assert np.max(np.abs(np.where(valid, got - expected, 0))) < 1e-4, lengths
+
+
 def test_float16_weights_and_a_bert_prefix_are_read(tmp_path: Path) -> None:
     weights = random_weights(TINY, seed=3)
     folder = write_folder(tmp_path / "half", TINY, {})

@@ -17,9 +17,7 @@ beside it; tokenizer, pooling and dimensions are the same.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +33,8 @@ from agentloom.embeddings.bert.build import (
     folder_source,
     packaged_source,
 )
+from agentloom.embeddings.cachefile import cache_path
+from agentloom.embeddings.sessions import build_lock, load_session
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,48 +48,10 @@ log = logging.getLogger(__name__)
 # An ONNX file shipped inside the model folder is used as is.
 SHIPPED_ONNX = ("model.onnx", "onnx/model.onnx")
 
-# Sessions are process-wide, keyed by (onnx file, threads): every service and every
-# provider object for the same file shares one loaded model.
-_SESSIONS: dict[tuple[str, int], Any] = {}
-_SESSIONS_LOCK = threading.Lock()
-_BUILD_LOCKS: dict[str, threading.Lock] = {}
-
 
 def onnx_cache_path(source: ModelSource, cache_dir: Path) -> Path:
     """``<cache_dir>/models/<model>-<fingerprint>.onnx`` for a model's weights."""
-    st = source.weights.stat()
-    blob = f"{source.weights.resolve()}|{st.st_size}|{st.st_mtime_ns}|builder-{BUILDER_VERSION}"
-    fingerprint = hashlib.sha256(blob.encode()).hexdigest()[:16]
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", source.label) or "model"
-    return Path(cache_dir) / "models" / f"{name}-{fingerprint}.onnx"
-
-
-def _build_lock(key: str) -> threading.Lock:
-    with _SESSIONS_LOCK:
-        return _BUILD_LOCKS.setdefault(key, threading.Lock())
-
-
-def _load_session(onnx_path: Path, threads: int) -> Any:
-    key = (str(onnx_path.resolve()), threads)
-    with _SESSIONS_LOCK:
-        session = _SESSIONS.get(key)
-    if session is not None:
-        return session
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    if threads > 0:
-        options.intra_op_num_threads = threads
-    options.log_severity_level = 3  # warnings from the graph optimiser are noise here
-    session = ort.InferenceSession(str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"])
-    with _SESSIONS_LOCK:
-        return _SESSIONS.setdefault(key, session)
-
-
-def unload_all() -> None:
-    """Forget every loaded session (tests; freeing memory)."""
-    with _SESSIONS_LOCK:
-        _SESSIONS.clear()
+    return cache_path(source.weights, source.label, cache_dir, f"builder-{BUILDER_VERSION}", ".onnx")
 
 
 class LocalProvider:
@@ -179,7 +141,7 @@ class LocalProvider:
     def _find_onnx(self, progress: Callable[[str], None] | None) -> Path:
         target, source = self._exact_file()
         if source is not None:
-            with _build_lock(str(target)):
+            with build_lock(target):
                 if not target.is_file():
                     build_onnx(source, target, progress)
         return target
@@ -197,7 +159,7 @@ class LocalProvider:
         from agentloom.embeddings.quantize import int8_path, quantize_int8
 
         target = int8_path(exact, self._cache_dir)
-        with _build_lock(str(target)):
+        with build_lock(target):
             if not target.is_file():
                 quantize_int8(exact, target, progress)
         return target
@@ -215,7 +177,7 @@ class LocalProvider:
                 self._load_tokenizers()
             onnx_path = self._model_file(progress)
             try:
-                session = _load_session(onnx_path, self._threads)
+                session = load_session(onnx_path, self._threads)
             except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors
                 if onnx_path.parent != self._cache_dir / "models":
                     raise DependencyUnavailable(f"cannot load {onnx_path}: {exc}. Fix: replace the file.") from exc
@@ -223,7 +185,7 @@ class LocalProvider:
                 log.warning("cached ONNX model %s cannot be loaded (%s); making it again", onnx_path, exc)
                 onnx_path.unlink(missing_ok=True)
                 onnx_path = self._model_file(progress)
-                session = _load_session(onnx_path, self._threads)
+                session = load_session(onnx_path, self._threads)
             names = {i.name for i in session.get_inputs()}
             missing = {"input_ids", "attention_mask"} - names
             if missing:
@@ -279,6 +241,6 @@ class LocalProvider:
         return out
 
     def close(self) -> None:
-        # The session is shared process-wide (see _SESSIONS); dropping our reference is enough.
+        # The session is shared process-wide (see embeddings.sessions); dropping our reference is enough.
         with self._lock:
             self._session = None

