@@ -26,33 +26,72 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
+from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
 
 from agentloom.core.breakers import DependencyFailure
 from agentloom.server.messages import argument_errors, unknown_tool, validation_summary
+from agentloom.server.toolcache import ToolCache, cacheable, registration_key
 
 log = logging.getLogger(__name__)
 
 
 class LoomServer(MCPServer):
-    def add_strict_tool(self, fn: Any, **options: Any) -> Tool:
+    def __init__(self, *args: Any, tool_cache: ToolCache | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tool_cache = tool_cache
+        # Tools listed from the cache and registered with the SDK on first call: name -> (fn, options, definition).
+        self._deferred: dict[str, tuple[Any, dict[str, Any], MCPTool]] = {}
+        self._order: list[str] = []
+
+    def add_strict_tool(self, fn: Any, **options: Any) -> None:
         """Register a tool whose input schema refuses arguments it does not declare.
 
         The schema says ``additionalProperties: false`` and :meth:`call_tool` enforces it by
-        name; a stricter pydantic model per tool would cost start-up time for the same check."""
+        name; a stricter pydantic model per tool would cost start-up time for the same check.
+        With a tool cache, a definition saved by an earlier start is listed as it is and the
+        SDK registration waits for the tool's first call (``toolcache``)."""
+        name = options.get("name") or fn.__name__
+        key = registration_key(fn, options) if self._tool_cache is not None and cacheable(fn) else None
+        definition = self._tool_cache.get(key) if self._tool_cache is not None and key is not None else None
+        if definition is not None:
+            self._deferred[name] = (fn, options, definition)
+        else:
+            tool = self._register(fn, options)
+            if self._tool_cache is not None and key is not None:
+                self._tool_cache.put(key, _definition(tool))
+        self._order.append(name)
+
+    def _register(self, fn: Any, options: dict[str, Any]) -> Tool:
         self.add_tool(fn, **options)
         tool = self._tool_manager.get_tool(options.get("name") or fn.__name__)
         assert tool is not None
         tool.parameters = {**tool.parameters, "additionalProperties": False}
         return tool
 
+    def _tool(self, name: str) -> Tool | None:
+        deferred = self._deferred.pop(name, None)
+        if deferred is not None:
+            fn, options, _ = deferred
+            return self._register(fn, options)
+        return self._tool_manager.get_tool(name)
+
+    def save_tool_cache(self) -> None:
+        if self._tool_cache is not None:
+            self._tool_cache.save()
+
     def tool_names(self) -> list[str]:
-        return [t.name for t in self._tool_manager.list_tools()]
+        return list(self._order)
+
+    async def list_tools(self) -> list[MCPTool]:
+        listed = {t.name: t for t in await super().list_tools()}
+        listed.update((name, definition) for name, (_, _, definition) in self._deferred.items())
+        return [listed[name] for name in self._order if name in listed]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult:
-        tool = self._tool_manager.get_tool(name)
+        tool = self._tool(name)
         if tool is None:
             raise ToolError(unknown_tool(name, self.tool_names()))
         if context is None:
@@ -82,3 +121,17 @@ class LoomServer(MCPServer):
             return tool.fn_metadata.convert_result(result)  # type: ignore[return-value]
         except Exception as exc:
             raise UnexpectedToolError(f"{name} returned a result that does not match its output schema.") from exc
+
+
+def _definition(tool: Tool) -> MCPTool:
+    """What ``tools/list`` shows of a registered tool (as ``MCPServer.list_tools`` builds it)."""
+    return MCPTool(
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        input_schema=tool.parameters,
+        output_schema=tool.output_schema,
+        annotations=tool.annotations,
+        icons=tool.icons,
+        _meta=tool.meta,
+    )

@@ -18,6 +18,7 @@ from agentloom.embeddings import EmbeddingService
 from agentloom.server.calls import LoomServer
 from agentloom.server.packs import LoadedPack, Pack, PackContext
 from agentloom.server.protocol import configure_protocol
+from agentloom.server.toolcache import ToolCache
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +64,20 @@ class Host:
             settings.breakers.failure_threshold, settings.breakers.reset_timeout_seconds
         )
         self.embeddings = EmbeddingService(settings, self.breakers)
-        self.server = LoomServer(name, version=__version__, instructions=instructions, log_level=settings.log_level)
+        self.server = LoomServer(
+            name,
+            version=__version__,
+            instructions=instructions,
+            log_level=settings.log_level,
+            tool_cache=ToolCache(settings.cache_dir),
+        )
         self.packs: dict[str, LoadedPack[Any]] = {}
         self.reports: list[PackReport] = []
         # Packs skipped because an optional extra is not installed, and not asked for by name:
         # a base install (`pipx install agentloom`) is healthy without them.
         self._extras_missing: set[str] = set()
         self._load_packs(discover_packs() if packs is None else packs)
+        self.server.save_tool_cache()
         configure_protocol(self.server)
 
     # -- packs -------------------------------------------------------------------
