@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+pytest_plugins = ["tests.ci_skips"]
 
 
 def _shared() -> Path:
