@@ -153,7 +153,7 @@ def text_windows(
 
 def compact(result: Mapping[str, Any], chunk_ids: bool) -> dict[str, Any]:
     """What a reply shows of one written document: counts, and the chunk ids only on request."""
-    shown = {k: result[k] for k in ("document_id", "chunk_count", "replaced", "embedding_model")}
+    shown = {k: result[k] for k in ("document_id", "chunk_count", "replaced", "embedding_model", "warning") if k in result}
     if chunk_ids:
         shown["chunk_ids"] = result["chunk_ids"]
     return shown

@@ -75,6 +75,7 @@ class NewDocument:
     document_id: str
     metadata: dict[str, Any]
     chunks: list[Chunk]
+    warning: str | None = None  # e.g. chunk_size capped at what the model reads
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ class VectorStore:
         self.changed: list[Callable[[str], None]] = []  # listeners (the lexical index cache)
         self.started_ns = time.time_ns()
         self._swept: set[str] = set()  # collections checked for leftovers since this store started
+        self._capped: set[tuple[str, int]] = set()  # (model, chunk_size) capped and logged once
         self._max_batch: int | None = None
         # Open collections, in embedded mode only (this process is the only writer, so a handle
         # cannot go stale behind its back): opening one costs a catalog read on every call.
@@ -290,14 +291,26 @@ class VectorStore:
             )
         from agentloom.packs.vectors.chunking import chunk_text  # numpy: not on the server's start path
 
+        readable = max_tokens - 2
+        warning = None
+        if size > readable:
+            # A longer chunk would be cut by the model (its tail never embedded, so never found): cap it.
+            warning = (
+                f"chunk_size {size} is beyond what model {model_key!r} reads ({max_tokens} tokens, 2 of them "
+                f"special): chunks were capped at {readable} tokens so that no text goes unembedded; pass "
+                f"chunk_size <= {readable} for this model."
+            )
+            if (model_key, size) not in self._capped:
+                self._capped.add((model_key, size))
+                log.warning("vectors: %s", warning)
         chunks = chunk_text(
             text,
             tokenizer=self.embeddings.tokenizer(model_key),
-            chunk_tokens=min(size, max_tokens - 2),
+            chunk_tokens=min(size, readable),
             overlap_tokens=overlap,
             max_tokens=max_tokens,
         )
-        return NewDocument(doc_id, user, chunks)
+        return NewDocument(doc_id, user, chunks, warning)
 
     def add_document(
         self,
@@ -399,6 +412,7 @@ class VectorStore:
                 "chunk_ids": [chunk_id(d.document_id, generation, c.index) for c in d.chunks],
                 "replaced": d.document_id in previous,
                 "embedding_model": model_key,
+                **({"warning": d.warning} if d.warning else {}),
             }
             for d in documents
         ]

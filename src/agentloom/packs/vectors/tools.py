@@ -55,6 +55,7 @@ class AddedDocument(TypedDict):
     replaced: bool
     embedding_model: str
     chunk_ids: NotRequired[list[str]]
+    warning: NotRequired[str]  # chunk_size beyond what the model reads: capped
 
 
 class AddedDocuments(TypedDict):
@@ -62,6 +63,7 @@ class AddedDocuments(TypedDict):
     replaced: int
     total_chunks: int
     documents: list[AddedDocument]
+    warning: NotRequired[str]  # chunk_size beyond what the model reads: capped (said once, not per document)
 
 
 class AddedFile(TypedDict):
@@ -83,6 +85,7 @@ class AddedFiles(TypedDict):
     embedding_model: str
     documents: list[AddedFile]
     skipped: list[SkippedFile]
+    warning: NotRequired[str]  # chunk_size beyond what the model reads: capped
 
 
 class NewDocumentInput(BaseModel):
@@ -267,8 +270,12 @@ async def vector_add_documents(
             written.append(compact(result, include_chunk_ids))  # type: ignore[arg-type]
             await ctx.report_progress(len(written), len(items), result["document_id"])
     replaced = sum(d["replaced"] for d in written)
-    return {"added": len(written) - replaced, "replaced": replaced,
-            "total_chunks": sum(d["chunk_count"] for d in written), "documents": written}
+    warnings = {d.pop("warning") for d in written if "warning" in d}
+    reply: AddedDocuments = {"added": len(written) - replaced, "replaced": replaced,
+                             "total_chunks": sum(d["chunk_count"] for d in written), "documents": written}
+    if warnings:
+        reply["warning"] = warnings.pop()
+    return reply
 
 
 @pack.tool()
@@ -297,6 +304,7 @@ async def vector_add_files(
     files = await _run(lambda: list(expand(paths, patterns, roots)))
     added: list[AddedFile] = []
     skipped: list[SkippedFile] = []
+    warning: str | None = None
     windows = file_windows(store, target, key, files, metadata)
     while (window := await _run(next, windows, None)) is not None:
         skipped += [{"path": s.path, "reason": s.reason} for s in window.skipped]
@@ -304,10 +312,15 @@ async def vector_add_files(
             doc_id = result["document_id"]
             added.append({"document_id": doc_id, "path": window.paths[doc_id], "chunk_count": result["chunk_count"],
                           "replaced": result["replaced"]})
+            warning = result.get("warning", warning)
             await ctx.report_progress(len(added) + len(skipped), len(files), doc_id)
     replaced = sum(d["replaced"] for d in added)
-    return {"added": len(added) - replaced, "replaced": replaced, "total_chunks": sum(d["chunk_count"] for d in added),
-            "embedding_model": key, "documents": added, "skipped": skipped}
+    reply: AddedFiles = {"added": len(added) - replaced, "replaced": replaced,
+                         "total_chunks": sum(d["chunk_count"] for d in added), "embedding_model": key,
+                         "documents": added, "skipped": skipped}
+    if warning:
+        reply["warning"] = warning
+    return reply
 
 
 @pack.tool(read_only=True)
