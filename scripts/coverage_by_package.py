@@ -43,6 +43,8 @@ def main() -> int:
     print("| package | statements | branches |")
     print("|---|---|---|")
     for name, (lines, statements, branches, all_branches) in sorted(totals.items()):
+        if not statements:
+            continue
         shown_branches = f"{branches / all_branches:.0%} of {all_branches}" if all_branches else "-"
         print(f"| {name} | {lines / statements:.0%} of {statements} | {shown_branches} |")
     lines = sum(r[0] for r in totals.values())

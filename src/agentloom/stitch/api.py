@@ -27,7 +27,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -38,11 +38,11 @@ from agentloom.stitch.dispatcher import Dispatcher
 from agentloom.stitch.engine import Engine, Sending
 from agentloom.stitch.execution import Result
 from agentloom.stitch.flows import FlowBusy, Flows
-from agentloom.stitch.middleware import PREFIX, BodyLimit, RequireKey
+from agentloom.stitch.middleware import PREFIX, AllowHeader, BodyLimit, RequireKey
 from agentloom.stitch.graph import GraphError
 from agentloom.stitch.ids import NotFound, shown
 from agentloom.stitch.live import EventFeed, Message, Subscription, last_event_id, stream
-from agentloom.stitch.models import Callback, Graph, RunStatus
+from agentloom.stitch.models import EXTRA_KEYS, JSON_VALUE_SCHEMA, NO_NUL, Callback, Graph, JsonValue, RunStatus, with_json_value
 from agentloom.stitch.replies import (
     AttemptReply,
     EventReply,
@@ -68,18 +68,28 @@ SSE_REPLY: dict[int | str, dict[str, Any]] = {
           "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
 
 
+UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+# Said in the schema only: queries.BadQuery refuses anything else with a message naming the fix.
+FlowIdQuery = Annotated[str | None, Query(description="Only this flow's runs (its id, a UUID).",
+                                          json_schema_extra={"pattern": UUID_PATTERN})]
+
+
 class FlowIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200, description="The flow's name.")
+    model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
+    name: str = Field(min_length=1, max_length=200, description="The flow's name.", json_schema_extra={"pattern": NO_NUL})
     graph: Graph = Field(description="The React Flow graph: nodes (Worker, UX, Splitter, Collector) and edges.")
 
 
 class FlowUpdate(BaseModel):
-    name: str | None = Field(None, min_length=1, max_length=200, description="A new name; left as it is when absent.")
+    model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
+    name: str | None = Field(None, min_length=1, max_length=200, description="A new name; left as it is when absent.",
+                             json_schema_extra={"pattern": NO_NUL})
     graph: Graph | None = Field(None, description="A new graph; running runs keep the one they started with.")
 
 
 class RunIn(BaseModel):
-    input: Any = Field(None, description="The run's input: what the root nodes receive.")
+    model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
+    input: JsonValue = Field(None, description="The run's input: what the root nodes receive.")
 
 
 __all__ = ["as_reply", "create_app", "app_from_environment"]
@@ -152,6 +162,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     app = FastAPI(title="Stitch", description="Runs React Flow graphs with external workers.", lifespan=lifespan,
                   docs_url=None, redoc_url=None, openapi_url=None)  # served below, behind the key when there is one
     app.router.route_class = StitchRoute
+    app.add_middleware(AllowHeader)
     app.add_middleware(CallbackFastPath)  # inside the body limit (each middleware added wraps the ones before)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.api_key:
@@ -190,7 +201,8 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         except queries.BadQuery as exc:
             raise HTTPException(422, [{"loc": ["query", exc.field], "msg": str(exc), "type": "value_error"}]) from None
         except GraphError as exc:
-            raise HTTPException(422, [{"loc": ["body", "graph"], "msg": p, "type": "graph"} for p in exc.problems]) from None
+            raise HTTPException(422, [{"loc": ["body", "graph"], "msg": p, "type": "graph", "rule": rule}
+                                      for rule, p in zip(exc.rules, exc.problems, strict=True)]) from None
 
     # -- flows ---------------------------------------------------------------------------------
     @app.post(f"{PREFIX}/flows", status_code=201, response_model=FlowReply, responses=documented(413))
@@ -238,8 +250,10 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     async def list_runs(
         request: Request,
         status: Annotated[RunStatus | None, Query(description="Only runs in this status.")] = None,
-        flow_id: Annotated[str | None, Query(description="Only this flow's runs.")] = None,
-        cursor: Annotated[str | None, Query(description="The next_cursor of the previous page; leave out for the first.")] = None,
+        flow_id: FlowIdQuery = None,
+        cursor: Annotated[str | None, Query(description="The next_cursor of the previous page, unchanged; leave out for the "
+                                                         "first. Any other value is a 422.",
+                                            json_schema_extra={"pattern": "^[A-Za-z0-9_-]+$"})] = None,
         limit: Annotated[int, Query(ge=1, le=1000, description="Runs per page.")] = 100,
     ) -> dict[str, Any]:
         """Runs, newest first, a page at a time (pass ``next_cursor`` back as ``cursor``)."""
@@ -249,7 +263,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     @app.get(f"{PREFIX}/runs/waiting", response_model=list[WaitingGate], responses=documented())
     async def waiting_runs(
         request: Request,
-        flow_id: Annotated[str | None, Query(description="Only this flow's runs.")] = None,
+        flow_id: FlowIdQuery = None,
         limit: Annotated[int, Query(ge=1, le=1000, description="At most this many gates.")] = 100,
     ) -> list[dict[str, Any]]:
         """UX gates waiting for a person, longest waiting first, each with its ``data.prompt``."""
@@ -270,7 +284,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
 
     @app.get(f"{PREFIX}/runs/stream", response_class=StreamingResponse, responses={**documented(), **SSE_REPLY})
     async def runs_stream(
-        request: Request, flow_id: Annotated[str | None, Query(description="Only this flow's runs.")] = None,
+        request: Request, flow_id: FlowIdQuery = None,
     ) -> StreamingResponse:
         """Server-sent events: an ``event: run`` message (data: a run summary, as in GET
         /api/stitch/runs) whenever a run starts or changes, from any server process on the
@@ -344,7 +358,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
 
     @app.post(f"{PREFIX}/complete/{{run_id}}/{{node_id}}", response_model=EventReply,
               responses=documented(400, 404, 409, 413, 415))
-    async def complete(run_id: str, node_id: str, request: Request, body: Annotated[Any, Body()] = None) -> JSONResponse:
+    async def complete(run_id: str, node_id: str, request: Request, body: Annotated[JsonValue, Body()] = None) -> JSONResponse:
         """Complete a UX node that is waiting for a person; the body is its output."""
         if isinstance(body, bytes):  # a body that was not sent as JSON
             raise HTTPException(415, "send the output as JSON, with 'Content-Type: application/json'")
@@ -358,6 +372,17 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         return answer(request, result, sendings)
 
     # -- docs and health -------------------------------------------------------------------------
+    plain_openapi = app.openapi
+
+    def openapi_with_json_value() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = with_json_value(plain_openapi())
+            schema.setdefault("components", {}).setdefault("schemas", {})["JsonValue"] = JSON_VALUE_SCHEMA
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi_with_json_value  # type: ignore[method-assign]
+
     @app.get("/openapi.json", include_in_schema=False)
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())

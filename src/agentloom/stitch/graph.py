@@ -16,14 +16,27 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from agentloom.stitch.ids import node_id_problem, shown
-from agentloom.stitch.models import Graph, NodeType, StitchNode
+from agentloom.stitch.models import HTTP_URL_PATTERN, Graph, NodeType, StitchNode
 from agentloom.stitch.webhooks import WebhookPolicy
 
 
+# Rules a saved graph must keep that JSON Schema cannot say (they relate nodes to each other,
+# or depend on the server's webhook policy). The others are in the API's schema as well
+# (``models.py``); either way a broken rule is a 422 naming it.
+BEYOND_SCHEMA = frozenset({
+    "unique_node_id", "unique_edge_id", "dangling_edge", "cycle", "fan_out_join", "collector_without_splitter",
+    "fan_out_id_clash", "webhook_target",
+})
+
+Problem = tuple[str, str]  # (rule, message)
+HTTP_URL = re.compile(HTTP_URL_PATTERN)  # what the schema says of a Worker's data.webhookUrl
+
+
 class GraphError(ValueError):
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(message for _, message in problems))
+        self.rules = [rule for rule, _ in problems]
+        self.problems = [message for _, message in problems]
 
 
 def instance_key(node_id: str, path: tuple[int, ...] | list[int]) -> str:
@@ -76,27 +89,27 @@ def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
     webhook targets are checked then, not when a stored flow is planned again, so a flow
     saved under older rules still runs (its webhooks are still checked when sent).
     """
-    problems: list[str] = []
+    problems: list[Problem] = []
     nodes: dict[str, StitchNode] = {}
     for node in graph.nodes:
         if node.id in nodes:
-            problems.append(f"node id {node.id!r} is used twice; node ids must be unique")
+            problems.append(("unique_node_id", f"node id {node.id!r} is used twice; node ids must be unique"))
         nodes[node.id] = node
         problems.extend(_config_problems(node))
         if webhooks is not None:
             problems.extend(_saving_problems(node, webhooks))
     if not graph.nodes:
-        problems.append("graph.nodes is empty; a flow needs at least one node")
+        problems.append(("nodes_empty", "graph.nodes is empty; a flow needs at least one node"))
     upstream: dict[str, list[str]] = {n: [] for n in nodes}
     downstream: dict[str, list[str]] = {n: [] for n in nodes}
     edge_ids: set[str] = set()
     for edge in graph.edges:
         if edge.id in edge_ids:
-            problems.append(f"edge id {edge.id!r} is used twice")
+            problems.append(("unique_edge_id", f"edge id {edge.id!r} is used twice"))
         edge_ids.add(edge.id)
         missing = [end for end in (edge.source, edge.target) if end not in nodes]
         if missing:
-            problems.append(f"edge {edge.id!r} points to missing node {missing[0]!r} (dangling edge)")
+            problems.append(("dangling_edge", f"edge {edge.id!r} points to missing node {missing[0]!r} (dangling edge)"))
             continue
         if edge.target in downstream[edge.source]:
             continue  # a second edge between the same nodes adds nothing
@@ -111,16 +124,17 @@ def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
     for node_id in order:
         outer = {_scope_after(u, nodes, scope) for u in upstream[node_id]}
         if len(outer) > 1:
-            problems.append(
+            problems.append((
+                "fan_out_join",
                 f"node {node_id!r} joins paths of different fan-outs ({', '.join(sorted(upstream[node_id]))}); "
-                "close each Splitter with a Collector before joining"
-            )
+                "close each Splitter with a Collector before joining",
+            ))
             scope[node_id] = ()
             continue
         incoming = outer.pop() if outer else ()
         if nodes[node_id].type is NodeType.COLLECTOR:
             if not incoming:
-                problems.append(f"Collector {node_id!r} has no Splitter upstream to collect from")
+                problems.append(("collector_without_splitter", f"Collector {node_id!r} has no Splitter upstream to collect from"))
                 scope[node_id] = ()
                 continue
             closes[node_id] = incoming[-1]
@@ -137,7 +151,7 @@ def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
             # Flows saved before these keys were checked still plan: what is unusable is ignored.
             if not _retry_problems(node.id, node.data.get("retry")) and node.data.get("retry") is not None:
                 policy = node.data["retry"]
-                retries[node_id] = RetryPolicy(policy["maxAttempts"], policy.get("backoffSeconds", 1.0),
+                retries[node_id] = RetryPolicy(int(policy["maxAttempts"]), policy.get("backoffSeconds", 1.0),
                                                policy.get("backoffFactor", 2.0))
             if node.data.get("timeoutSeconds") is not None and not _timeout_problem(node.id, node.data["timeoutSeconds"]):
                 timeouts[node_id] = float(node.data["timeoutSeconds"])
@@ -163,7 +177,7 @@ def _topological(nodes: dict[str, StitchNode], upstream: dict[str, list[str]], d
                 ready.append(target)
     if len(order) != len(nodes):
         cycle = sorted(n for n in nodes if indegree[n] > 0)
-        raise GraphError([f"the graph has a cycle through {', '.join(map(repr, cycle))}; flows must be acyclic"])
+        raise GraphError([("cycle", f"the graph has a cycle through {', '.join(map(repr, cycle))}; flows must be acyclic")])
     return order
 
 
@@ -180,16 +194,20 @@ def _between(splitter: str, collector: str, upstream: dict[str, list[str]]) -> s
     return found
 
 
-def _config_problems(node: StitchNode) -> list[str]:
+def _config_problems(node: StitchNode) -> list[Problem]:
     data = node.data
     if node.type is NodeType.WORKER:
         url = data.get("webhookUrl")
         if not _is_http_url(url):
-            return [f"Worker {node.id!r} needs data.webhookUrl, an http(s) URL (got {shown(url)})"]
+            # A URL of the schema's shape that still does not parse (an unclosed '[' in the host) is
+            # past what the schema's pattern says.
+            rule = "webhook_target" if isinstance(url, str) and HTTP_URL.match(url) else "worker_webhook"
+            return [(rule, f"Worker {node.id!r} needs data.webhookUrl, an http(s) URL (got {shown(url)})")]
     if node.type is NodeType.SPLITTER:
         path = data.get("arrayPath")
         if path is not None and not isinstance(path, str):
-            return [f"Splitter {node.id!r}: data.arrayPath must be a dotted path such as 'items' (got {path!r})"]
+            return [("splitter_array_path",
+                     f"Splitter {node.id!r}: data.arrayPath must be a dotted path such as 'items' (got {path!r})")]
     return []
 
 
@@ -222,7 +240,8 @@ def _retry_problems(node_id: str, policy: object) -> list[str]:
     if unknown:
         problems.append(f"{where} has unknown keys {', '.join(map(repr, unknown))}; it takes {', '.join(sorted(RETRY_KEYS))}")
     attempts = policy.get("maxAttempts")
-    if not (isinstance(attempts, int) and not isinstance(attempts, bool) and attempts >= 1):
+    # A whole number, as JSON Schema's "integer" means it: 3 and 3.0 alike.
+    if not (_number(attempts) and float(attempts).is_integer() and attempts >= 1):
         problems.append(f"{where}.maxAttempts must be a whole number >= 1, the attempts before the node fails "
                         f"(got {shown(attempts)})")
     seconds = policy.get("backoffSeconds", 1.0)
@@ -234,40 +253,42 @@ def _retry_problems(node_id: str, policy: object) -> list[str]:
     return problems
 
 
-def _saving_problems(node: StitchNode, webhooks: WebhookPolicy) -> list[str]:
-    problems = []
+def _saving_problems(node: StitchNode, webhooks: WebhookPolicy) -> list[Problem]:
+    problems: list[Problem] = []
     problem = node_id_problem(node.id)
     if problem:
-        problems.append(problem)
+        problems.append(("node_id", problem))
     for name in ("timeoutSeconds", "retry"):
         if node.type is not NodeType.WORKER and name in node.data:
-            problems.append(f"{node.type} node {shown(node.id)}: data.{name} applies to Worker nodes only; remove it")
+            problems.append(("worker_only",
+                             f"{node.type} node {shown(node.id)}: data.{name} applies to Worker nodes only; remove it"))
     if node.type is NodeType.WORKER:
         if "timeoutSeconds" in node.data:
             problem = _timeout_problem(node.id, node.data["timeoutSeconds"])
             if problem:
-                problems.append(problem)
-        problems.extend(_retry_problems(node.id, node.data.get("retry")))
+                problems.append(("worker_timeout", problem))
+        problems.extend(("worker_retry", p) for p in _retry_problems(node.id, node.data.get("retry")))
     url = node.data.get("webhookUrl")
     if node.type is NodeType.WORKER and _is_http_url(url):
         problem = webhooks.url_problem(url)
         if problem:
-            problems.append(f"Worker {shown(node.id)}: data.webhookUrl {problem}")
+            problems.append(("webhook_target", f"Worker {shown(node.id)}: data.webhookUrl {problem}"))
     return problems
 
 
 _SUFFIX = re.compile(r"(_\d+)+")
 
 
-def _key_collisions(nodes: dict[str, StitchNode], scope: dict[str, tuple[str, ...]]) -> list[str]:
-    problems = []
+def _key_collisions(nodes: dict[str, StitchNode], scope: dict[str, tuple[str, ...]]) -> list[Problem]:
+    problems: list[Problem] = []
     for node_id, stack in scope.items():
         if not stack:
             continue
         for other in nodes:
             if other.startswith(node_id + "_") and _SUFFIX.fullmatch(other[len(node_id) :]):
-                problems.append(
+                problems.append((
+                    "fan_out_id_clash",
                     f"node id {other!r} would clash with the fan-out paths of {node_id!r} "
-                    f"({node_id}_0, {node_id}_1, ...); rename one of them"
-                )
+                    f"({node_id}_0, {node_id}_1, ...); rename one of them",
+                ))
     return problems

@@ -106,3 +106,38 @@ class RequireKey:
             if name == b"authorization" and value[:7].lower() == b"bearer ":
                 given = value[7:].strip()
         return hmac.compare_digest(given, self.key)
+
+
+class AllowHeader:
+    """A 405's ``Allow`` lists every method the path takes. Each method of a path is its own
+    route, and the router answers from the first route that matched the path alone, so on its
+    own ``Allow`` would name that one route's method (GET for a path that also takes PUT)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_allow(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 405:
+                methods = _methods(scope)
+                if methods:
+                    headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"allow"]
+                    message = {**message, "headers": [*headers, (b"allow", ", ".join(methods).encode())]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_allow)
+
+
+def _methods(scope: Scope) -> list[str]:
+    from starlette.routing import Match
+
+    found: set[str] = set()
+    for route in scope["app"].router.routes:
+        match, _ = route.matches({**scope, "method": "GET"})
+        if match is not Match.NONE:
+            found.update(getattr(route, "methods", None) or ())
+    return sorted(found)

@@ -1,13 +1,62 @@
-"""Typed shapes of Stitch: the React Flow graph, node states, runs, and the worker protocol."""
+"""Typed shapes of Stitch: the React Flow graph, node states, runs, and the worker protocol.
+
+The request shapes carry in their JSON Schema every rule of the graph and of Stitch's values
+that JSON Schema can say (what a client or a fuzzer can know before sending): no NUL in any
+string or key (:mod:`values`), the node id alphabet (:mod:`ids`), at least one node, a Worker's
+``data.webhookUrl`` and its ``timeoutSeconds`` and ``retry``. The checks themselves run in
+:mod:`values` and :mod:`graph`, with messages that name the fix; the rules a schema cannot say
+are listed in ``graph.BEYOND_SCHEMA``.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from agentloom.core.timestamps import Timestamp
+
+NO_NUL = "^[^\\u0000]*$"
+# ids.node_id_problem: the URL-safe alphabet, not dots alone.
+NODE_ID_PATTERN = "^(?!\\.+$)[A-Za-z0-9_.:-]+$"
+HTTP_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+"  # graph._is_http_url: a scheme and a host
+JSON_VALUE_REF = {"$ref": "#/components/schemas/JsonValue"}
+# Any JSON value that values.check accepts (its depth limit is said in the description only).
+JSON_VALUE_SCHEMA: dict[str, Any] = {
+    "description": "Any JSON value. Strings and object keys hold no NUL character (\\u0000) and no unpaired "
+                   "surrogate, and values nest at most 64 levels deep: PostgreSQL could not store the one and no "
+                   "answer could carry the others (the server names any of them in a 422).",
+    "anyOf": [
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "number"},
+        {"type": "boolean"},
+        {"type": "null"},
+        {"type": "array", "items": JSON_VALUE_REF},
+        {"type": "object", "propertyNames": {"pattern": NO_NUL}, "additionalProperties": JSON_VALUE_REF},
+    ],
+}
+# pydantic cannot point at a schema it did not make: fields say this marker, and api.py's
+# OpenAPI replaces each with JSON_VALUE_REF and adds JSON_VALUE_SCHEMA to the components.
+JSON_VALUE_MARK = {"x-stitch-json-value": True}
+JsonValue = Annotated[Any, WithJsonSchema(JSON_VALUE_MARK)]
+EXTRA_KEYS: dict[str, Any] = {"propertyNames": {"pattern": NO_NUL}, "additionalProperties": JSON_VALUE_MARK}
+
+
+def with_json_value(schema: Any) -> Any:
+    """``schema`` (an OpenAPI document or part) with every JSON_VALUE_MARK pointing at JsonValue."""
+    if isinstance(schema, dict):
+        if schema.get("x-stitch-json-value"):  # beside a title, a default or a description: kept (OpenAPI 3.1)
+            return {**JSON_VALUE_REF, **{k: v for k, v in schema.items() if k not in JSON_VALUE_MARK}}
+        return {key: with_json_value(value) for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [with_json_value(item) for item in schema]
+    return schema
+
+
+def _text(**constraints: Any) -> Any:
+    """A request string field: its constraints, and no NUL said in the schema (values.check refuses it)."""
+    return Field(json_schema_extra={"pattern": NO_NUL}, **constraints)
 
 
 class NodeType(StrEnum):
@@ -28,32 +77,69 @@ class Status(StrEnum):
 
 
 class Position(BaseModel):
+    model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
     x: float = 0
     y: float = 0
+
+
+# What a node's data must hold, by type (graph._config_problems and _saving_problems).
+_WORKER_DATA: dict[str, Any] = {
+    "type": "object",
+    "required": ["webhookUrl"],
+    "properties": {
+        "webhookUrl": {"type": "string", "pattern": HTTP_URL_PATTERN,
+                       "description": "Where the node's webhook is sent (the server's webhook policy applies)."},
+        "timeoutSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "Fail an attempt after this long."},
+        "retry": {
+            "anyOf": [
+                {"type": "null"},
+                {"type": "object", "required": ["maxAttempts"], "additionalProperties": False, "properties": {
+                    "maxAttempts": {"type": "integer", "minimum": 1},
+                    "backoffSeconds": {"type": "number", "minimum": 0},
+                    "backoffFactor": {"type": "number", "minimum": 1},
+                }},
+            ],
+            "description": "Retry failed attempts automatically.",
+        },
+    },
+}
+_NODE_RULES: list[dict[str, Any]] = [
+    {
+        "if": {"properties": {"type": {"const": "Worker"}}},
+        "then": {"required": ["data"], "properties": {"data": _WORKER_DATA}},
+        "else": {"properties": {"data": {"not": {"anyOf": [{"required": ["timeoutSeconds"]}, {"required": ["retry"]}]}}}},
+    },
+    {
+        "if": {"properties": {"type": {"const": "Splitter"}}},
+        "then": {"properties": {"data": {"properties": {"arrayPath": {"type": "string", "pattern": NO_NUL}}}}},
+    },
+]
 
 
 class StitchNode(BaseModel):
     """A React Flow node. Unknown React Flow keys (width, selected, ...) are kept."""
 
-    model_config = ConfigDict(extra="allow")
-    id: str = Field(min_length=1, max_length=200)
+    model_config = ConfigDict(extra="allow", json_schema_extra={**EXTRA_KEYS, "allOf": _NODE_RULES})
+    id: str = Field(min_length=1, max_length=200, json_schema_extra={"pattern": NODE_ID_PATTERN})
     type: NodeType
     position: Position = Field(default_factory=Position)
-    data: dict[str, Any] = Field(default_factory=dict)  # NodeConfig: webhookUrl, arrayPath, ...
+    # NodeConfig: webhookUrl, arrayPath, ...
+    data: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"propertyNames": {"pattern": NO_NUL}})
 
 
 class StitchEdge(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-    id: str = Field(min_length=1)
-    source: str
-    target: str
-    sourceHandle: str | None = None  # noqa: N815 - React Flow's names
-    targetHandle: str | None = None  # noqa: N815
+    model_config = ConfigDict(extra="allow", populate_by_name=True, json_schema_extra=EXTRA_KEYS)
+    id: str = _text(min_length=1)
+    source: str = _text()
+    target: str = _text()
+    sourceHandle: str | None = _text(default=None)  # noqa: N815 - React Flow's names
+    targetHandle: str | None = _text(default=None)  # noqa: N815
 
 
 class Graph(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    nodes: list[StitchNode]
+    model_config = ConfigDict(extra="allow", json_schema_extra=EXTRA_KEYS)
+    # At least one node: said in the schema, checked by graph.analyse (its message names the fix).
+    nodes: list[StitchNode] = Field(json_schema_extra={"minItems": 1})
     edges: list[StitchEdge] = Field(default_factory=list)
 
 
@@ -106,6 +192,7 @@ class WorkerPayload(BaseModel):
 class Callback(BaseModel):
     """What a worker posts back to its callback URL."""
 
+    model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
     status: Literal["completed", "failed"]
-    output: Any = None
-    error: str | None = None
+    output: JsonValue = None
+    error: str | None = _text(default=None)

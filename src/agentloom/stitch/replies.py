@@ -159,6 +159,8 @@ class Problem(BaseModel):
     loc: list[str | int] = Field(description="Where: ['query', 'status'], ['body', 'graph'], ...")
     msg: str
     type: str
+    rule: str | None = Field(None, description="For a graph problem (type 'graph'): the rule it breaks, such as "
+                                               "'dangling_edge', 'cycle' or 'webhook_target'.")
 
 
 class ErrorReply(BaseModel):
