@@ -1,0 +1,147 @@
+"""`python -m benchmarks mutation`: mutation testing (mutmut 3) of the modules where a silent bug
+costs most, each against the tests that should catch it; writes MUTATION.md.
+
+Each group runs in its own scratch copy of ``src``, ``tests`` and ``pyproject.toml`` (mutmut
+mutates a copy under ``mutants/`` and keeps its state beside it) with a ``[tool.mutmut]`` table
+naming the modules and the tests. mutmut runs, for each mutant, only the tests that reached the
+mutated function. Tests that drive a module through a child process (``agentloom stitch serve``,
+``agentloom serve``) cannot reach it in mutmut's sense: such functions count as "no tests".
+
+Too slow for CI (about an hour on 2 cores); run it after changing a named module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.report import ROOT, machine
+
+REPORT = ROOT / "MUTATION.md"
+GOAL = 0.90
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    modules: tuple[str, ...]  # under src/
+    tests: tuple[str, ...]
+
+
+GROUPS = (
+    Group("Stitch execution, graph checks, signing",
+          ("agentloom/stitch/execution.py", "agentloom/stitch/graph.py", "agentloom/stitch/signing.py"),
+          ("tests/stitch/test_properties.py", "tests/stitch/test_graph.py", "tests/stitch/test_signing.py",
+           "tests/stitch/test_operations.py")),
+    Group("circuit breakers", ("agentloom/core/breakers.py",),
+          ("tests/core/test_breakers.py", "tests/core/test_dependency.py")),
+    Group("packs' argument validation and error path", ("agentloom/server/calls.py", "agentloom/server/messages.py"),
+          ("tests/server/test_pack_interface.py", "tests/server/test_toolcache.py")),
+    Group("vectors chunker and id scheme", ("agentloom/packs/vectors/chunking.py", "agentloom/packs/vectors/records.py"),
+          ("tests/packs/vectors/test_chunking.py", "tests/packs/vectors/test_store.py", "tests/packs/vectors/test_model_window.py")),
+    Group("docs path resolution and git-source safety",
+          ("agentloom/packs/docs/config.py", "agentloom/packs/docs/content/safefs.py",
+           "agentloom/packs/docs/content/repository.py"),
+          ("tests/packs/docs/test_config.py", "tests/packs/docs/test_content.py", "tests/security/test_docs_content.py")),
+    Group("skills thresholds, fallback, change detection",
+          ("agentloom/packs/skills/search.py", "agentloom/packs/skills/scan.py", "agentloom/packs/skills/keywords.py"),
+          ("tests/packs/skills",)),
+    Group("Flowise build_flow validation and catalog refresh",
+          ("agentloom/packs/flowise/builder.py", "agentloom/packs/flowise/catalog.py"),
+          ("tests/packs/flowise/test_catalog.py", "tests/packs/flowise/test_planner.py",
+           "tests/packs/flowise/test_flowdata.py", "tests/packs/flowise/test_tools.py")),
+)
+
+_RESULT = re.compile(r"^\s*(agentloom\.[\w.]+?)\.(?:x\u01c1[^:]*|[A-Za-z_]\w*?)__mutmut_\d+: (.+)$")
+
+
+def _toml_list(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def run_group(group: Group, workdir: Path) -> tuple[dict[str, Counter[str]], list[str], float]:
+    """Per module: mutants by status; the survivors' names; seconds taken."""
+    shutil.copytree(ROOT / "src", workdir / "src", ignore=shutil.ignore_patterns("__pycache__", "console_dist"))
+    shutil.copytree(ROOT / "tests", workdir / "tests", ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
+    config = (ROOT / "pyproject.toml").read_text() + (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["src"]\n'
+        f"only_mutate = {_toml_list(tuple('src/' + m for m in group.modules))}\n"
+        f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-p", "no:cov"]\n'
+    )
+    (workdir / "pyproject.toml").write_text(config)
+    mutmut = str(Path(sys.executable).with_name("mutmut"))
+    env = {k: v for k, v in os.environ.items() if k != "CI"}  # a skip is not a failure here
+    started = time.monotonic()
+    subprocess.run([mutmut, "run", "--max-children", str(os.cpu_count() or 2)], cwd=workdir, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    seconds = time.monotonic() - started
+    listed = subprocess.run([mutmut, "results", "--all", "true"], cwd=workdir, env=env, capture_output=True,
+                            text=True, check=False).stdout
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    survivors = []
+    for line in listed.splitlines():
+        match = _RESULT.match(line)
+        if not match:
+            continue
+        module, status = match.group(1), match.group(2).strip()
+        counts[module][status] += 1
+        if status == "survived":
+            survivors.append(line.strip().split(":")[0])
+    return counts, survivors, seconds
+
+
+def _row(module: str, c: Counter[str]) -> str:
+    killed, survived, timeout = c["killed"], c["survived"], c["timeout"]
+    untested = c["no tests"]
+    other = sum(c.values()) - killed - survived - timeout - untested
+    total = sum(c.values())
+    score = killed / total if total else 0.0
+    mark = "met" if score >= GOAL else "not met"
+    return (f"| `{module}` | {total} | {killed} | {survived} | {timeout} | {untested} | {other} | "
+            f"**{score:.0%}** ({mark}) |")
+
+
+def main() -> None:
+    version = subprocess.run([str(Path(sys.executable).with_name("mutmut")), "--version"], capture_output=True,
+                             text=True, check=False).stdout.strip()
+    sections = []
+    started = time.monotonic()
+    for group in GROUPS:
+        with tempfile.TemporaryDirectory(prefix="agentloom-mutation-") as tmp:
+            counts, survivors, seconds = run_group(group, Path(tmp))
+        print(f"{group.name}: {dict(counts)} in {seconds:.0f} s", file=sys.stderr, flush=True)
+        rows = "\n".join(_row(m, c) for m, c in sorted(counts.items()))
+        shown = "\n".join(f"- `{s}`" for s in survivors[:40]) or "- none"
+        more = f"\n- ... and {len(survivors) - 40} more" if len(survivors) > 40 else ""
+        sections.append(
+            f"### {group.name}\n\nTests: {', '.join(f'`{t}`' for t in group.tests)}; {seconds / 60:.1f} min.\n\n"
+            "| module | mutants | killed | survived | timed out | no tests | other | killed of all |\n"
+            f"|---|---|---|---|---|---|---|---|\n{rows}\n\nSurvivors (`mutmut show NAME` in the group's copy shows the "
+            f"change):\n\n{shown}{more}\n"
+        )
+    header = (
+        "# Mutation testing\n\n"
+        f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}\n"
+        f"- machine: {machine()}\n"
+        f"- commit: {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT, capture_output=True, text=True).stdout.strip()}\n"
+        f"- command: `python -m benchmarks mutation` ({version}; {(time.monotonic() - started) / 60:.0f} min in all)\n"
+        f"- goal: at least {GOAL:.0%} of each named module's mutants killed. \"No tests\": no selected test "
+        "reached the function in the test process (code run only inside a spawned server counts here).\n\n"
+    )
+    REPORT.write_text(header + "\n".join(sections))
+    print(f"wrote {REPORT}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
