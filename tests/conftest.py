@@ -27,6 +27,12 @@ def _shared() -> Path:
 SHARED = _shared()
 
 
+def examples(n: int) -> int:
+    """Hypothesis examples for a property test: a quarter under mutation testing (AGENTLOOM_MUTATION,
+    set by `python -m benchmarks mutation`, which runs a test once per mutant)."""
+    return max(5, n // 4) if os.environ.get("AGENTLOOM_MUTATION") else n
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -28,8 +28,9 @@ from agentloom.stitch.engine import LEASE_SECONDS, Engine, Sending
 from agentloom.stitch.execution import Outcome
 from agentloom.stitch.flows import Flows
 from agentloom.stitch.models import Graph
-from tests.stitch.conftest import drop_pg_database, fresh_pg_database
+from tests.conftest import examples
 from tests.stitch import model
+from tests.stitch.conftest import drop_pg_database, fresh_pg_database
 from tests.stitch.graphs import build, programs
 
 
@@ -286,13 +287,13 @@ def run_calm(url: str, program: list[Any]) -> None:
     engine.db.dispose()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(program=programs)
 def test_a_calm_run_matches_the_model(tmp_path: Path, program: list[Any]) -> None:
     run_calm(f"sqlite:///{tmp_path / f'calm-{time.monotonic_ns()}.db'}", program)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(program=programs, seed=st.integers(0, 2**32))
 def test_any_interleaving_on_sqlite(tmp_path: Path, program: list[Any], seed: int) -> None:
     db_file = tmp_path / f"chaos-{seed}-{time.monotonic_ns()}.db"
@@ -300,7 +301,7 @@ def test_any_interleaving_on_sqlite(tmp_path: Path, program: list[Any], seed: in
 
 
 def test_any_interleaving_on_postgresql(postgres: str) -> None:
-    @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(program=programs, seed=st.integers(0, 2**32))
     def inner(program: list[Any], seed: int) -> None:
         url = fresh_pg_database(postgres)

@@ -13,6 +13,7 @@ from tokenizers import Tokenizer
 from agentloom.core.errors import AgentloomError, ConfigError
 from agentloom.embeddings.bert.build import MINILM_TOKENIZER
 from agentloom.packs.vectors.chunking import Chunk, chunk_text
+from tests.conftest import examples
 
 TOKENIZER_FILE = str(MINILM_TOKENIZER)
 TOKENIZER = Tokenizer.from_file(TOKENIZER_FILE)
@@ -59,7 +60,7 @@ PIECES = [
 ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.one_of(
         st.lists(st.sampled_from(PIECES), max_size=250).map("".join),
@@ -74,7 +75,7 @@ def test_invariants_hold_for_any_text(text: str, size: int, data: st.DataObject)
     check_invariants(text, chunks(text, size, overlap, max_tokens), size, max_tokens)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.text("abcdefghij.", min_size=1, max_size=30), max_size=120).map(" ".join), st.integers(16, 60))
 def test_without_a_tokenizer_a_token_is_four_characters_of_a_word(text: str, size: int) -> None:
     result = chunks(text, size, size // 4, max_tokens=8192, tokenizer=None)
