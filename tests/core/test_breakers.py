@@ -1,5 +1,6 @@
 from collections.abc import Callable
 import logging
+import re
 
 import pytest
 
@@ -164,3 +165,78 @@ def test_registry_keeps_one_breaker_per_dependency_with_configured_thresholds(cl
     assert registry.reset("embeddings:openai").state is State.CLOSED
     with pytest.raises(NotFoundError, match="known breakers: chroma, embeddings:openai"):
         registry.reset("flowise")
+
+
+# -- exact values (killing what mutation testing found the tests above let through) ---------------
+def test_the_defaults_are_three_failures_and_five_minutes(clock: Clock) -> None:
+    for made in (CircuitBreaker("x", clock=clock), BreakerRegistry(clock=clock).get("x")):
+        fail(made)
+        fail(made)
+        assert made.state is State.CLOSED
+        fail(made)
+        assert made.state is State.OPEN
+        clock.now += 299.9
+        assert made.state is State.OPEN
+        clock.now += 0.1
+        assert made.state is State.HALF_OPEN
+        clock.now -= 300
+
+
+def test_status_says_exactly_when_and_why(breaker: CircuitBreaker, clock: Clock) -> None:
+    from tests.conftest import TIMESTAMP
+
+    closed = breaker.status()
+    assert (closed.reason, closed.retry_in_seconds, closed.opened_at, closed.failures) == (None, None, None, 0)
+    for _ in range(3):
+        fail(breaker, "HTTP 503")
+    clock.now += 120
+    status = breaker.status()
+    assert status.retry_in_seconds == 180.0 and status.reason == "HTTP 503"
+    assert status.opened_at is not None and TIMESTAMP.fullmatch(status.opened_at)
+    with pytest.raises(CircuitOpenError) as refused:
+        ok(breaker)
+    assert str(refused.value).endswith("unavailable (circuit open: HTTP 503); retry in 180s or reset the breaker.")
+    clock.now += 179.6
+    assert breaker.status().retry_in_seconds == pytest.approx(0.4)
+    with pytest.raises(CircuitOpenError, match="retry in 0s or"):
+        ok(breaker)
+    clock.now += 0.4
+    assert breaker.status().opened_at == status.opened_at  # half-open: still says when it opened
+    assert ok(breaker) == "fine"
+    assert breaker.status().reason is None and breaker.status().opened_at is None
+
+
+def test_each_transition_is_logged_once_with_its_reason_when_it_opens(
+    breaker: CircuitBreaker, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="agentloom.core.breakers")
+    for _ in range(3):
+        fail(breaker, "connection refused")
+    clock.now += 300
+    assert ok(breaker) == "fine"
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3
+    from tests.conftest import TIMESTAMP
+
+    stamp = TIMESTAMP.pattern
+    assert re.fullmatch(rf"circuit flowise: closed -> open at {stamp} \(connection refused\)", lines[0]), lines[0]
+    assert re.fullmatch(rf"circuit flowise: open -> half-open at {stamp}", lines[1]), lines[1]
+    assert re.fullmatch(rf"circuit flowise: half-open -> closed at {stamp}", lines[2]), lines[2]
+
+
+def test_resetting_an_unknown_breaker_names_the_known_ones() -> None:
+    registry = BreakerRegistry()
+    with pytest.raises(NotFoundError, match=r"breaker 'nope' not found; known breakers: none yet\.$"):
+        registry.reset("nope")
+    registry.get("chroma")
+    with pytest.raises(NotFoundError, match=r"known breakers: chroma\.$"):
+        registry.reset("nope")
+
+
+def test_a_status_as_the_health_tool_shows_it(breaker: CircuitBreaker, clock: Clock) -> None:
+    for _ in range(3):
+        fail(breaker, "HTTP 503")
+    shown = breaker.status().as_dict()
+    assert shown == {"name": "flowise", "state": "open", "failures": 3, "reason": "HTTP 503",
+                     "retry_in_seconds": 300.0, "opened_at": shown["opened_at"]}
+    assert isinstance(shown["opened_at"], str)
