@@ -52,14 +52,15 @@ class LoomServer(MCPServer):
         With a tool cache, a definition saved by an earlier start is listed as it is and the
         SDK registration waits for the tool's first call (``toolcache``)."""
         name = options.get("name") or fn.__name__
-        key = registration_key(fn, options) if self._tool_cache is not None and cacheable(fn) else None
-        definition = self._tool_cache.get(key) if self._tool_cache is not None and key is not None else None
+        cache = self._tool_cache if cacheable(fn) else None
+        key = registration_key(fn, options) if cache is not None else ""
+        definition = cache.get(key) if cache is not None else None
         if definition is not None:
             self._deferred[name] = (fn, options, definition)
         else:
             tool = self._register(fn, options)
-            if self._tool_cache is not None and key is not None:
-                self._tool_cache.put(key, _definition(tool))
+            if cache is not None:
+                cache.put(key, _definition(tool))
         self._order.append(name)
 
     def _register(self, fn: Any, options: dict[str, Any]) -> Tool:

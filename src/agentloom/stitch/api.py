@@ -42,7 +42,16 @@ from agentloom.stitch.middleware import PREFIX, AllowHeader, BodyLimit, RequireK
 from agentloom.stitch.graph import GraphError
 from agentloom.stitch.ids import NotFound, shown
 from agentloom.stitch.live import EventFeed, Message, Subscription, last_event_id, stream
-from agentloom.stitch.models import EXTRA_KEYS, JSON_VALUE_SCHEMA, NO_NUL, Callback, Graph, JsonValue, RunStatus, with_json_value
+from agentloom.stitch.models import (
+    EXTRA_KEYS,
+    JSON_VALUE_SCHEMA,
+    Callback,
+    Graph,
+    JsonValue,
+    RunStatus,
+    text_field,
+    with_json_value,
+)
 from agentloom.stitch.replies import (
     AttemptReply,
     EventReply,
@@ -76,14 +85,14 @@ FlowIdQuery = Annotated[str | None, Query(description="Only this flow's runs (it
 
 class FlowIn(BaseModel):
     model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
-    name: str = Field(min_length=1, max_length=200, description="The flow's name.", json_schema_extra={"pattern": NO_NUL})
+    name: str = text_field(min_length=1, max_length=200, description="The flow's name.")
     graph: Graph = Field(description="The React Flow graph: nodes (Worker, UX, Splitter, Collector) and edges.")
 
 
 class FlowUpdate(BaseModel):
     model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
-    name: str | None = Field(None, min_length=1, max_length=200, description="A new name; left as it is when absent.",
-                             json_schema_extra={"pattern": NO_NUL})
+    name: str | None = text_field(default=None, min_length=1, max_length=200,
+                                  description="A new name; left as it is when absent.")
     graph: Graph | None = Field(None, description="A new graph; running runs keep the one they started with.")
 
 

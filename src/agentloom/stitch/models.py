@@ -54,7 +54,7 @@ def with_json_value(schema: Any) -> Any:
     return schema
 
 
-def _text(**constraints: Any) -> Any:
+def text_field(**constraints: Any) -> Any:
     """A request string field: its constraints, and no NUL said in the schema (values.check refuses it)."""
     return Field(json_schema_extra={"pattern": NO_NUL}, **constraints)
 
@@ -129,11 +129,11 @@ class StitchNode(BaseModel):
 
 class StitchEdge(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, json_schema_extra=EXTRA_KEYS)
-    id: str = _text(min_length=1)
-    source: str = _text()
-    target: str = _text()
-    sourceHandle: str | None = _text(default=None)  # noqa: N815 - React Flow's names
-    targetHandle: str | None = _text(default=None)  # noqa: N815
+    id: str = text_field(min_length=1)
+    source: str = text_field()
+    target: str = text_field()
+    sourceHandle: str | None = text_field(default=None)  # noqa: N815 - React Flow's names
+    targetHandle: str | None = text_field(default=None)  # noqa: N815
 
 
 class Graph(BaseModel):
@@ -195,4 +195,4 @@ class Callback(BaseModel):
     model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
     status: Literal["completed", "failed"]
     output: JsonValue = None
-    error: str | None = _text(default=None)
+    error: str | None = text_field(default=None)

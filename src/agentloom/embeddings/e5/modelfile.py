@@ -77,6 +77,7 @@ class E5File:
         self._vocabulary_at = self._at
         self._skip_vocabulary()
         self._tensors = self._directory()
+        self._word_table = self._blocks("emb.word", self.config.vocab_size, self.config.hidden_size)
 
     # -- reading ---------------------------------------------------------------------------
     def _read(self, fmt: str) -> tuple:
@@ -136,6 +137,14 @@ class E5File:
         return out
 
     # -- tensors ---------------------------------------------------------------------------
+    def _blocks(self, name: str, rows: int, cols: int) -> np.ndarray:
+        """A Q4_0 tensor's blocks as stored: (rows, cols / 32, 18 bytes), a view of the mapped file."""
+        import numpy as np
+
+        _dtype, _n, offset = self._tensors[name]
+        return np.frombuffer(self._buf, dtype=np.uint8, count=rows * cols // BLOCK * _BLOCK_BYTES,
+                             offset=offset).reshape(rows, cols // BLOCK, _BLOCK_BYTES)
+
     def _tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         import numpy as np
 
@@ -144,9 +153,7 @@ class E5File:
             raise DependencyUnavailable(f"{self.path}: tensor {name} holds {n} values, expected shape {shape}.")
         if dtype == _F32:
             return np.frombuffer(self._buf, dtype="<f4", count=n, offset=offset).reshape(shape).copy()
-        rows, cols = shape
-        blocks = np.frombuffer(self._buf, dtype=np.uint8, count=n // BLOCK * _BLOCK_BYTES, offset=offset)
-        return _dequantise(blocks.reshape(rows, cols // BLOCK, _BLOCK_BYTES))
+        return _dequantise(self._blocks(name, *shape))
 
     def weights(self) -> Weights:
         """Every BertModel weight but the word table, float32, named as in ``bert/config.py``."""
@@ -174,14 +181,8 @@ class E5File:
         """The word table's rows for ``ids`` (any shape), float32, shape ``(*ids.shape, hidden)``."""
         import numpy as np
 
-        h = self.config.hidden_size
-        _dtype, _n, offset = self._tensors["emb.word"]
-        per_row = h // BLOCK
-        table = np.frombuffer(
-            self._buf, dtype=np.uint8, count=self.config.vocab_size * per_row * _BLOCK_BYTES, offset=offset
-        ).reshape(self.config.vocab_size, per_row, _BLOCK_BYTES)
         flat = np.asarray(ids, dtype=np.int64).reshape(-1)
-        return _dequantise(table[flat]).reshape(*np.shape(ids), h)
+        return _dequantise(self._word_table[flat]).reshape(*np.shape(ids), self.config.hidden_size)
 
 
 def _dequantise(blocks: np.ndarray) -> np.ndarray:
