@@ -32,7 +32,7 @@ from benchmarks.report import percentile, write_section
 ROOT = Path(__file__).resolve().parent.parent
 CHAIN = 10
 RUNS = int(os.environ.get("STITCH_BENCH_RUNS", 40))
-ROUNDS = int(os.environ.get("STITCH_BENCH_ROUNDS", 3))
+ROUNDS = int(os.environ.get("STITCH_BENCH_ROUNDS", 5))
 PG_ADMIN = os.environ.get("STITCH_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 GOALS = {"SQLite": (0.4, 2.0), "PostgreSQL": (0.8, 4.0)}  # ratio to the floor, quiet p50 ms
 

@@ -61,7 +61,7 @@ def start(stitch: StitchServer, graph: dict[str, Any], run_input: Any) -> str:
 
 def send(engine: Engine, sendings: list[Sending]) -> None:
     """What a dispatcher does with the webhooks an event returned."""
-    answered = [(s.outbox_id, httpx.post(s.url, json=s.payload, timeout=10).status_code) for s in sendings]
+    answered = [(s, httpx.post(s.url, json=s.payload, timeout=10).status_code) for s in sendings]
     engine.mark_sent(answered)
 
 

@@ -71,7 +71,7 @@ class Chaos:
         states = run["node_states"]
         choices = []
         if self.inflight:
-            choices += ["callback"] * 4
+            choices += ["callback"] * 3 + ["batch"]  # a batch: callbacks that arrived together, one commit
         if self.answered:
             choices.append("replay")  # duplicates and late callbacks
         if any(s["status"] == "waiting_for_user" for s in states.values()):
@@ -94,8 +94,24 @@ class Chaos:
             assert result.outcome.http_status in (200, 409), result
             assert not (self.cancelled_with is not None and result.outcome is Outcome.APPLIED), "a cancelled node took a callback"
             self.answered.append((s, status))
-            self.engine.mark_sent([(s.outbox_id, 200)])
+            self.engine.mark_sent([(s, 200)])
             self.deliver(more)
+        elif action == "batch":  # several callbacks, duplicates and replays among them, in one transaction
+            picked = [self.inflight.pop(self.rng.randrange(len(self.inflight)))
+                      for _ in range(min(len(self.inflight), self.rng.randint(1, 4)))]
+            if self.answered and self.rng.random() < 0.5:
+                picked.insert(self.rng.randrange(len(picked) + 1), self.rng.choice(self.answered)[0])
+            calls = [(run_id, s.key, s.attempt, status, worker_output(s.key, s.payload["input"]) if status == "completed" else None,
+                      "chaos" if status == "failed" else None)
+                     for s in picked for status in ["failed" if self.rng.random() < 0.15 else "completed"]]
+            for s, call, (result, more) in zip(picked, calls, self.engine.callbacks(calls), strict=True):
+                assert result.outcome.http_status in (200, 409), result
+                assert not (self.cancelled_with is not None and result.outcome is Outcome.APPLIED), "a cancelled node took a callback"
+                if result.outcome is not Outcome.APPLIED:
+                    assert not more, "a refused or repeated callback dispatched something"
+                self.answered.append((s, call[3]))
+                self.engine.mark_sent([(s, 200)])
+                self.deliver(more)
         elif action == "replay":  # a duplicate, or a late callback of an older attempt
             s, status = self.rng.choice(self.answered)
             output = worker_output(s.key, s.payload["input"]) if status == "completed" else None
@@ -149,7 +165,7 @@ def finish(chaos: Chaos, run_id: str, steps: int = 80) -> dict[str, Any]:
         while chaos.inflight:
             s = chaos.inflight.pop()
             _, more = engine.callback(run_id, s.key, s.attempt, "completed", worker_output(s.key, s.payload["input"]), None)
-            engine.mark_sent([(s.outbox_id, 200)])
+            engine.mark_sent([(s, 200)])
             chaos.inflight.extend(more)
         run = get_run(engine.db, run_id)
         settled = not any(s["status"] == "retrying" for s in run["node_states"].values())

@@ -40,6 +40,7 @@ from agentloom.stitch.execution import Result
 from agentloom.stitch.flows import FlowBusy, Flows
 from agentloom.stitch.middleware import PREFIX, AllowHeader, BodyLimit, RequireKey
 from agentloom.stitch.graph import GraphError
+from agentloom.stitch.groupcommit import GroupCommit
 from agentloom.stitch.ids import NotFound, shown
 from agentloom.stitch.live import EventFeed, Message, Subscription, last_event_id, stream
 from agentloom.stitch.models import (
@@ -160,6 +161,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
                         node_timeout=settings.node_timeout)
         dispatcher = Dispatcher(engine, timeout=settings.worker_timeout, poll_interval=settings.poll_interval)
         app.state.engine, app.state.dispatcher, app.state.flows = engine, dispatcher, Flows(db, webhooks)
+        app.state.commits = GroupCommit(engine)
         app.state.feed = EventFeed(db)
         async with anyio.create_task_group() as tg:
             await tg.start(dispatcher.run)  # its first reconciler round resumes what a restart interrupted

@@ -5,7 +5,8 @@ A callback through FastAPI costs more CPU than the whole database transaction it
 (routing over every route, the middleware stack, dependency solving, body model). This
 ASGI layer answers the common case itself: a POST to ``/api/stitch/callback/{run}/{node}``
 whose query is exactly ``attempt`` (a number) and ``sig``, whose signature is right and
-whose body is valid Stitch JSON for :class:`models.Callback`. It answers exactly as the
+whose body is valid Stitch JSON for :class:`models.Callback`; its event is committed with the
+other callbacks waiting at that moment (:mod:`groupcommit`). It answers exactly as the
 documented route in :mod:`api` would. Anything else (a bad signature, a bad body, an
 unknown parameter, a database error) is handed to that route with the body replayed, so
 every refusal is made in one place. It sits inside the body size limit, so oversized
@@ -18,7 +19,6 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl
 
-import anyio.to_thread
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -63,11 +63,8 @@ class CallbackFastPath:
         except (BadJson, ValidationError):
             return False
         try:
-            args = (run_id, key, int(attempt), callback.status, callback.output, callback.error)
-            if engine.db.inline:
-                result, sendings = engine.callback(*args)
-            else:
-                result, sendings = await anyio.to_thread.run_sync(engine.callback, *args)
+            result, sendings = await state.commits.callback(run_id, key, int(attempt), callback.status, callback.output,
+                                                            callback.error)
         except (DBAPIError, PoolTimeout):
             return False  # rolled back: the documented route tries once more and answers the failure
         state.dispatcher.submit(sendings)

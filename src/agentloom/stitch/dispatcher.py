@@ -57,7 +57,7 @@ class Dispatcher:
         self._literal_checks: dict[str, str | None] = {}  # url -> why its address literal is refused
         self.timeout = timeout
         self.poll_interval = poll_interval
-        self._sent: list[tuple[int, int | None]] = []  # (outbox id, the HTTP status the worker answered)
+        self._sent: list[tuple[Sending, int | None]] = []  # with the HTTP status the worker answered
         self._flush_due = anyio.Event()
         self._tasks: TaskGroup | None = None
         self._client: aiohttp.ClientSession | None = None
@@ -123,7 +123,7 @@ class Dispatcher:
             tries += 1
             delivery = await self._post(sending)
             if delivery.reason is None:
-                self._sent.append((sending.outbox_id, delivery.status))
+                self._sent.append((sending, delivery.status))
                 self._flush_due.set()
                 return
             if not delivery.again or tries > len(self.backoff):

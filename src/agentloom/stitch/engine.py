@@ -18,13 +18,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, RowMapping, delete, insert, select, update
 
 from agentloom.core.timestamps import iso
 from agentloom.stitch.db import Database
+from agentloom.stitch.db.hot import RunRow
 from agentloom.stitch.db.schema import attempts, flows, outbox, runs, timers
 from agentloom.stitch.execution import (
     Execution,
@@ -52,6 +53,10 @@ class Sending:
     attempt: int
     url: str
     payload: dict[str, Any]
+
+
+# A worker's callback: (run_id, node key, attempt, status, output, error).
+CallbackCall = tuple[str, str, int, str, Any, "str | None"]
 
 
 def now() -> datetime:
@@ -89,7 +94,7 @@ class Engine:
                    "input": run_input, "node_states": execution.states, "status": execution.run_status(),
                    "created_at": stamp, "updated_at": stamp}
             conn.execute(insert(runs).values(**row))
-            sendings = self._record(conn, run_id, execution, stamp)
+            sendings = self._write(conn, [(run_id, execution)], stamp)[0]
         return row, sendings
 
     # -- events on a run -----------------------------------------------------------
@@ -157,60 +162,113 @@ class Engine:
                 log.exception("firing the timers of run %s failed; they stay due", run_id)
         return sendings
 
+    def callbacks(self, calls: Sequence[CallbackCall]) -> list[tuple[Result, list[Sending]]]:
+        """Several workers' callbacks in one transaction: one commit for all (group commit).
+
+        They go in rounds of at most one callback per run, each round read with one statement
+        and written with one statement per table, so a batch costs a few round trips, not a few
+        per callback. Runs are locked in run-id order, so two batches (in two server processes)
+        never deadlock; callbacks on one run keep their arrival order, one round each. If any
+        of them raises, nothing is committed: the caller applies them one by one instead.
+        """
+        waiting = sorted(range(len(calls)), key=lambda i: calls[i][0])
+        done: dict[int, tuple[Result, list[Sending]]] = {}
+        with self.db.transaction() as conn:
+            while waiting:
+                this_round: dict[str, int] = {}
+                later = []
+                for i in waiting:
+                    if calls[i][0] in this_round:
+                        later.append(i)
+                    else:
+                        this_round[calls[i][0]] = i
+                waiting = later
+                self._callback_round(conn, [calls[i] for i in this_round.values()], list(this_round.values()), done)
+        return [done[i] for i in range(len(calls))]
+
+    def _callback_round(self, conn: Connection, calls: list[CallbackCall], ids: list[int],
+                        done: dict[int, tuple[Result, list[Sending]]]) -> None:
+        rows = self.db.hot.read_runs(conn, [call[0] for call in calls if is_uuid(call[0])])
+        applied: list[tuple[int, str, Execution]] = []
+        for i, (run_id, key, attempt, status, output, error) in zip(ids, calls, strict=True):
+            row = rows.get(run_id)
+            if row is None:
+                done[i] = Result(Outcome.NOT_FOUND, f"no run {run_id}" if is_uuid(run_id) else str(missing("run", run_id))), []
+                continue
+            execution = self._load(conn, run_id, row)
+            done[i] = execution.callback(key, attempt, status, output, error), []
+            if execution.events:
+                applied.append((i, run_id, execution))
+        for (i, _, _), sendings in zip(applied, self._write(conn, [(r, ex) for _, r, ex in applied]), strict=True):
+            done[i] = done[i][0], sendings
+
     def _event(self, run_id: str, apply: Any, *, with_connection: bool = False) -> tuple[Result, list[Sending]]:
+        """One event on one run, in its own transaction."""
         if not is_uuid(run_id):
             return Result(Outcome.NOT_FOUND, str(missing("run", run_id))), []
-        hot = self.db.hot
         with self.db.transaction() as conn:
-            row = hot.read_run(conn, run_id)  # locks the run (FOR UPDATE; SQLite: BEGIN IMMEDIATE)
+            row = self.db.hot.read_runs(conn, [run_id]).get(run_id)  # locks the run (FOR UPDATE; SQLite: BEGIN IMMEDIATE)
             if row is None:
                 return Result(Outcome.NOT_FOUND, f"no run {run_id}"), []
-            flow_id, version, states, run_input = row
-            plan = _PLANS.get((flow_id, version)) or _plan(flow_id, version, hot.read_graph(conn, run_id))
-            execution = self._execution(run_id, plan, states, run_input)
+            execution = self._load(conn, run_id, row)
             result = apply(execution, conn) if with_connection else apply(execution)
             if not execution.events:
                 return result, []
-            stamp = now()
-            hot.run(conn, "update_run", (hot.json_in(execution.states), execution.run_status(), hot.stamp(stamp), run_id))
-            return result, self._record(conn, run_id, execution, stamp)
+            return result, self._write(conn, [(run_id, execution)])[0]
+
+    def _load(self, conn: Connection, run_id: str, row: RunRow) -> Execution:
+        flow_id, version, states, run_input = row
+        plan = _PLANS.get((flow_id, version)) or _plan(flow_id, version, self.db.hot.read_graph(conn, run_id))
+        return self._execution(run_id, plan, states, run_input)
 
     def _execution(self, run_id: str, plan: Plan, states: dict[str, Any], run_input: Any) -> Execution:
         return Execution(run_id, plan, states, run_input, self.signer.callback_url, iso(now()),
                          at=self.clock(), node_timeout=self.node_timeout)
 
-    def _record(self, conn: Connection, run_id: str, execution: Execution, stamp: datetime) -> list[Sending]:
-        """The rows an event writes beside the run's states, on the driver's cursor (:mod:`db.hot`)."""
-        hot, at, json_in = self.db.hot, self.db.hot.stamp(stamp), self.db.hot.json_in
-        hot.many(conn, "event", ((run_id, e.key, e.status, e.attempt, at, e.error, e.summary) for e in execution.events))
-        changes = execution.attempts.values()
-        hot.many(conn, "attempt", (
-            (run_id, c.key, c.attempt, c.status, json_in(c.input), json_in(c.output), c.error, at, at if c.finished else None)
-            for c in changes if c.new))
-        hot.many(conn, "end_attempt", (
-            (c.status, json_in(c.output), c.error, at if c.finished else None, run_id, c.key, c.attempt)
-            for c in changes if not c.new))
-        hot.many(conn, "drop_timer", ((run_id, k, a, kind) for k, a, kind in execution.timers_done))
-        hot.many(conn, "timer", ((run_id, t.key, t.attempt, t.kind, t.due_at) for t in execution.timers))
-        # Leased to this process at once: it sends right after the commit. If it dies first,
-        # the lease runs out and the reconciler sends it.
-        lease = time.time() + self.lease_seconds
-        sendings = []
-        for d in execution.dispatches:
-            cur = hot.run(conn, "outbox", (run_id, d.key, d.attempt, d.url, json_in(d.payload), lease, at))
-            sendings.append(Sending(cur.fetchone()[0], run_id, d.key, d.attempt, d.url, d.payload))
-        return sendings
+    def _write(self, conn: Connection, changed: list[tuple[str, Execution]], stamp: datetime | None = None) -> list[list[Sending]]:
+        """What events did to their runs (at most one event per run): the run rows, events, attempt
+        history, timers and outbox rows, one statement per kind (:mod:`db.hot`). Returns each
+        run's webhooks to send. ``stamp``: a run just inserted with this time (its row is written)."""
+        hot, json_in = self.db.hot, self.db.hot.json_in
+        at = hot.stamp(stamp or now())
+        with hot.pipeline(conn):  # PostgreSQL: one round trip for all of it
+            if stamp is None:
+                hot.many(conn, "update_run", ((json_in(ex.states), ex.run_status(), at, run_id) for run_id, ex in changed))
+            hot.many(conn, "event", ((run_id, e.key, e.status, e.attempt, at, e.error, e.summary)
+                                     for run_id, ex in changed for e in ex.events))
+            changes = [(run_id, c) for run_id, ex in changed for c in ex.attempts.values()]
+            hot.many(conn, "attempt", (
+                (run_id, c.key, c.attempt, c.status, json_in(c.input), json_in(c.output), c.error, at, at if c.finished else None)
+                for run_id, c in changes if c.new))
+            hot.many(conn, "end_attempt", (
+                (c.status, json_in(c.output), c.error, at if c.finished else None, run_id, c.key, c.attempt)
+                for run_id, c in changes if not c.new))
+            hot.many(conn, "drop_timer", ((run_id, k, a, kind) for run_id, ex in changed for k, a, kind in ex.timers_done))
+            hot.many(conn, "timer", ((run_id, t.key, t.attempt, t.kind, t.due_at) for run_id, ex in changed for t in ex.timers))
+            # Leased to this process at once: it sends right after the commit. If it dies first,
+            # the lease runs out and the reconciler sends it.
+            lease = time.time() + self.lease_seconds
+            dispatches = [(run_id, d) for run_id, ex in changed for d in ex.dispatches]
+            ids = hot.insert_outbox(conn, [(run_id, d.key, d.attempt, d.url, json_in(d.payload), lease, at) for run_id, d in dispatches])
+        sendings: dict[str, list[Sending]] = {}
+        for run_id, d in dispatches:
+            sendings.setdefault(run_id, []).append(Sending(ids[(run_id, d.key, d.attempt)], run_id, d.key, d.attempt, d.url, d.payload))
+        return [sendings.get(run_id, []) for run_id, _ in changed]
 
     # -- delivery bookkeeping --------------------------------------------------------
-    def mark_sent(self, sent: list[tuple[int, int | None]]) -> None:
-        """Outbox rows the worker accepted, each with the HTTP status it answered (kept in the
-        attempt's history). A cancelled run's rows were skipped: they stay so."""
+    def mark_sent(self, sent: Sequence[tuple[Sending, int | None]]) -> None:
+        """Webhooks the worker accepted, each with the HTTP status it answered (kept in the
+        attempt's history). A cancelled run's rows were skipped: they stay so. Attempt rows are
+        updated in run-id order, the order a batch of callbacks locks its runs in: a batch
+        holding one run's attempt and this waiting for it never wait on each other the other
+        way round (PostgreSQL would end one of them as a deadlock)."""
         if not sent:
             return
         hot = self.db.hot
+        in_order = sorted(sent, key=lambda item: (item[0].run_id, item[0].key, item[0].attempt))
         with self.db.transaction() as conn:
-            hot.many(conn, "sent", ((outbox_id,) for outbox_id, _ in sent))
-            hot.many(conn, "worker_status", ((status, outbox_id) for outbox_id, status in sent if status is not None))
+            hot.many(conn, "sent", ((s.outbox_id,) for s, _ in in_order))
+            hot.many(conn, "worker_status", ((status, s.run_id, s.key, s.attempt) for s, status in in_order if status is not None))
 
     def claim_due(self, limit: int = 100, now: float | None = None) -> list[Sending]:
         """Dispatches whose sender died or never started: leased again to this process."""

@@ -14,13 +14,16 @@ dead connections discarded as everywhere else.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
 
 RunRow = tuple[str, int, dict[str, Any], Any]  # flow_id, flow_version, node_states, input
+PIPELINE = "agentloom.stitch.pipeline"  # in Connection.info while a pipeline is open: the driver connection
 
 
 class HotPath:
@@ -34,7 +37,7 @@ class HotPath:
             self.json_in = _json_text
         lock = " FOR UPDATE" if postgres else ""  # SQLite: BEGIN IMMEDIATE holds the write lock already
         sql = {
-            "run": f"SELECT flow_id, flow_version, node_states, input FROM stitch_runs WHERE id = ?{lock}",
+            "runs": f"SELECT id, flow_id, flow_version, node_states, input FROM stitch_runs WHERE id IN (?) ORDER BY id{lock}",
             "graph": "SELECT graph FROM stitch_runs WHERE id = ?",
             "update_run": "UPDATE stitch_runs SET node_states = ?, status = ?, updated_at = ? WHERE id = ?",
             "event": "INSERT INTO stitch_events (run_id, node_key, status, attempt, at, error, summary) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -44,12 +47,12 @@ class HotPath:
                            "WHERE run_id = ? AND node_key = ? AND attempt = ?",
             "drop_timer": "DELETE FROM stitch_timers WHERE run_id = ? AND node_key = ? AND attempt = ? AND kind = ?",
             "timer": "INSERT INTO stitch_timers (run_id, node_key, attempt, kind, due_at) VALUES (?, ?, ?, ?, ?)",
-            "outbox": "INSERT INTO stitch_outbox (run_id, node_key, attempt, url, payload, state, lease_until, tries, created_at) "
-                      "VALUES (?, ?, ?, ?, ?, 'pending', ?, 1, ?) RETURNING id",
+            "outbox": "INSERT INTO stitch_outbox (run_id, node_key, attempt, url, payload, state, lease_until, tries, created_at)",
+            "outbox_row": "(?, ?, ?, ?, ?, 'pending', ?, 1, ?)",
             "sent": "UPDATE stitch_outbox SET state = 'sent' WHERE id = ? AND state = 'pending'",
-            "worker_status": "UPDATE stitch_attempts SET worker_status = ? WHERE (run_id, node_key, attempt) = "
-                             "(SELECT run_id, node_key, attempt FROM stitch_outbox WHERE id = ?)",
+            "worker_status": "UPDATE stitch_attempts SET worker_status = ? WHERE run_id = ? AND node_key = ? AND attempt = ?",
         }
+        self.mark = "%s" if postgres else "?"
         self.sql = {name: text.replace("?", "%s") for name, text in sql.items()} if postgres else sql
 
     def stamp(self, moment: datetime) -> Any:
@@ -58,19 +61,62 @@ class HotPath:
     def json_out(self, value: Any) -> Any:
         return json.loads(value) if isinstance(value, str) and not self.postgres else value
 
-    def read_run(self, conn: Connection, run_id: str) -> RunRow | None:
-        row = self.run(conn, "run", (run_id,)).fetchone()
-        if row is None:
-            return None
-        return row[0], row[1], self.json_out(row[2]), self.json_out(row[3])
+    def read_runs(self, conn: Connection, run_ids: Sequence[str]) -> dict[str, RunRow]:
+        """These runs, locked in id order (FOR UPDATE; SQLite's BEGIN IMMEDIATE holds them all)."""
+        if not run_ids:
+            return {}
+        marks = ", ".join([self.mark] * len(run_ids))
+        rows = self._execute(conn, self.sql["runs"].replace(f"({self.mark})", f"({marks})"), tuple(sorted(run_ids))).fetchall()
+        return {row[0]: (row[1], row[2], self.json_out(row[3]), self.json_out(row[4])) for row in rows}
+
+    def insert_outbox(self, conn: Connection, rows: Sequence[Sequence[Any]]) -> dict[tuple[str, str, int], int]:
+        """Outbox rows (run_id, node_key, attempt, url, payload, lease_until, created_at), one
+        statement; the new ids by (run_id, node_key, attempt), unique per dispatch."""
+        ids: dict[tuple[str, str, int], int] = {}
+        for start in range(0, len(rows), 500):
+            batch = rows[start:start + 500]
+            values = ", ".join([self.sql["outbox_row"]] * len(batch))
+            sql = f"{self.sql['outbox']} VALUES {values} RETURNING run_id, node_key, attempt, id"
+            for run_id, key, attempt, outbox_id in self._execute(conn, sql, tuple(v for row in batch for v in row)):
+                ids[(run_id, key, attempt)] = outbox_id
+        return ids
 
     def read_graph(self, conn: Connection, run_id: str) -> dict[str, Any]:
         return self.json_out(self.run(conn, "graph", (run_id,)).fetchone()[0])  # type: ignore[no-any-return]
 
     def run(self, conn: Connection, name: str, params: Sequence[Any]) -> Any:
+        return self._execute(conn, self.sql[name], tuple(params))
+
+    @contextmanager
+    def pipeline(self, conn: Connection) -> Iterator[None]:
+        """PostgreSQL: the statements inside go out without waiting for each answer, in one
+        round trip with the first result read (an event's writes: run, events, attempts,
+        timers, outbox). A driver error is raised as SQLAlchemy's, as outside. SQLite: as is."""
+        if not self.postgres or PIPELINE in conn.info:
+            yield
+            return
+        import psycopg
+
+        raw = conn.connection.driver_connection
+        try:
+            with raw.pipeline():  # type: ignore[union-attr]
+                conn.info[PIPELINE] = raw
+                try:
+                    yield
+                finally:
+                    del conn.info[PIPELINE]
+        except psycopg.Error as exc:
+            raise DBAPIError.instance(None, None, exc, psycopg.Error) from exc
+
+    def _execute(self, conn: Connection, sql: str, params: Any, many: bool = False) -> Any:
+        raw = conn.info.get(PIPELINE)
+        if raw is not None:
+            cursor = raw.cursor()
+            (cursor.executemany if many else cursor.execute)(sql, params)
+            return cursor
         # exec_driver_sql: no compiling, yet a driver error still becomes SQLAlchemy's (503 in
         # the API) and a dropped connection is discarded from the pool.
-        return conn.exec_driver_sql(self.sql[name], tuple(params))
+        return conn.exec_driver_sql(sql, params)
 
     def many(self, conn: Connection, name: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
@@ -84,11 +130,11 @@ class HotPath:
             head, _, one = sql.partition(" VALUES ")
             for start in range(0, len(rows), 500):
                 batch = rows[start:start + 500]
-                conn.exec_driver_sql(f"{head} VALUES {', '.join([one] * len(batch))}", tuple(v for row in batch for v in row))
+                self._execute(conn, f"{head} VALUES {', '.join([one] * len(batch))}", tuple(v for row in batch for v in row))
         elif len(rows) > 1:
-            conn.exec_driver_sql(sql, [tuple(row) for row in rows])
+            self._execute(conn, sql, [tuple(row) for row in rows], many=True)
         else:
-            conn.exec_driver_sql(sql, tuple(rows[0]))
+            self._execute(conn, sql, tuple(rows[0]))
 
 
 def _json_text(value: Any) -> str | None:
