@@ -7,7 +7,8 @@ naming the modules and the tests. mutmut runs, for each mutant, only the tests t
 mutated function. Tests that drive a module through a child process (``agentloom stitch serve``,
 ``agentloom serve``) cannot reach it in mutmut's sense: such functions count as "no tests".
 
-Too slow for CI (about an hour on 2 cores); run it after changing a named module.
+Too slow for CI (over an hour on 2 cores); after changing a named module, run its group alone:
+``MUTATION_GROUPS=stitch python -m benchmarks mutation`` (the other groups keep their sections).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ GROUPS = (
     Group("circuit breakers", ("agentloom/core/breakers.py",),
           ("tests/core/test_breakers.py", "tests/core/test_dependency.py")),
     Group("packs' argument validation and error path", ("agentloom/server/calls.py", "agentloom/server/messages.py"),
-          ("tests/server/test_pack_interface.py", "tests/server/test_toolcache.py")),
+          ("tests/server/test_pack_interface.py", "tests/server/test_toolcache.py", "tests/server/test_messages.py")),
     Group("Stitch execution, graph checks, signing",
           ("agentloom/stitch/execution.py", "agentloom/stitch/graph.py", "agentloom/stitch/signing.py"),
           ("tests/stitch/test_properties.py", "tests/stitch/test_graph.py", "tests/stitch/test_signing.py")),
@@ -132,15 +133,19 @@ def _row(module: str, c: Counter[str]) -> str:
             f"**{score:.0%}** ({mark}) |")
 
 
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
 def _write(sections: list[str], version: str, seconds: float, groups: int) -> None:
-    done = "" if len(sections) == groups else f" (stopped or running: {len(sections)} of {groups} groups)"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    done = "" if len(sections) == groups else f" ({len(sections)} of {groups} groups measured)"
     header = (
         "# Mutation testing\n\n"
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}\n"
         f"- machine: {machine()}\n"
-        f"- commit: {commit}\n"
-        f"- command: `python -m benchmarks mutation` ({version}; {seconds / 60:.0f} min{done})\n"
+        f"- commit: {_commit()} (each group says when and on which commit it was measured)\n"
+        f"- command: `python -m benchmarks mutation` ({version}; this run {seconds / 60:.0f} min{done}); "
+        "`MUTATION_GROUPS=word[,word]` runs only the groups whose names contain a word\n"
         f"- goal: at least {GOAL:.0%} of each named module's mutants killed. \"No tests\": no selected test "
         "reached the function in the test process (code run only inside a spawned server counts here). "
         "Tests run on SQLite only, property tests with a quarter of their examples. \"Other\": mutants "
@@ -151,25 +156,41 @@ def _write(sections: list[str], version: str, seconds: float, groups: int) -> No
     REPORT.write_text(header + "\n".join(sections))
 
 
+def _earlier_sections() -> dict[str, str]:
+    """The groups' sections of the MUTATION.md there is, by group name."""
+    if not REPORT.exists():
+        return {}
+    parts = REPORT.read_text().split("\n### ")[1:]
+    return {part.split("\n", 1)[0]: "### " + part.rstrip("\n") + "\n" for part in parts}
+
+
 def main() -> None:
+    """All groups, or those whose names contain a word of ``MUTATION_GROUPS`` (comma-separated);
+    the other groups keep their sections of the last report, each with its own date and commit."""
+    wanted = [w.strip().lower() for w in os.environ.get("MUTATION_GROUPS", "").split(",") if w.strip()]
+    chosen = [g for g in GROUPS if not wanted or any(w in g.name.lower() for w in wanted)]
+    if not chosen:
+        sys.exit(f"MUTATION_GROUPS={os.environ['MUTATION_GROUPS']!r} names no group; groups: {'; '.join(g.name for g in GROUPS)}")
     version = subprocess.run([str(Path(sys.executable).with_name("mutmut")), "--version"], capture_output=True,
                              text=True, check=False).stdout.strip()
-    sections = []
+    sections = {} if not wanted else _earlier_sections()
     started = time.monotonic()
-    for group in GROUPS:
+    for group in chosen:
         with tempfile.TemporaryDirectory(prefix="agentloom-mutation-") as tmp:
             counts, survivors, seconds = run_group(group, Path(tmp))
         print(f"{group.name}: {dict(counts)} in {seconds:.0f} s", file=sys.stderr, flush=True)
         rows = "\n".join(_row(m, c) for m, c in sorted(counts.items()))
         shown = "\n".join(f"- `{s}`" for s in survivors[:40]) or "- none"
         more = f"\n- ... and {len(survivors) - 40} more" if len(survivors) > 40 else ""
-        sections.append(
-            f"### {group.name}\n\nTests: {', '.join(f'`{t}`' for t in group.tests)}; {seconds / 60:.1f} min.\n\n"
+        sections[group.name] = (
+            f"### {group.name}\n\nTests: {', '.join(f'`{t}`' for t in group.tests)}; {seconds / 60:.1f} min; "
+            f"measured {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')} on {_commit()}.\n\n"
             "| module | mutants | killed | survived | equivalent | timed out | no tests | other | killed of all but equivalent |\n"
             f"|---|---|---|---|---|---|---|---|---|\n{rows}\n\nSurvivors (`mutmut show NAME` in the group's copy shows the "
             f"change):\n\n{shown}{more}\n"
         )
-        _write(sections, version, time.monotonic() - started, len(GROUPS))  # after each group: a stopped run keeps its results
+        # After each group: a stopped run keeps its results.
+        _write([sections[g.name] for g in GROUPS if g.name in sections], version, time.monotonic() - started, len(GROUPS))
     print(f"wrote {REPORT}", file=sys.stderr)
 
 
