@@ -2,10 +2,10 @@
 SQLite and on PostgreSQL, as a ratio to the floor engine (benchmarks/stitch_floor.py) measured
 in the same run, and the latency from a worker's callback to the next node's webhook.
 
-Each measurement gets a fresh database, a fresh server process (`agentloom stitch serve
---workers 2`, or the floor) and an echo worker process. RUNS runs of a CHAIN-node Worker chain
-go at once. Floor and Stitch alternate for ROUNDS rounds, so a machine that slows down mid-run
-slows both; the medians are reported. Goals: Stitch >= 0.4x the floor on SQLite and >= 0.8x on
+Each measurement gets a fresh database, a fresh server (`agentloom stitch serve`, one or two
+processes, or the floor) and an echo worker process. RUNS runs of a CHAIN-node Worker chain
+go at once. The floor, Stitch with one server process (as the floor) and with two alternate
+for ROUNDS rounds, so a machine that slows down mid-run slows all; the medians are reported. Goals: Stitch >= 0.4x the floor on SQLite and >= 0.8x on
 PostgreSQL; quiet callback-to-next-webhook p50 <= 2 ms on SQLite, <= 4 ms on PostgreSQL.
 Then a scale-out row: Stitch alone on PostgreSQL with 1, 2 and 4 server processes.
 """
@@ -121,7 +121,7 @@ def poll(done: Callable[[], bool]) -> None:
         time.sleep(0.05)
 
 
-def measure(engine: str, database_url: str, tmp: Path, workers: int = 2) -> dict[str, float]:
+def measure(engine: str, database_url: str, tmp: Path, workers: int = 1) -> dict[str, float]:
     port, worker_port = free_port(), free_port()
     base, webhook = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{worker_port}/work"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STITCH_", "AGENTLOOM_"))}
@@ -205,6 +205,13 @@ def database(kind: str, tmp: Path) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+ENGINES = (("floor", 1), ("stitch", 1), ("stitch", 2))
+
+
+def label(engine: str, workers: int) -> str:
+    return "floor" if engine == "floor" else f"Stitch, {workers} process{'es' if workers > 1 else ''}"
+
+
 def med(results: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in results)
 
@@ -215,12 +222,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for kind in GOALS:
             for round_ in range(ROUNDS):
-                for engine in ("floor", "stitch"):  # interleaved: a slower minute hits both
+                for engine, workers in ENGINES:  # interleaved: a slower minute hits all of them
                     with database(kind, Path(tmp)) as url:
-                        m = measure(engine, url, Path(tmp))
-                    results.setdefault((kind, engine), []).append(m)
-                    print(f"{kind} round {round_ + 1} {engine}: {m['throughput']:.0f}/s, quiet p50 {m['p50']:.2f} ms, "
-                          f"{m['cpu_ms']:.2f} ms CPU per completion", file=sys.stderr)
+                        m = measure(engine, url, Path(tmp), workers)
+                    results.setdefault((kind, label(engine, workers)), []).append(m)
+                    print(f"{kind} round {round_ + 1} {label(engine, workers)}: {m['throughput']:.0f}/s, quiet p50 "
+                          f"{m['p50']:.2f} ms, {m['cpu_ms']:.2f} ms CPU per completion", file=sys.stderr)
         for workers in (1, 2, 4):
             with database("PostgreSQL", Path(tmp)) as url:
                 scale[workers] = measure("stitch", url, Path(tmp), workers)
@@ -230,8 +237,9 @@ def main() -> None:
         "The floor (`benchmarks/stitch_floor.py`) is the least an honest engine does per completion: one "
         "transaction (check attempt and state, store the output, append an event, mark the next node), an "
         "HMAC-signed callback URL, the webhook through a pooled aiohttp client, the callback through uvicorn and a "
-        "bare ASGI callable, one process, one connection. Stitch runs `agentloom stitch serve --workers 2`. Floor "
-        f"and Stitch alternate for {ROUNDS} rounds per database, each on a fresh database; medians shown. Latency: "
+        "bare ASGI callable, one process, one connection. Stitch runs `agentloom stitch serve`, with one server "
+        "process (as the floor) and with two (`--workers 2`). The floor and both alternate for "
+        f"{ROUNDS} rounds per database, each on a fresh database; medians shown. Latency: "
         "from the worker sending its callback to the next node's webhook arriving, one run at a time (quiet) and "
         "during the throughput run (loaded, mostly time queued behind the other runs). CPU per completion: the "
         "server processes' CPU time during the throughput run / completions.",
@@ -240,13 +248,14 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for kind, (ratio_goal, p50_goal) in GOALS.items():
-        floor, stitch = results[(kind, "floor")], results[(kind, "stitch")]
-        ratio = med(stitch, "throughput") / med(floor, "throughput")
-        for engine, rs in (("floor", floor), ("Stitch", stitch)):
-            mine = engine == "Stitch"
-            lines.append(f"| {kind} | {engine} | {med(rs, 'throughput'):.0f} | " + (f"**{ratio:.2f}x** | >= {ratio_goal}x" if mine else "1 | ") +
-                         f" | **{med(rs, 'p50'):.2f}** | " + (f"<= {p50_goal:g}" if mine else "") +
-                         f" | {med(rs, 'p95'):.2f} | {med(rs, 'loaded_p50'):.1f} | {med(rs, 'cpu_ms'):.2f} |")
+        floor = results[(kind, "floor")]
+        for engine, workers in ENGINES:
+            rs, mine = results[(kind, label(engine, workers))], engine == "stitch"
+            ratio = med(rs, "throughput") / med(floor, "throughput")
+            lines.append(f"| {kind} | {label(engine, workers)} | {med(rs, 'throughput'):.0f} | "
+                         + (f"**{ratio:.2f}x** | >= {ratio_goal}x" if mine else "1 | ")
+                         + f" | **{med(rs, 'p50'):.2f}** | " + (f"<= {p50_goal:g}" if mine else "")
+                         + f" | {med(rs, 'p95'):.2f} | {med(rs, 'loaded_p50'):.1f} | {med(rs, 'cpu_ms'):.2f} |")
     pg_floor = med(results[("PostgreSQL", "floor")], "throughput")
     lines += [
         "",

@@ -1,0 +1,131 @@
+"""Each graph rule, word for word, with the rule name the API's 422 carries; and the plan's
+parts the engine reads (edges in order, retry policies, deadlines, fan-out membership)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentloom.stitch.graph import GraphError, RetryPolicy, analyse
+from agentloom.stitch.models import Graph, NodeType
+from agentloom.stitch.webhooks import WebhookPolicy
+
+W = "http://127.0.0.1:9/w"
+
+
+def worker(node_id: str, **data: Any) -> dict[str, Any]:
+    return {"id": node_id, "type": "Worker", "data": {"webhookUrl": W, **data}}
+
+
+def node(node_id: str, type_: str, **data: Any) -> dict[str, Any]:
+    return {"id": node_id, "type": type_, "data": data}
+
+
+def graph(nodes: list[dict[str, Any]], *edges: tuple[str, str]) -> Graph:
+    return Graph.model_validate({"nodes": nodes, "edges": [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(edges)]})
+
+
+def problems(g: Graph, policy: WebhookPolicy | None = None) -> list[tuple[str, str]]:
+    with pytest.raises(GraphError) as caught:
+        analyse(g, policy)
+    assert str(caught.value) == "; ".join(caught.value.problems)
+    return list(zip(caught.value.rules, caught.value.problems, strict=True))
+
+
+def test_a_cycle_names_its_nodes() -> None:
+    assert problems(graph([worker("a"), worker("b"), worker("c")], ("a", "b"), ("b", "c"), ("c", "b"))) == [
+        ("cycle", "the graph has a cycle through 'b', 'c'; flows must be acyclic")]
+
+
+def test_structure_rules() -> None:
+    g = graph([worker("w"), node("w", "UX"), worker("x")], ("w", "x"), ("w", "nope"))
+    g.edges[1].id = "e0"
+    assert problems(g) == [
+        ("unique_node_id", "node id 'w' is used twice; node ids must be unique"),
+        ("unique_edge_id", "edge id 'e0' is used twice"),
+        ("dangling_edge", "edge 'e0' points to missing node 'nope' (dangling edge)"),
+    ]
+    assert problems(graph([])) == [("nodes_empty", "graph.nodes is empty; a flow needs at least one node")]
+    assert problems(graph([worker("a"), node("c", "Collector")], ("a", "c"))) == [
+        ("collector_without_splitter", "Collector 'c' has no Splitter upstream to collect from")]
+    assert problems(graph([node("s", "Splitter", arrayPath="items"), worker("in"), worker("out"), worker("j")],
+                          ("s", "in"), ("in", "j"), ("out", "j"))) == [
+        ("fan_out_join", "node 'j' joins paths of different fan-outs (in, out); close each Splitter with a Collector before joining")]
+
+
+def test_node_configuration_rules() -> None:
+    assert problems(graph([{"id": "w", "type": "Worker", "data": {}}])) == [
+        ("worker_webhook", "Worker 'w' needs data.webhookUrl, an http(s) URL (got None)")]
+    assert problems(graph([worker("w", webhookUrl="http://[::1/x")])) == [  # the schema's shape, yet no URL
+        ("webhook_target", "Worker 'w' needs data.webhookUrl, an http(s) URL (got 'http://[::1/x')")]
+    assert problems(graph([worker("w", webhookUrl="ftp://x/y")]))[0][0] == "worker_webhook"
+    assert problems(graph([node("s", "Splitter", arrayPath=3)])) == [
+        ("splitter_array_path", "Splitter 's': data.arrayPath must be a dotted path such as 'items' (got 3)")]
+
+
+def test_rules_checked_when_a_flow_is_saved() -> None:
+    g = graph([
+        worker("w", timeoutSeconds=0, retry={"maxAttempts": 0, "backoffSeconds": -1, "backoffFactor": 0.5, "extra": 1}),
+        node("u", "UX", timeoutSeconds=3, retry={}),
+        worker("bad id", webhookUrl="http://169.254.169.254/x"),
+        worker("r", retry="often"),
+        worker("t", timeoutSeconds=True, retry={"maxAttempts": 2.5}),
+    ])
+    assert problems(g, WebhookPolicy()) == [
+        ("worker_timeout", "Worker 'w': data.timeoutSeconds must be a positive number of seconds such as 30 (got 0)"),
+        ("worker_retry", "Worker 'w': data.retry has unknown keys 'extra'; it takes backoffFactor, backoffSeconds, maxAttempts"),
+        ("worker_retry", "Worker 'w': data.retry.maxAttempts must be a whole number >= 1, the attempts before the node fails (got 0)"),
+        ("worker_retry", "Worker 'w': data.retry.backoffSeconds must be a number >= 0, the wait before the first retry (got -1)"),
+        ("worker_retry", "Worker 'w': data.retry.backoffFactor must be a number >= 1, by which each wait grows (got 0.5)"),
+        ("worker_only", "UX node 'u': data.timeoutSeconds applies to Worker nodes only; remove it"),
+        ("worker_only", "UX node 'u': data.retry applies to Worker nodes only; remove it"),
+        ("node_id", "node id 'bad id' may contain only letters, digits, '_', '-', '.' and ':' (it is a segment of the callback URL)"),
+        ("webhook_target", "Worker 'bad id': data.webhookUrl points to 169.254.169.254, a cloud metadata address; "
+                           "allow it with STITCH_WEBHOOK_ALLOW if that is intended"),
+        ("worker_retry", "Worker 'r': data.retry must be an object such as "
+                         '{"maxAttempts": 3, "backoffSeconds": 1, "backoffFactor": 2} (got \'often\')'),
+        ("worker_timeout", "Worker 't': data.timeoutSeconds must be a positive number of seconds such as 30 (got True)"),
+        ("worker_retry", "Worker 't': data.retry.maxAttempts must be a whole number >= 1, the attempts before the node fails (got 2.5)"),
+    ]
+    # A stored flow is planned again without the policy: what it cannot use is ignored, not refused.
+    plan = analyse(g.model_copy(update={"nodes": [n for n in g.nodes if n.id in ("w", "r", "t")]}))
+    assert plan.retries == {} and plan.timeouts == {}
+
+
+def test_boundaries_that_are_accepted() -> None:
+    plan = analyse(graph([
+        worker("w", timeoutSeconds=2.5, retry={"maxAttempts": 3.0}),
+        worker("v", timeoutSeconds=1, retry={"maxAttempts": 1, "backoffSeconds": 0, "backoffFactor": 1}),
+        node("u", "UX"),
+    ]), WebhookPolicy())
+    assert plan.retries == {"w": RetryPolicy(3, 1.0, 2.0), "v": RetryPolicy(1, 0, 1)}
+    assert isinstance(plan.retries["w"].max_attempts, int)
+    assert plan.timeouts == {"w": 2.5, "v": 1.0}
+
+
+def test_retry_delays_grow_by_the_factor() -> None:
+    policy = RetryPolicy(5, backoff_seconds=0.5, backoff_factor=3)
+    assert [policy.delay(n) for n in (1, 2, 3)] == [0.5, 1.5, 4.5]
+    assert RetryPolicy(2).delay(1) == 1.0 and RetryPolicy(2).delay(3) == 4.0
+
+
+def test_the_plan_keeps_edges_in_order_once() -> None:
+    plan = analyse(graph([worker("a"), worker("b"), worker("c"), worker("d")],
+                         ("b", "d"), ("a", "d"), ("a", "d"), ("c", "d"), ("a", "b")))
+    assert plan.upstream == {"a": [], "b": ["a"], "c": [], "d": ["b", "a", "c"]}
+    assert plan.downstream == {"a": ["d", "b"], "b": ["d"], "c": ["d"], "d": []}
+    assert plan.roots == ["a", "c"]
+    assert plan.kind("a") is NodeType.WORKER
+
+
+def test_fan_out_membership() -> None:
+    # s -> (x -> y, z) -> c, with a Worker after c: x, y and z run per path; c closes s.
+    plan = analyse(graph([node("s", "Splitter", arrayPath="items"), worker("x"), worker("y"), worker("z"),
+                          node("c", "Collector"), worker("after")],
+                         ("s", "x"), ("x", "y"), ("s", "z"), ("y", "c"), ("z", "c"), ("c", "after")))
+    assert plan.closes == {"c": "s"}
+    assert plan.inside == {"c": frozenset({"x", "y", "z"})}
+    assert plan.collectors_of("s") == ["c"] and plan.collectors_of("x") == []
+    assert plan.collectors_over("y") == ["c"] and plan.collectors_over("after") == [] and plan.collectors_over("s") == []
+    assert plan.scope == {"s": (), "x": ("s",), "z": ("s",), "y": ("s",), "c": (), "after": ()}
