@@ -21,12 +21,12 @@ from datetime import UTC, datetime
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, delete, insert, select, update
+from sqlalchemy import Connection, RowMapping, delete, select, update
 
 from agentloom.core.timestamps import iso
 from agentloom.stitch.db import Database
 from agentloom.stitch.db.hot import RunRow
-from agentloom.stitch.db.schema import attempts, flows, outbox, runs, timers
+from agentloom.stitch.db.schema import attempts, outbox, timers
 from agentloom.stitch.execution import (
     Execution,
     Outcome,
@@ -78,22 +78,24 @@ class Engine:
     def start_run(self, flow_id: str, run_input: Any) -> tuple[dict[str, Any], list[Sending]]:
         if not is_uuid(flow_id):
             raise missing("flow", flow_id)
+        hot = self.db.hot
         with self.db.transaction() as conn:
             # A shared lock: a delete of the flow waits for this run to exist, and then cancels it.
-            live = select(flows).where(flows.c.id == flow_id.lower(), flows.c.deleted_at.is_(None))
-            flow = conn.execute(live.with_for_update(read=True)).mappings().first()
+            flow = hot.read_flow(conn, flow_id.lower())
             if flow is None:
                 raise missing("flow", flow_id)
-            flow_id = flow["id"]  # as stored (lowercase), whatever case the caller used
-            plan = _plan(flow_id, flow["version"], flow["graph"])
+            flow_id, version = flow  # the id as stored (lowercase), whatever case the caller used
+            plan, graph = _PLANS.get((flow_id, version)) or _plan(flow_id, version, hot.read_flow_graph(conn, flow_id))
             run_id = str(uuid.uuid4())
             stamp = now()
             execution = self._execution(run_id, plan, initial_states(plan), run_input)
             execution.start()
-            row = {"id": run_id, "flow_id": flow_id, "flow_version": flow["version"], "graph": flow["graph"],
+            row = {"id": run_id, "flow_id": flow_id, "flow_version": version, "graph": graph,
                    "input": run_input, "node_states": execution.states, "status": execution.run_status(),
                    "created_at": stamp, "updated_at": stamp}
-            conn.execute(insert(runs).values(**row))
+            # The run's copy of the graph is copied by the database, not written again from here.
+            hot.run(conn, "insert_run", (run_id, hot.json_in(run_input), hot.json_in(execution.states), row["status"],
+                                         hot.stamp(stamp), hot.stamp(stamp), flow_id))
             sendings = self._write(conn, [(run_id, execution)], stamp)[0]
         return row, sendings
 
@@ -218,7 +220,7 @@ class Engine:
 
     def _load(self, conn: Connection, run_id: str, row: RunRow) -> Execution:
         flow_id, version, states, run_input = row
-        plan = _PLANS.get((flow_id, version)) or _plan(flow_id, version, self.db.hot.read_graph(conn, run_id))
+        plan = (_PLANS.get((flow_id, version)) or _plan(flow_id, version, self.db.hot.read_graph(conn, run_id)))[0]
         return self._execution(run_id, plan, states, run_input)
 
     def _execution(self, run_id: str, plan: Plan, states: dict[str, Any], run_input: Any) -> Execution:
@@ -286,15 +288,15 @@ def _sending(row: RowMapping) -> Sending:
     return Sending(row["id"], row["run_id"], row["node_key"], row["attempt"], row["url"], row["payload"])
 
 
-def _plan(flow_id: str, version: int, graph: dict[str, Any]) -> Plan:
-    """The analysed graph, cached per flow version (a run keeps the version it started with)."""
+def _plan(flow_id: str, version: int, graph: dict[str, Any]) -> tuple[Plan, dict[str, Any]]:
+    """The analysed graph and the graph, cached per flow version (a run keeps the version it started with)."""
     cached = _PLANS.get((flow_id, version))
     if cached is None:
-        cached = analyse(Graph.model_validate(graph))
+        cached = analyse(Graph.model_validate(graph)), graph
         if len(_PLANS) > 512:
             _PLANS.clear()
         _PLANS[(flow_id, version)] = cached
     return cached
 
 
-_PLANS: dict[tuple[str, int], Plan] = {}
+_PLANS: dict[tuple[str, int], tuple[Plan, dict[str, Any]]] = {}

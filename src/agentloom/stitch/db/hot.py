@@ -46,6 +46,11 @@ class HotPath:
         sql = {
             "runs": f"SELECT id, flow_id, flow_version, node_states, input FROM stitch_runs WHERE id IN (?) ORDER BY id{lock}",
             "graph": "SELECT graph FROM stitch_runs WHERE id = ?",
+            # A shared lock on PostgreSQL: a flow's delete waits for the run being started.
+            "flow": f"SELECT id, version FROM stitch_flows WHERE id = ? AND deleted_at IS NULL{' FOR SHARE' if postgres else ''}",
+            "flow_graph": "SELECT graph FROM stitch_flows WHERE id = ?",
+            "insert_run": "INSERT INTO stitch_runs (id, flow_id, flow_version, graph, input, node_states, status, created_at, "
+                          "updated_at) SELECT ?, id, version, graph, ?, ?, ?, ?, ? FROM stitch_flows WHERE id = ?",
             "update_run": "UPDATE stitch_runs SET node_states = ?, status = ?, updated_at = ? WHERE id = ?",
             "event": "INSERT INTO stitch_events (run_id, node_key, status, attempt, at, error, summary) VALUES (?, ?, ?, ?, ?, ?, ?)",
             "attempt": "INSERT INTO stitch_attempts (run_id, node_key, attempt, status, input, output, error, started_at, finished_at) "
@@ -87,6 +92,14 @@ class HotPath:
             for run_id, key, attempt, outbox_id in self._execute(conn, sql, tuple(v for row in batch for v in row)):
                 ids[(run_id, key, attempt)] = outbox_id
         return ids
+
+    def read_flow(self, conn: Connection, flow_id: str) -> tuple[str, int] | None:
+        """A live flow's id and version, locked against its delete."""
+        row = self.run(conn, "flow", (flow_id,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def read_flow_graph(self, conn: Connection, flow_id: str) -> dict[str, Any]:
+        return self.json_out(self.run(conn, "flow_graph", (flow_id,)).fetchone()[0])  # type: ignore[no-any-return]
 
     def read_graph(self, conn: Connection, run_id: str) -> dict[str, Any]:
         return self.json_out(self.run(conn, "graph", (run_id,)).fetchone()[0])  # type: ignore[no-any-return]
