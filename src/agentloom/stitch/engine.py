@@ -195,7 +195,7 @@ class Engine:
         for i, (run_id, key, attempt, status, output, error) in zip(ids, calls, strict=True):
             row = rows.get(run_id)
             if row is None:
-                done[i] = Result(Outcome.NOT_FOUND, f"no run {run_id}" if is_uuid(run_id) else str(missing("run", run_id))), []
+                done[i] = _no_run(run_id), []
                 continue
             execution = self._load(conn, run_id, row)
             done[i] = execution.callback(key, attempt, status, output, error), []
@@ -207,11 +207,11 @@ class Engine:
     def _event(self, run_id: str, apply: Any, *, with_connection: bool = False) -> tuple[Result, list[Sending]]:
         """One event on one run, in its own transaction."""
         if not is_uuid(run_id):
-            return Result(Outcome.NOT_FOUND, str(missing("run", run_id))), []
+            return _no_run(run_id), []
         with self.db.transaction() as conn:
             row = self.db.hot.read_runs(conn, [run_id]).get(run_id)  # locks the run (FOR UPDATE; SQLite: BEGIN IMMEDIATE)
             if row is None:
-                return Result(Outcome.NOT_FOUND, f"no run {run_id}"), []
+                return _no_run(run_id), []
             execution = self._load(conn, run_id, row)
             result = apply(execution, conn) if with_connection else apply(execution)
             if not execution.events:
@@ -282,6 +282,10 @@ class Engine:
 
         with self.db.reading() as conn:
             return int(conn.execute(select(func.count()).select_from(outbox).where(outbox.c.state == "pending")).scalar() or 0)
+
+
+def _no_run(run_id: str) -> Result:
+    return Result(Outcome.NOT_FOUND, f"no run {run_id}" if is_uuid(run_id) else str(missing("run", run_id)))
 
 
 def _sending(row: RowMapping) -> Sending:

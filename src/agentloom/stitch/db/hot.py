@@ -27,7 +27,6 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 RunRow = tuple[str, int, dict[str, Any], Any]  # flow_id, flow_version, node_states, input
-PIPELINE = "agentloom.stitch.pipeline"  # in Connection.info while a pipeline is open: the driver connection
 
 
 class HotPath:
@@ -112,17 +111,12 @@ class HotPath:
         """PostgreSQL: the statements inside go out without waiting for each answer, in one
         round trip with the first result read (an event's writes: run, events, attempts,
         timers, outbox). SQLite: as is."""
-        if not self.postgres or PIPELINE in conn.info:
+        if not self.postgres:
             yield
             return
-        raw = conn.connection.driver_connection
         try:
-            with raw.pipeline():  # type: ignore[union-attr]
-                conn.info[PIPELINE] = raw
-                try:
-                    yield
-                finally:
-                    del conn.info[PIPELINE]
+            with conn.connection.driver_connection.pipeline():  # type: ignore[union-attr]
+                yield
         except self.driver_error as exc:  # raised when the pipeline is read
             raise DBAPIError.instance(None, None, exc, self.driver_error) from exc
 
@@ -131,7 +125,7 @@ class HotPath:
         (result metadata, events, type processing) costs several times what SQLite spends on
         the statement. A driver error is raised as SQLAlchemy's, as it would be there (503 in
         the API), and a dead connection is discarded by the rollback that follows."""
-        cursor = (conn.info.get(PIPELINE) or conn.connection.driver_connection).cursor()  # type: ignore[union-attr]
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             (cursor.executemany if many else cursor.execute)(sql, params)
         except self.driver_error as exc:
