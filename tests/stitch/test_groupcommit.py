@@ -9,7 +9,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import func, select
 
 from agentloom.stitch.db import Database
@@ -114,7 +113,6 @@ def test_callbacks_arriving_together_share_a_transaction(database_url: str) -> N
     assert batches == [12]
 
 
-@pytest.mark.usefixtures("postgres")
 def test_batches_in_two_processes_do_not_deadlock(postgres: str, tmp_path: Path) -> None:
     """Two engines (as two server processes) commit batches over the same runs in opposite
     orders, while webhooks are marked sent: no deadlock, every callback applied once."""

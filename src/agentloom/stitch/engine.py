@@ -85,7 +85,7 @@ class Engine:
             if flow is None:
                 raise missing("flow", flow_id)
             flow_id, version = flow  # the id as stored (lowercase), whatever case the caller used
-            plan, graph = _PLANS.get((flow_id, version)) or _plan(flow_id, version, hot.read_flow_graph(conn, flow_id))
+            plan, graph = _plan(flow_id, version, lambda: hot.read_flow_graph(conn, flow_id))
             run_id = str(uuid.uuid4())
             stamp = now()
             execution = self._execution(run_id, plan, initial_states(plan), run_input)
@@ -220,7 +220,7 @@ class Engine:
 
     def _load(self, conn: Connection, run_id: str, row: RunRow) -> Execution:
         flow_id, version, states, run_input = row
-        plan = (_PLANS.get((flow_id, version)) or _plan(flow_id, version, self.db.hot.read_graph(conn, run_id)))[0]
+        plan, _ = _plan(flow_id, version, lambda: self.db.hot.read_graph(conn, run_id))
         return self._execution(run_id, plan, states, run_input)
 
     def _execution(self, run_id: str, plan: Plan, states: dict[str, Any], run_input: Any) -> Execution:
@@ -292,11 +292,13 @@ def _sending(row: RowMapping) -> Sending:
     return Sending(row["id"], row["run_id"], row["node_key"], row["attempt"], row["url"], row["payload"])
 
 
-def _plan(flow_id: str, version: int, graph: dict[str, Any]) -> tuple[Plan, dict[str, Any]]:
-    """The analysed graph and the graph, cached per flow version (a run keeps the version it started with)."""
+def _plan(flow_id: str, version: int, graph: Callable[[], dict[str, Any]]) -> tuple[Plan, dict[str, Any]]:
+    """The analysed graph and the graph, cached per flow version (a run keeps the version it
+    started with); ``graph`` reads it from the database, only when it is not cached."""
     cached = _PLANS.get((flow_id, version))
     if cached is None:
-        cached = analyse(Graph.model_validate(graph)), graph
+        read = graph()
+        cached = analyse(Graph.model_validate(read)), read
         if len(_PLANS) > 512:
             _PLANS.clear()
         _PLANS[(flow_id, version)] = cached
