@@ -5,7 +5,8 @@
 - the same 24 built from their node names alone (no edges): valid in Flowise, and reproducing
   the template's own connections;
 - node search on ``benchmarks/data/flowise_node_needs.json`` (plain-language needs written from
-  the catalog before any search ran): top-1 and top-3;
+  the catalog before any search ran) and ``flowise_node_needs_heldout.json`` (written after the
+  node hints, by someone who saw neither them nor any search result): top-1 and top-3;
 - reply sizes in cl100k_base tokens per tool, against the issue's budgets;
 - the headline: tokens an agent spends to get the same chatflows by writing flowData itself
   (reading the node definitions, writing the JSON, reading the create answer) against these tools.
@@ -23,7 +24,8 @@ from typing import Any
 from benchmarks.report import percentile, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
-NEEDS = Path(__file__).resolve().parent / "data" / "flowise_node_needs.json"
+DATA = Path(__file__).resolve().parent / "data"
+NEEDS = (DATA / "flowise_node_needs.json", DATA / "flowise_node_needs_heldout.json")
 CREDENTIAL_ISSUES = {"Credential is required", "Connect Credential is required"}
 
 
@@ -135,13 +137,13 @@ def _node_lists(state: Any, results: dict[str, Any]) -> list[str]:
     ]
 
 
-def _search(state: Any, results: dict[str, Any]) -> list[str]:
+def _relevance(state: Any, path: Path) -> tuple[str, list[float], list[int], list[str]]:
+    """One needs file: its summary line, the search latencies, the reply sizes and the misses."""
     from tests.packs.flowise.tokens import tokens
 
-    needs = json.loads(NEEDS.read_text())["needs"]
+    needs = json.loads(path.read_text())["needs"]
     top1 = top3 = 0
-    latencies, sizes = [], []
-    misses = []
+    latencies, sizes, misses = [], [], []
     for need in needs:
         expected = {need["expected"], *need.get("also", [])}
         start = time.perf_counter()
@@ -153,23 +155,42 @@ def _search(state: Any, results: dict[str, Any]) -> list[str]:
         if not expected & set(names[:3]):
             misses.append(f"{need['need']!r} → {need['expected']} (got {', '.join(names[:3])})")
         sizes.extend(tokens(h) for h in hits)
+    n = len(needs)
+    line = f"`{path.name}` ({n} needs): top-1 {top1}/{n} ({top1 / n:.0%}), top-3 {top3}/{n} (**{top3 / n:.0%}**, goal 90 %)"
+    return line, latencies, sizes, misses
+
+
+def _search(state: Any, results: dict[str, Any]) -> list[str]:
+    from tests.packs.flowise.tokens import tokens
+
+    lines, latencies, sizes, misses = [], [], [], []
+    for path in NEEDS:
+        line, took, sized, missed = _relevance(state, path)
+        lines.append(f"- {line}")
+        latencies += took
+        sizes += sized
+        misses += [f"- {m}" for m in missed]
     template_sizes = []
-    for need in needs[:40]:
+    for need in json.loads(NEEDS[0].read_text())["needs"][:40]:
         for template, _ in state.catalog.search_templates(need["need"], 5):
             template_sizes.append(tokens({"template_id": template.template_id, "name": template.name,
                                           "nodes": template.nodes[:4]}))
-    n = len(needs)
-    results.update(search_top3=top3 / n)
+    results.update(search=lines)
     return [
-        f"**Node search** ({n} needs): top-1 {top1}/{n} ({top1 / n:.0%}), top-3 {top3}/{n} (**{top3 / n:.0%}**, goal 90 %). "
+        "**Node search.** The first set was written before any search ran, but its misses were known when the "
+        "pack's node hints (`packs/flowise/hints.py`) were written; the held-out set was written afterwards by "
+        "someone who saw neither the hints nor any search result, and is the fair measure.",
+        "",
+        *lines,
+        "",
         f"In-process latency p50 {statistics.median(latencies):.1f} ms, p95 {percentile(latencies, 95):.1f} ms "
         "(query embedding, Chroma, BM25).",
         f"**Reply sizes** (cl100k_base): a node result max {max(sizes)}, mean {statistics.mean(sizes):.1f} tokens "
         f"(budget 50); a template result max {max(template_sizes)}, mean {statistics.mean(template_sizes):.1f} (budget 50).",
         "",
-        "Needs missed at top-3:",
+        "Needs missed at top-3 (both sets):",
         "",
-        *[f"- {m}" for m in misses],
+        *misses,
     ]
 
 

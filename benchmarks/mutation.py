@@ -47,7 +47,7 @@ GROUPS = (
     Group("Stitch graph checks and signing", ("agentloom/stitch/graph.py", "agentloom/stitch/signing.py"),
           ("tests/stitch/test_graph.py", "tests/stitch/test_graph_rules.py", "tests/stitch/test_signing.py")),
     Group("Stitch execution", ("agentloom/stitch/execution.py",),
-          ("tests/stitch/test_properties.py", "tests/stitch/test_groupcommit.py")),
+          ("tests/stitch/test_execution.py", "tests/stitch/test_properties.py", "tests/stitch/test_groupcommit.py")),
     Group("vectors chunker and id scheme", ("agentloom/packs/vectors/chunking.py", "agentloom/packs/vectors/records.py"),
           ("tests/packs/vectors/test_chunking.py", "tests/packs/vectors/test_store.py", "tests/packs/vectors/test_model_window.py")),
     Group("docs path resolution and git-source safety",
@@ -175,7 +175,7 @@ def main() -> None:
         sys.exit(f"MUTATION_GROUPS={os.environ['MUTATION_GROUPS']!r} names no group; groups: {'; '.join(g.name for g in GROUPS)}")
     version = subprocess.run([str(Path(sys.executable).with_name("mutmut")), "--version"], capture_output=True,
                              text=True, check=False).stdout.strip()
-    sections = {} if not wanted else _earlier_sections()
+    measured: dict[str, str] = {}
     started = time.monotonic()
     for group in chosen:
         with tempfile.TemporaryDirectory(prefix="agentloom-mutation-") as tmp:
@@ -184,14 +184,16 @@ def main() -> None:
         rows = "\n".join(_row(m, c) for m, c in sorted(counts.items()))
         shown = "\n".join(f"- `{s}`" for s in survivors[:40]) or "- none"
         more = f"\n- ... and {len(survivors) - 40} more" if len(survivors) > 40 else ""
-        sections[group.name] = (
+        measured[group.name] = (
             f"### {group.name}\n\nTests: {', '.join(f'`{t}`' for t in group.tests)}; {seconds / 60:.1f} min; "
             f"measured {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')} on {_commit()}.\n\n"
             "| module | mutants | killed | survived | equivalent | timed out | no tests | other | killed of all but equivalent |\n"
             f"|---|---|---|---|---|---|---|---|---|\n{rows}\n\nSurvivors (`mutmut show NAME` in the group's copy shows the "
             f"change):\n\n{shown}{more}\n"
         )
-        # After each group: a stopped run keeps its results.
+        # After each group: a stopped run keeps its results. The other groups' sections are read again
+        # now, so two runs of different groups side by side keep each other's results.
+        sections = {**(_earlier_sections() if wanted else {}), **measured}
         _write([sections[g.name] for g in GROUPS if g.name in sections], version, time.monotonic() - started, len(GROUPS))
     print(f"wrote {REPORT}", file=sys.stderr)
 

@@ -137,3 +137,30 @@ def test_wrong_catalog_path_and_wrong_key_are_named_and_not_counted(fake_flowise
     with pytest.raises(ConfigError, match="needs an API key"):
         no_key.client.nodes()
     assert breakers.get("flowise").status().failures == 0
+
+
+def test_hints_name_catalog_nodes_and_reach_search(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.hints import HINTS
+
+    assert set(HINTS) <= {n["name"] for n in fake_flowise.nodes}, "a hint for a node Flowise 3.1.2 does not have"
+    state = open_flowise(trim(fake_flowise), tmp_path)
+    state.catalog.refresh()
+    # Facts only the hints state: the definitions say "Load data from CSV files" and "...using Faiss library from Meta".
+    assert state.catalog.search_nodes("rows of a spreadsheet saved as comma separated values", None, 3)[0]["name"] == "csvFile"
+    assert "faiss" in [h["name"] for h in state.catalog.search_nodes("keep the index in a folder on disk", None, 3)]
+
+
+def test_a_catalog_embedded_with_older_node_texts_is_rebuilt(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.documents import DOCUMENTS
+
+    state = open_flowise(trim(fake_flowise), tmp_path)
+    state.catalog.refresh()
+    assert not state.catalog.is_stale()
+    saved = json.loads(state.catalog.path.read_text())
+    assert saved["documents"] == DOCUMENTS
+    saved["documents"] = DOCUMENTS - 1  # as an older release wrote it
+    state.catalog.path.write_text(json.dumps(saved))
+    reopened = open_flowise(fake_flowise, tmp_path)
+    assert reopened.catalog.is_stale(), "texts from another release: refreshed before the next search or build"
+    again = reopened.catalog.refresh()
+    assert again["new"] == len(SUBSET) and json.loads(reopened.catalog.path.read_text())["documents"] == DOCUMENTS

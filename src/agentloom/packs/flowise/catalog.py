@@ -33,7 +33,7 @@ from agentloom.core.errors import AgentloomError, DependencyUnavailable
 from agentloom.core.timestamps import iso
 from agentloom.packs.flowise.chroma import open_collection
 from agentloom.packs.flowise.client import FlowiseClient
-from agentloom.packs.flowise.documents import consumers, node_document, template_document
+from agentloom.packs.flowise.documents import DOCUMENTS, consumers, node_document, template_document
 from agentloom.packs.flowise.settings import FlowiseSettings
 from agentloom.packs.vectors.lexical import reciprocal_rank_fusion
 
@@ -73,6 +73,7 @@ class CatalogState:
     model: str | None = None
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     templates: dict[str, Template] = field(default_factory=dict)
+    documents: int | None = None  # the version of the node texts embedded (documents.DOCUMENTS)
 
 
 def slug(name: str) -> str:
@@ -151,7 +152,7 @@ class Catalog:
             return CatalogState()
         templates = {k: Template(**v) for k, v in raw.get("templates", {}).items()}
         return CatalogState(raw.get("refreshed_at"), raw.get("server_version"), raw.get("url"), raw.get("model"),
-                            raw.get("nodes", {}), templates)
+                            raw.get("nodes", {}), templates, raw.get("documents"))
 
     def _write(self, state: CatalogState) -> None:
         data = asdict(state)
@@ -166,7 +167,8 @@ class Catalog:
 
     def is_stale(self) -> bool:
         age = self.age_seconds()
-        return age is None or age > self.settings.catalog_max_age_hours * 3600
+        outdated = bool(self.state().nodes) and self.state().documents != DOCUMENTS  # written by an older release
+        return age is None or outdated or age > self.settings.catalog_max_age_hours * 3600
 
     # -- refresh (FR-012, 016 to 025) --------------------------------------------------
     def refresh(self, force: bool = False, progress: Progress | None = None) -> dict[str, Any]:
@@ -188,7 +190,7 @@ class Catalog:
             if not fetched:
                 raise AgentloomError(f"Flowise at {self.client.url} listed no nodes; check AGENTLOOM_FLOWISE__NODES_PATH.")
             model = self.embeddings.model(self.settings.embedding_model).key
-            rebuild = model != old.model or old.url != self.client.url
+            rebuild = model != old.model or old.url != self.client.url or old.documents != DOCUMENTS
             before = {} if rebuild else old.nodes
             new = [n for n in fetched if n not in before]
             updated = [n for n in fetched if n in before and _fingerprint(fetched[n]) != _fingerprint(before[n])]
@@ -199,7 +201,7 @@ class Catalog:
             changed_templates = [t for t in templates.values() if not _same_template(old_templates.get(t.template_id), t)]
             gone_templates = [k for k in old_templates if k not in templates]
             self._write_chroma(model, rebuild, fetched, new + updated, removed, changed_templates, gone_templates, progress)
-            state = CatalogState(time.time(), version, self.client.url, model, fetched, templates)
+            state = CatalogState(time.time(), version, self.client.url, model, fetched, templates, DOCUMENTS)
             self._write(state)
             summary = self._summary(state, fresh=False)
             summary.update(new=len(new), updated=len(updated), removed=len(removed),
@@ -217,7 +219,8 @@ class Catalog:
             merged = {**old.nodes, **nodes}
             self._write_chroma(model, False, merged, list(nodes), [], templates, [], progress)
             self._write(CatalogState(old.refreshed_at or time.time(), old.server_version, old.url or self.client.url,
-                                     model, merged, {**old.templates, **{t.template_id: t for t in templates}}))
+                                     model, merged, {**old.templates, **{t.template_id: t for t in templates}},
+                                     old.documents if old.nodes else DOCUMENTS))
 
     def forget(self, *, nodes: bool, templates: bool) -> None:
         """After ``data reset`` emptied ``nodes`` or ``templates``: drop them from ``catalog.json`` and mark
@@ -225,7 +228,7 @@ class Catalog:
         with self._lock:
             old = self.state()
             self._write(CatalogState(None, old.server_version, old.url, old.model, {} if nodes else old.nodes,
-                                     {} if templates else old.templates))
+                                     {} if templates else old.templates, old.documents))
 
     def ensure(self, progress: Progress | None = None) -> str | None:
         """A catalog to work with: refreshed when stale (FR-016); a warning when only a stale one is at hand."""

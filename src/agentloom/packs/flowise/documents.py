@@ -4,7 +4,10 @@ A node's text says what it is, why one uses it, how it connects and an example (
 plain-language need ("remember the conversation") finds it even when the node's own
 description is one terse line ("Retrieve chat messages stored in database"). The "why"
 comes from the category; the "how" from the definition's class-typed inputs and output
-classes; the example names a real consumer of its output from the same catalog.
+classes; the example names a real consumer of its output from the same catalog. What users
+call the node (model families, formats, products) comes from ``hints``.
+
+``DOCUMENTS`` versions this text: a catalog embedded with another version is rebuilt.
 """
 
 from __future__ import annotations
@@ -12,6 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from agentloom.packs.flowise.hints import HINTS
+
+# Bump when node_document or HINTS change, so existing catalogs are embedded again.
+DOCUMENTS = 2
 
 Definition = Mapping[str, Any]
 
@@ -83,6 +91,8 @@ def consumers(catalog: Mapping[str, Definition]) -> dict[str, list[tuple[str, st
 def node_document(definition: Definition, takers: Mapping[str, Sequence[tuple[str, str]]]) -> str:
     label, name, category = definition.get("label", ""), definition.get("name", ""), definition.get("category", "")
     parts = [f"{label} ({words(str(name))}): {definition.get('description', '')}".strip()]
+    if name in HINTS:
+        parts.append(HINTS[str(name)])
     parts.append(f"Category: {category}. {WHY.get(str(category), '')}".strip())
     anchors = [item for item in definition.get("inputs") or [] if is_anchor(item)]
     if anchors:
