@@ -59,7 +59,7 @@ GROUPS = (
           ("tests/packs/skills",)),
     Group("Flowise build_flow validation and catalog refresh",
           ("agentloom/packs/flowise/builder.py", "agentloom/packs/flowise/catalog.py"),
-          ("tests/packs/flowise/test_catalog.py", "tests/packs/flowise/test_planner.py",
+          ("tests/packs/flowise/test_builder.py", "tests/packs/flowise/test_catalog.py", "tests/packs/flowise/test_planner.py",
            "tests/packs/flowise/test_flowdata.py", "tests/packs/flowise/test_tools.py")),
 )
 
