@@ -66,6 +66,9 @@ GROUPS = (
 # Survivors that behave exactly as the original, each with the reason (checked by reading the code).
 _FLAG = "_trial_in_flight is read only in HALF_OPEN, and the one way into HALF_OPEN (_refresh) sets it to False first"
 _BREAKER = "agentloom.core.breakers.x\u01c1CircuitBreaker\u01c1"
+_EXECUTION = "agentloom.stitch.execution.x\u01c1Execution\u01c1"
+_SPLIT_DONE = ("a node on a Splitter's paths is reached only after that Splitter completed at that path (a failed "
+               "Splitter fires nothing downstream)")
 EQUIVALENT: dict[str, str] = {
     f"{_BREAKER}__init____mutmut_12": "_opened_at is read only while OPEN, and is set when the breaker opens",
     f"{_BREAKER}__init____mutmut_13": "_opened_at is read only while OPEN, and is set when the breaker opens",
@@ -76,6 +79,16 @@ EQUIVALENT: dict[str, str] = {
     f"{_BREAKER}record_failure__mutmut_5": _FLAG, f"{_BREAKER}record_failure__mutmut_6": _FLAG,
     f"{_BREAKER}record_ignored__mutmut_1": "None for False: the flag is only tested for truth",
     f"{_BREAKER}reset__mutmut_4": _FLAG, f"{_BREAKER}reset__mutmut_5": _FLAG,
+    f"{_EXECUTION}fire_timer__mutmut_52": "an automatic retry is of a Worker with a state; _fire uses the path only "
+                                           "for a new state or a Splitter",
+    f"{_EXECUTION}_walk__mutmut_11": "closes.get(None) also fires a Collector at (*path, i), whose Splitter state "
+                                     "never exists (fan_out_id_clash forbids such ids): it goes nowhere",
+    **{f"{_EXECUTION}_close_templates__mutmut_{n}": "every node whose scope holds the Splitter is stored as a "
+       "template (path None), so the path check never decides" for n in (9, 10, 11)},
+    f"{_EXECUTION}_input__mutmut_14": _SPLIT_DONE, f"{_EXECUTION}_try_collect__mutmut_8": _SPLIT_DONE,
+    "agentloom.stitch.execution.x_summary__mutmut_6": "ensure_ascii=None is falsy: the same as False",
+    **{f"agentloom.stitch.execution.x_template_summary__mutmut_{n}": "a missing status defaults to None instead of "
+       "'pending'; both fail the completed-or-cancelled check alike" for n in (17, 19)},
 }
 
 _RESULT = re.compile(r"^\s*(agentloom\.[\w.]+?)\.(?:x\u01c1[^:]*|[A-Za-z_]\w*?)__mutmut_\d+: (.+)$")
