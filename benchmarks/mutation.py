@@ -36,6 +36,9 @@ class Group:
     name: str
     modules: tuple[str, ...]  # under src/
     tests: tuple[str, ...]
+    # "forkserver" where the tests use ChromaDB: its Rust client, started in mutmut's parent by the timing run,
+    # hangs in every forked child on its first write (each mutant would time out).
+    isolation: str = "fork"
 
 
 GROUPS = (
@@ -49,7 +52,8 @@ GROUPS = (
     Group("Stitch execution", ("agentloom/stitch/execution.py",),
           ("tests/stitch/test_execution.py", "tests/stitch/test_properties.py", "tests/stitch/test_groupcommit.py")),
     Group("vectors chunker and id scheme", ("agentloom/packs/vectors/chunking.py", "agentloom/packs/vectors/records.py"),
-          ("tests/packs/vectors/test_chunking.py", "tests/packs/vectors/test_store.py", "tests/packs/vectors/test_model_window.py")),
+          ("tests/packs/vectors/test_chunking.py", "tests/packs/vectors/test_store.py", "tests/packs/vectors/test_model_window.py"),
+          "forkserver"),
     Group("docs path resolution and git-source safety",
           ("agentloom/packs/docs/config.py", "agentloom/packs/docs/content/safefs.py",
            "agentloom/packs/docs/content/repository.py"),
@@ -60,7 +64,7 @@ GROUPS = (
     Group("Flowise build_flow validation and catalog refresh",
           ("agentloom/packs/flowise/builder.py", "agentloom/packs/flowise/catalog.py"),
           ("tests/packs/flowise/test_builder.py", "tests/packs/flowise/test_catalog.py", "tests/packs/flowise/test_planner.py",
-           "tests/packs/flowise/test_flowdata.py", "tests/packs/flowise/test_tools.py")),
+           "tests/packs/flowise/test_flowdata.py", "tests/packs/flowise/test_tools.py"), "forkserver"),
 )
 
 # Survivors that behave exactly as the original, each with the reason (checked by reading the code).
@@ -102,11 +106,13 @@ def run_group(group: Group, workdir: Path) -> tuple[dict[str, Counter[str]], lis
     """Per module: mutants by status; the survivors' names; seconds taken."""
     shutil.copytree(ROOT / "src", workdir / "src", ignore=shutil.ignore_patterns("__pycache__", "console_dist"))
     shutil.copytree(ROOT / "tests", workdir / "tests", ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
+    shutil.copytree(ROOT / "benchmarks", workdir / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))  # evaluation sets
     config = (ROOT / "pyproject.toml").read_text() + (
         "\n[tool.mutmut]\n"
         'source_paths = ["src"]\n'
         f"only_mutate = {_toml_list(tuple('src/' + m for m in group.modules))}\n"
         f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
+        f'process_isolation = "{group.isolation}"\n'
         # -x: a killed mutant stops at its first failing test. SQLite only: the PostgreSQL variants
         # run the same logic at several times the cost per mutant.
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-p", "no:cov", "-k", "not postgresql"]\n'

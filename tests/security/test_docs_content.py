@@ -7,11 +7,16 @@ answers. Nothing needs the internet.
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
+import re
+import resource
 import shutil
 import socket
 import ssl
+import stat
 import subprocess
 import sys
 import threading
@@ -25,9 +30,11 @@ import pytest
 
 from agentloom.packs.docs.config import GitRepoSource, load_project
 from agentloom.packs.docs.content import GitRepoLoader, SourceError, load_docset, state
+from agentloom.packs.docs.content import repository
+from agentloom.packs.docs.content.safefs import Folder, UnsafePath, path_problem
 from tests.conftest import PYTHON
 from tests.packs.docs.conftest import write_config
-from tests.packs.docs.repos import Link, Repo, empty_repo
+from tests.packs.docs.repos import COMMIT_TIME, Link, Repo, empty_repo, git
 
 CLI = str(Path(PYTHON).with_name("agentic-knowledge"))
 
@@ -371,14 +378,17 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc to see git's helper processes")
+@pytest.mark.timeout(60)  # a timeout that never fires fails here, not at the suite's 300 s
 def test_a_timeout_kills_git_and_its_helpers(tmp_path: Path) -> None:
     with SilentServer() as server:
         url = f"http://127.0.0.1:{server.port}/never.git"
         loader = GitRepoLoader(GitRepoSource(type="git_repo", url=url), timeout=1.5)
         started = time.monotonic()
-        with pytest.raises(SourceError, match=r"git took longer than 1.5 s"):
+        with pytest.raises(SourceError) as err:
             loader.clone(tmp_path / "clone")
-        assert time.monotonic() - started < 10
+        assert str(err.value) == (f"{url}: git took longer than 1.5 s and was stopped; check your internet connection "
+                                  "and retry, or raise AGENTIC_KNOWLEDGE_GIT_TIMEOUT (seconds)")
+        assert 1.5 <= time.monotonic() - started < 10  # stopped at the timeout, not before
         deadline = time.monotonic() + 3
         while processes_mentioning(f"127.0.0.1:{server.port}") and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -468,3 +478,522 @@ def test_an_untrusted_certificate_is_named_with_the_fix(tmp_path: Path, https_se
     error = load_docset(project, docset).sources[0].error
     assert error and f"{https_server}: TLS certificate verification failed" in error
     assert "http.sslCAInfo" in error and "never switched off" in error
+
+
+# -- safefs: the folder walker itself, on real files and links -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("", "is not a file name"),
+        (None, "is not a file name"),
+        (7, "is not a file name"),
+        ("a\0b", "contains a NUL character"),
+        ("/etc/passwd", "is an absolute path"),
+        ("C:evil", "is an absolute path"),
+        ("\\\\server\\share", "is an absolute path"),
+        ("\\root", "is an absolute path"),
+        ("..", "climbs out of the folder with '..'"),
+        ("docs/../../x", "climbs out of the folder with '..'"),
+        ("docs//a.md", "is not a plain relative path"),
+        ("./a.md", "is not a plain relative path"),
+        ("docs/", "is not a plain relative path"),
+        ("docs/.", "is not a plain relative path"),
+        ("docs/a.md", None),
+        ("a", None),
+        ("...", None),
+        ("a..b/.hidden", None),
+    ],
+)
+def test_path_problem_names_each_kind_of_bad_path(name: object, problem: str | None) -> None:
+    assert path_problem(name) == problem
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A folder with a file, a subfolder, and links to a file and a folder outside it."""
+    root = tmp_path / "tree"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text("A")
+    (root / "file").write_text("F")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.md").write_text("SECRET")
+    (root / "link.md").symlink_to(tmp_path / "outside" / "secret.md")
+    (root / "dlink").symlink_to(tmp_path / "outside")
+    return root
+
+
+def test_a_folder_reads_only_regular_files_below_it(tree: Path, tmp_path: Path) -> None:
+    before = open_fds()
+    with Folder(tree, "the repository", "Name real files.") as repo:
+        assert repo.file_hash("docs/a.md") == hashlib.sha256(b"A").hexdigest()
+        assert repo.file_hash("missing.md") is None and repo.file_hash("nowhere/missing.md") is None
+        with pytest.raises(FileNotFoundError):
+            repo.open_file("missing.md")
+        cases = {
+            "link.md": f"link.md in the repository is a symbolic link (to {tmp_path / 'outside' / 'secret.md'}); "
+                       "links are never followed. Name real files.",
+            "dlink/secret.md": f"dlink in the repository is a symbolic link (to {tmp_path / 'outside'}); links are "
+                               "never followed. Name real files.",
+            "docs": "docs in the repository is not a regular file; Name real files.",
+            "file/x.md": "file in the repository is a file where a folder is needed; Name real files.",
+            "docs/a.md/x": "docs/a.md in the repository is a file where a folder is needed; Name real files.",
+            "docs/a.md/x/y.md": "docs/a.md in the repository is a file where a folder is needed; Name real files.",
+            "../tree/file": "'../tree/file' climbs out of the folder with '..'; only paths inside the repository are used",
+            "/etc/passwd": "'/etc/passwd' is an absolute path; only paths inside the repository are used",
+        }
+        for name, message in cases.items():
+            with pytest.raises(UnsafePath) as err:
+                repo.open_file(name)
+            assert str(err.value) == message
+        assert stat.S_ISLNK(repo.lstat("link.md").st_mode)  # type: ignore[union-attr]  # the link itself
+        assert stat.S_ISREG(repo.lstat("docs/a.md").st_mode)  # type: ignore[union-attr]
+        assert stat.S_ISDIR(repo.lstat("docs").st_mode)  # type: ignore[union-attr]
+        assert repo.lstat("docs/none.md") is None and repo.lstat("none/none.md") is None
+        assert not (tree / "none").exists() and not (tree / "nowhere").exists()  # reading makes no folder
+        with pytest.raises(UnsafePath, match="dlink in the repository is a symbolic link"):
+            repo.lstat("dlink/secret.md")
+        fd = repo.fd
+        assert fd >= 0
+    assert repo.fd == -1
+    repo.close()  # closing twice is harmless
+    assert repo.fd == -1
+    assert open_fds() == before  # every descriptor opened on the way was closed
+    with pytest.raises(NotADirectoryError):
+        Folder(tree / "file", "x", "y")
+    assert open_fds() == before
+
+
+def test_staging_copies_the_file_beside_its_name_then_commit_puts_it_in_place(tmp_path: Path) -> None:
+    big = os.urandom(3 * 1024 * 1024 + 17)  # several reads and writes
+    long_name = "n" * 150 + ".md"
+    source = tmp_path / "repo"
+    (source / "deep" / "er").mkdir(parents=True)
+    (source / "deep" / "er" / "big.bin").write_bytes(big)
+    (source / "docs").mkdir()
+    (source / "docs" / long_name).write_text("long")
+    dest_root = tmp_path / "dest"
+    dest_root.mkdir()
+    umask = os.umask(0o022)
+    os.umask(umask)
+    before = open_fds()
+    with Folder(source, "the repository", "fix-r") as repo, Folder(dest_root, "the docset folder", "fix-d") as dest:
+        staged = dest.stage("deep/er/big.bin", repo, 1_700_000_000.0)
+        assert staged.name == "deep/er/big.bin"
+        assert re.fullmatch(r"\.big\.bin\.[0-9a-f]{12}\.tmp", staged.temp)
+        temp = dest_root / "deep" / "er" / staged.temp
+        assert temp.read_bytes() == big and not (dest_root / "deep" / "er" / "big.bin").exists()
+        assert temp.stat().st_mtime == 1_700_000_000.0
+        for folder in (dest_root / "deep", dest_root / "deep" / "er"):
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o777 & ~umask
+        dest.commit(staged)
+        assert (dest_root / "deep" / "er" / "big.bin").read_bytes() == big
+        assert not temp.exists()
+        assert stat.S_IMODE((dest_root / "deep" / "er" / "big.bin").stat().st_mode) == 0o666 & ~umask
+        assert dest.file_hash("deep/er/big.bin") == hashlib.sha256(big).hexdigest()
+        again = dest.stage("deep/er/big.bin", repo, 5.0)  # over an existing regular file: fine
+        dest.commit(again)
+        assert (dest_root / "deep" / "er" / "big.bin").stat().st_mtime == 5.0
+
+        staged = dest.stage(f"docs/{long_name}", repo, 0.0)
+        assert re.fullmatch(r"\." + "n" * 100 + r"\.[0-9a-f]{12}\.tmp", staged.temp)  # the name is cut to 100 characters
+        dest.discard(staged)
+        assert list((dest_root / "docs").iterdir()) == []
+        dest.discard(staged)  # already gone: nothing to do
+        dest.discard(type(staged)("nowhere/x.md", ".x.tmp"))  # its folder is gone too
+        dest.discard(type(staged)("../x.md", ".x.tmp"))  # a name that was never valid
+    assert open_fds() == before
+
+
+def test_staging_and_committing_never_write_through_a_link(tmp_path: Path) -> None:
+    source = tmp_path / "repo"
+    for name in ("a.md", "linked/a.md", "plain/a.md", "sub", "b.md"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text(name)
+    dest_root = tmp_path / "dest"
+    (dest_root / "sub").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("SECRET")
+    (dest_root / "linked").symlink_to(outside)
+    (dest_root / "a.md").symlink_to(outside / "secret.md")
+    (dest_root / "plain").write_text("a file")
+    before = open_fds()
+    with Folder(source, "the repository", "fix-r") as repo, Folder(dest_root, "the docset folder", "Remove it.") as dest:
+        cases = {
+            "a.md": f"a.md in the docset folder is a symbolic link (to {outside / 'secret.md'}); links are never "
+                    "followed. Remove it.",
+            "linked/a.md": f"linked in the docset folder is a symbolic link (to {outside}); links are never followed. "
+                           "Remove it.",
+            "plain/a.md": "plain in the docset folder is a file where a folder is needed; Remove it.",
+            "sub": "sub in the docset folder is not a regular file; Remove it.",
+        }
+        for name, message in cases.items():
+            with pytest.raises(UnsafePath) as err:
+                dest.stage(name, repo, 0.0)
+            assert str(err.value) == message
+        # a link planted between staging and committing is refused, never followed
+        staged = dest.stage("b.md", repo, 0.0)
+        (dest_root / "b.md").symlink_to(outside / "secret.md")
+        with pytest.raises(UnsafePath) as err:
+            dest.commit(staged)
+        assert str(err.value) == (f"b.md in the docset folder is a symbolic link (to {outside / 'secret.md'}); links "
+                                  "are never followed. Remove it.")
+        (dest_root / "b.md").unlink()
+        (dest_root / "b.md").mkdir()
+        with pytest.raises(UnsafePath) as err:
+            dest.commit(staged)
+        assert str(err.value) == "b.md in the docset folder is not a regular file; Remove it."
+    assert (outside / "secret.md").read_text() == "SECRET" and sorted(p.name for p in outside.iterdir()) == ["secret.md"]
+    assert sorted(p.name for p in dest_root.iterdir() if p.name.endswith(".tmp")) == [staged.temp]  # only the last one
+    assert open_fds() == before
+
+
+def test_remove_deletes_only_the_file_that_was_written_and_prunes_empty_folders(tmp_path: Path) -> None:
+    root = tmp_path / "docset"
+    (root / "a" / "b" / "c").mkdir(parents=True)
+    (root / "a" / "b" / "c" / "x.md").write_text("x")
+    (root / "a" / "keep.md").write_text("keep")
+    (root / "a" / "b" / "changed.md").write_text("new")
+    (root / "dir").mkdir()
+    (tmp_path / "target.md").write_text("T")
+    (root / "link.md").symlink_to(tmp_path / "target.md")
+    (root / "linked").symlink_to(tmp_path)
+    sha = hashlib.sha256(b"x").hexdigest()
+    before = open_fds()
+    with Folder(root, "the docset folder", "Fix.") as dest:
+        assert dest.remove("a/b/changed.md", hashlib.sha256(b"old").hexdigest()) == "it changed since it was fetched"
+        assert dest.remove("a/b/changed.md", None) == (
+            "the metadata does not record what was written there, so it may not be ours to delete")
+        assert dest.remove("link.md", sha) == (
+            f"it is a symbolic link (to {tmp_path / 'target.md'}), which is never written here, so not ours to delete")
+        assert dest.remove("dir", sha) == "it is not a regular file, so not ours to delete"
+        assert dest.remove("linked/target.md", hashlib.sha256(b"T").hexdigest()) == (
+            f"linked in the docset folder is a symbolic link (to {tmp_path}); links are never followed. Fix.")
+        assert dest.remove("a/keep.md/x", sha) == "a/keep.md in the docset folder is a file where a folder is needed; Fix."
+        assert dest.remove("../x.md", sha) == "'../x.md' climbs out of the folder with '..'; only paths inside the docset folder are used"
+        assert dest.remove("gone.md", sha) is None and dest.remove("gone/gone.md", sha) is None
+        assert not (root / "gone").exists()  # removing makes no folder
+        assert dest.remove("a/b/c/x.md", sha) is None
+        assert not (root / "a" / "b" / "c").exists()  # left empty: pruned
+        assert (root / "a" / "b").is_dir() and (root / "a" / "keep.md").exists()  # not empty: kept
+        (root / "a" / "b" / "changed.md").write_text("x")
+        assert dest.remove("a/b/changed.md", sha) is None
+        assert not (root / "a" / "b").exists() and (root / "a").is_dir()
+        (root / "top.md").write_text("x")
+        assert dest.remove("top.md", sha) is None and not (root / "top.md").exists()
+        (root / "solo" / "deeper").mkdir(parents=True)
+        (root / "solo" / "deeper" / "x.md").write_text("x")
+        assert dest.remove("solo/deeper/x.md", sha) is None
+        assert not (root / "solo").exists()  # every folder left empty, up to the top one
+    assert root.is_dir() and (tmp_path / "target.md").read_text() == "T"
+    assert open_fds() == before
+
+
+# -- the git loader's pieces: settings, environment, progress, and each failure's message ---
+
+ACCEPTED_URLS = ("https://host/owner/repo.git, ssh://git@host/owner/repo.git, git@host:owner/repo.git or "
+                 "file:///path/to/repo")
+
+
+def loader_for(url: str = "https://e.org/x.git", branch: str | None = None, paths: tuple[str, ...] | None = None,
+               timeout: float = 30) -> GitRepoLoader:
+    return GitRepoLoader(GitRepoSource(type="git_repo", url=url, branch=branch, paths=paths), timeout=timeout)
+
+
+@pytest.mark.parametrize(("raw", "seconds"), [("", 300.0), ("  ", 300.0), ("12.5", 12.5), (" 7 ", 7.0), ("0", 300.0),
+                                              ("-3", 300.0), ("0.01", 0.01)])
+def test_the_git_timeout_setting(monkeypatch: pytest.MonkeyPatch, raw: str, seconds: float) -> None:
+    monkeypatch.setenv("AGENTIC_KNOWLEDGE_GIT_TIMEOUT", raw)
+    assert repository.git_timeout() == seconds
+    assert GitRepoLoader(GitRepoSource(type="git_repo", url="https://e.org/x.git")).timeout == seconds
+    assert GitRepoLoader(GitRepoSource(type="git_repo", url="https://e.org/x.git"), timeout=4.0).timeout == 4.0
+
+
+def test_a_git_timeout_that_is_no_number_is_named_and_ignored(monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv("AGENTIC_KNOWLEDGE_GIT_TIMEOUT", raising=False)
+    assert repository.git_timeout() == 300.0 and not caplog.records
+    monkeypatch.setenv("AGENTIC_KNOWLEDGE_GIT_TIMEOUT", "ten")
+    with caplog.at_level("WARNING", logger="agentloom.packs.docs.content"):
+        assert repository.git_timeout() == 300.0
+    assert [r.getMessage() for r in caplog.records] == [
+        "AGENTIC_KNOWLEDGE_GIT_TIMEOUT='ten' is not a number of seconds; using 300"]
+
+
+def test_git_gets_no_prompt_english_messages_and_only_the_allowed_transports(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                 "GIT_NAMESPACE", "GIT_COMMON_DIR"):
+        monkeypatch.setenv(name, "/elsewhere")
+    monkeypatch.setenv("LC_ALL", "de_DE.UTF-8")
+    monkeypatch.setenv("KEEP_ME", "yes")
+    monkeypatch.delenv("GIT_ALLOW_PROTOCOL", raising=False)
+    env = repository._env()
+    assert env == {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+                   **{k: v for k, v in os.environ.items() if k.startswith("GIT_") and v != "/elsewhere"},
+                   "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
+                   "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh"}
+    assert env["KEEP_ME"] == "yes" and "GIT_DIR" not in env and "GIT_COMMON_DIR" not in env
+    monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "ssh:ext:https")
+    assert repository._env()["GIT_ALLOW_PROTOCOL"] == "https:ssh"  # ours in our order, never more
+    monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "ext")
+    assert repository._env()["GIT_ALLOW_PROTOCOL"] == "none"
+    monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "")
+    assert repository._env()["GIT_ALLOW_PROTOCOL"] == "file:git:http:https:ssh"
+    assert repository._git("clone", "x") == ["git", "-c", "protocol.ext.allow=never", "clone", "x"]
+
+
+def test_progress_lines_become_fractions_and_the_rest_is_kept() -> None:
+    reports: list[tuple[str, float | None]] = []
+    seen: list[str] = []
+    for line in ["Counting objects:  40% (2/5)", "Compressing objects: 100% (3/3), done.", "",
+                 "remote: Enumerating objects: 5, done.", "Receiving objects:  50% (1/2)",
+                 "Resolving deltas:  20% (1/5)", "warning: redirecting to https://e.org/y.git/"]:
+        GitRepoLoader._progress(line, seen, lambda phase, fraction: reports.append((phase, fraction)))
+    assert reports == [("counting objects", pytest.approx(0.02)), ("compressing objects", pytest.approx(0.1)),
+                       ("receiving objects", pytest.approx(0.475)), ("resolving objects", pytest.approx(0.87))]
+    assert seen == ["remote: Enumerating objects: 5, done.", "warning: redirecting to https://e.org/y.git/"]
+    quiet: list[str] = []
+    GitRepoLoader._progress("Receiving objects:  50% (1/2)", quiet, None)  # nobody listens: dropped
+    GitRepoLoader._progress("fatal: boom", quiet, None)
+    assert quiet == ["fatal: boom"]
+
+
+def test_a_real_clone_reports_its_phases_in_order_and_takes_one_commit_of_one_branch(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    repo = Repo(tmp_path / "repo", {"README.md": "# lib", "docs/a.md": "a"})
+    repo.commit({"docs/b.md": "b"})
+    git("tag", "v1", cwd=repo.work)
+    git("push", "-q", "origin", "v1", cwd=repo.work)
+    repo.branch_off("v2", {"docs/v2.md": "two"})
+    reports: list[tuple[str, float]] = []
+    loader = loader_for(repo.url)
+    with caplog.at_level("DEBUG", logger="agentloom.packs.docs.content"):
+        fetched = loader.fetch(tmp_path / "clone", lambda phase, fraction: reports.append((phase, fraction)))  # type: ignore[arg-type]
+    command = ["git", "-c", "protocol.ext.allow=never", "clone", "--depth", "1", "--single-branch", "--no-tags",
+               "--progress", "--", repo.url, str(tmp_path / "clone")]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "DEBUG"] == [f"running {command}"]
+
+    assert fetched.folder == tmp_path / "clone" and fetched.files == ["README.md", "docs/a.md", "docs/b.md"]
+    assert fetched.commit == git("rev-parse", "main", cwd=repo.bare).strip()
+    assert fetched.commit_time == COMMIT_TIME and fetched.warning is None
+    assert reports[0] == ("connecting", 0.0) and reports[-1] == ("selecting files", 0.96)
+    phases = {"counting objects": (0.0, 0.05), "compressing objects": (0.05, 0.1), "receiving objects": (0.1, 0.85),
+              "resolving objects": (0.85, 0.95)}
+    middle = reports[1:-1]
+    assert middle and {p for p, _ in middle} <= set(phases)
+    assert [f for _, f in middle] == sorted(f for _, f in middle)
+    for phase, fraction in middle:
+        assert phases[phase][0] <= fraction <= phases[phase][1] + 1e-9
+    assert max(f for p, f in middle if p == "receiving objects") == pytest.approx(0.85)  # 100% ends its range
+    clone = str(tmp_path / "clone")
+    assert git("-C", clone, "rev-list", "--count", "HEAD", cwd=tmp_path).strip() == "1"  # --depth 1
+    assert git("-C", clone, "for-each-ref", "--format=%(refname)", cwd=tmp_path).split() == [
+        "refs/heads/main", "refs/remotes/origin/HEAD", "refs/remotes/origin/main"]  # one branch, no tags
+    assert loader.branches() == ["main", "v2"]
+    repo.branch_off("feature/refs/heads/x", {"docs/f.md": "f"})  # names may contain what the listing is split on
+    git("tag", "old/refs/heads/tagged", cwd=repo.work)  # a tag is no branch, whatever its name
+    git("push", "-q", "origin", "old/refs/heads/tagged", cwd=repo.work)
+    assert loader.branches() == ["feature/refs/heads/x", "main", "v2"]
+
+    on_branch = loader_for(repo.url, branch="v2").fetch(tmp_path / "v2")
+    assert on_branch.files == ["README.md", "docs/a.md", "docs/b.md", "docs/v2.md"]
+    assert loader._run(["git", "rev-parse", "--show-toplevel"], cwd=tmp_path / "v2") == (0, f"{tmp_path / 'v2'}\n", "")
+
+
+def test_fetch_warnings_name_the_source(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "repo", {"src/main.py": "x", "docs/readme.md": Link("/etc/passwd")})
+    fetched = loader_for(repo.url).fetch(tmp_path / "clone")
+    assert fetched.files == []
+    assert fetched.warning == (
+        f"no documentation files found in {repo.url}; configure `paths:` for this source in .knowledge/config.yaml "
+        f"to say which files to take\n{repo.url}: skipped symbolic links (never followed): docs/readme.md -> /etc/passwd")
+    with pytest.raises(SourceError) as err:
+        loader_for(repo.url, paths=("manual",)).fetch(tmp_path / "clone2")
+    assert str(err.value) == f"{repo.url}: not in the repository: manual. It has: docs/, src/; fix `paths:` in .knowledge/config.yaml"
+    with pytest.raises(SourceError) as err:
+        loader_for(repo.url)._head(tmp_path)
+    assert str(err.value) == (f"{repo.url}: the clone has no commit to read (fatal: not a git repository (or any of the "
+                              "parent directories): .git); check the repository and `branch:`")
+    full = Repo(tmp_path / "full", {"README.md": "one"})
+    full.commit({"README.md": "two"})  # a work tree with its whole history: the newest commit is read
+    assert loader_for(full.url)._head(full.work) == (git("rev-parse", "HEAD", cwd=full.work).strip(), COMMIT_TIME)
+    with pytest.raises(SourceError) as err:
+        loader_for("https://e.org/x.git")._head(tmp_path / "nowhere")
+    assert str(err.value).startswith("https://e.org/x.git: the clone has no commit to read (fatal: cannot change to ")
+
+
+def test_branches_of_a_repository_that_cannot_be_listed_are_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert loader_for((tmp_path / "nothing.git").as_uri()).branches() is None
+    assert loader_for(empty_repo(tmp_path / "empty")).branches() == []
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    assert loader_for((tmp_path / "nothing.git").as_uri()).branches() is None
+
+
+def test_a_missing_default_branch_when_the_branches_cannot_be_listed(tmp_path: Path) -> None:
+    url = (tmp_path / "gone.git").as_uri()
+    assert loader_for(url)._nothing_to_check_out() == (
+        f"{url}: the repository's default branch (its HEAD) does not exist, so there is nothing to check out. "
+        "Branches: (could not list them: run `git ls-remote --heads` on this URL); set `branch:` for this source in "
+        ".knowledge/config.yaml")
+    repo = Repo(tmp_path / "repo", {"README.md": "x"})
+    repo.branch_off("v2", {"docs/v2.md": "two"})
+    assert loader_for(repo.url)._nothing_to_check_out() == (
+        f"{repo.url}: the repository's default branch (its HEAD) does not exist, so there is nothing to check out. "
+        "Branches: main, v2; set `branch:` for this source in .knowledge/config.yaml")
+    empty = empty_repo(tmp_path / "empty")
+    assert loader_for(empty)._nothing_to_check_out() == (
+        f"{empty}: the repository is empty (it has no commits on any branch), so there is nothing to fetch; push a "
+        "commit to it, or check the URL in .knowledge/config.yaml")
+
+
+AUTH = ("authentication failed. Check your git credentials (credential helper, SSH key or access token) by running "
+        "`git ls-remote` on this URL yourself, then retry")
+UNREACHABLE = "the host cannot be reached. Check your internet connection (and proxy), then retry"
+NO_REPO = f"no repository at this URL. Check the URL in .knowledge/config.yaml ({ACCEPTED_URLS})"
+
+
+@pytest.mark.parametrize(
+    ("stderr", "message"),
+    [
+        ("Cloning into 'x'...\nfatal: unable to access 'https://e.org/x.git/': server certificate verification failed. "
+         "CAfile: none CRLfile: none",
+         "TLS certificate verification failed (unable to access 'https://e.org/x.git/': server certificate verification "
+         "failed. CAfile: none CRLfile: none). The server's certificate is not trusted on this machine: if the host is "
+         "yours or your company's (a self-hosted server, a proxy that inspects TLS), install its CA certificate into the "
+         "system store or point git to it with `git config --global http.sslCAInfo /path/to/ca.pem`; otherwise check "
+         "the URL. Certificate checks are never switched off"),
+        ("fatal: unable to access 'x': gnutls_handshake() failed: An unexpected TLS packet was received.\nmore",
+         "the TLS connection failed (unable to access 'x': gnutls_handshake() failed: An unexpected TLS packet was "
+         "received.); check that the URL's host and port serve HTTPS and your proxy settings, then retry"),
+        ("Host key verification failed.\nfatal: Could not read from remote repository.",
+         "the SSH host key of this server is not known yet. Connect once yourself (`ssh -T` to the host) to check and "
+         "accept it, then retry"),
+        ("fatal: Authentication failed for 'https://e.org/x.git/'", AUTH),
+        ("fatal: could not read Username for 'https://e.org': No such device or address", AUTH),
+        ("fatal: could not read Password for 'https://me@e.org': No such device", AUTH),
+        ("fatal: could not read something: Terminal prompts disabled", AUTH),
+        ("git@e.org: Permission denied (publickey).", AUTH),
+        ("remote: Access denied to this project", AUTH),
+        ("error: The requested URL returned error: 401", AUTH),
+        ("error: The requested URL returned error: 403", AUTH),
+        ("fatal: unable to access 'x': Could not resolve host: e.org", UNREACHABLE),
+        ("fatal: unable to access 'x': Connection refused", UNREACHABLE),
+        ("fatal: unable to access 'x': Failed to connect to e.org port 443", UNREACHABLE),
+        ("ssh: connect to host e.org port 22: Operation timed out", UNREACHABLE),
+        ("ssh: connect to host e.org port 22: Network is unreachable", UNREACHABLE),
+        ("ssh: connect to host e.org port 22: No route to host", UNREACHABLE),
+        ("fatal: unable to access 'x': Connection reset by peer", UNREACHABLE),
+        ("fatal: transport 'ext' not allowed",
+         f"git refused this transport (allowed: GIT_ALLOW_PROTOCOL=file:git:http:https:ssh); use {ACCEPTED_URLS}, or "
+         "widen GIT_ALLOW_PROTOCOL in your environment"),
+        ("fatal: 'x' does not appear to be a git repository", NO_REPO),
+        ("remote: Repository not found.", NO_REPO),
+        ("fatal: remote error: the branch is Not Found", NO_REPO),
+        ("error: The requested URL returned error: 404", NO_REPO),
+        ("fatal: '/srv/x.git' Does Not Exist", NO_REPO),
+        ("warning: could not find remote branch v9 to clone.",  # no branch configured
+         "git clone failed: warning: could not find remote branch v9 to clone."),
+        ("fatal: the transport broke\nfatal: early EOF", "git clone failed: fatal: early EOF"),
+        ("fatal: something odd\n  happened here  \n", "git clone failed:   happened here"),
+        ("", "git clone failed: no message"),
+        (" \n ", "git clone failed: no message"),
+    ],
+)
+def test_each_git_failure_gets_its_own_message(stderr: str, message: str) -> None:
+    assert loader_for("https://e.org/x.git")._explain(stderr) == f"https://e.org/x.git: {message}"
+
+
+@pytest.mark.parametrize("stderr", ["warning: Could not find remote branch v9 to clone.\nfatal: other",
+                                    "fatal: Remote branch v9 not found in upstream origin"])
+def test_a_missing_configured_branch_lists_the_branches(tmp_path: Path, stderr: str) -> None:
+    repo = Repo(tmp_path / "repo", {"README.md": "x"})
+    repo.branch_off("v2", {"docs/v2.md": "two"})
+    assert loader_for(repo.url, branch="v9")._explain(stderr) == (
+        f"{repo.url}: branch 'v9' does not exist. Branches: main, v2; fix `branch:` in .knowledge/config.yaml")
+    gone = (tmp_path / "gone.git").as_uri()
+    assert loader_for(gone, branch="v9")._explain(stderr) == (
+        f"{gone}: branch 'v9' does not exist. Branches: (could not list them); fix `branch:` in .knowledge/config.yaml")
+    empty = empty_repo(tmp_path / "empty")
+    assert loader_for(empty, branch="v9")._explain(stderr) == (
+        f"{empty}: the repository is empty (it has no commits on any branch), so there is nothing to fetch; push a "
+        "commit to it, or check the URL in .knowledge/config.yaml")
+    # "remote branch" without "not found" is no missing branch
+    assert loader_for(repo.url, branch="v9")._explain("fatal: remote branch v9 is weird") == (
+        f"{repo.url}: git clone failed: fatal: remote branch v9 is weird")
+
+
+def test_a_refused_url_never_reaches_git_and_says_why(tmp_path: Path) -> None:
+    loader = GitRepoLoader(GitRepoSource.model_construct(type="git_repo", url="", branch=None, paths=None))
+    with pytest.raises(SourceError) as err:
+        loader.clone(tmp_path / "x")
+    assert str(err.value) == f"invalid repository URL: is empty; give a repository URL such as {ACCEPTED_URLS}"
+
+
+def test_a_copy_that_fails_midway_leaves_no_temporary_file(tmp_path: Path) -> None:
+    source, dest_root = tmp_path / "repo", tmp_path / "dest"
+    source.mkdir()
+    dest_root.mkdir()
+    (source / "big.bin").write_bytes(b"x" * (3 * 1024 * 1024))
+    before = open_fds()
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    with Folder(source, "the repository", "fix-r") as repo, Folder(dest_root, "the docset folder", "fix-d") as dest:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, limits[1]))  # writes past 1 MiB fail (EFBIG)
+        try:
+            with pytest.raises(OSError) as err:
+                dest.stage("big.bin", repo, 0.0)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        assert err.value.errno == errno.EFBIG
+    assert list(dest_root.iterdir()) == []
+    assert open_fds() == before
+
+
+def test_a_failed_clone_is_logged_with_gits_own_words(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    url = (tmp_path / "nothing.git").as_uri()
+    reports: list[tuple[str, float | None]] = []
+    with caplog.at_level("WARNING", logger="agentloom.packs.docs.content"), pytest.raises(SourceError) as err:
+        loader_for(url).clone(tmp_path / "clone", lambda phase, fraction: reports.append((phase, fraction)))
+    assert str(err.value) == f"{url}: {NO_REPO}"
+    assert reports == [("connecting", 0.0)]
+    [record] = caplog.records
+    message = record.getMessage()
+    assert message.startswith(f"git failed for {url} (exit 128):\nCloning into '{tmp_path / 'clone'}'...\n")
+    assert "does not appear to be a git repository" in message and not (tmp_path / "clone").exists()
+
+
+def test_a_git_that_cannot_be_started_is_named_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    with pytest.raises(SourceError) as err:
+        loader_for((tmp_path / "x.git").as_uri()).clone(tmp_path / "clone")
+    assert str(err.value) == (
+        "git is not installed (no `git` on PATH); web sources are fetched with the system git. Install it "
+        "(Debian/Ubuntu: `sudo apt-get install git`, Fedora: `sudo dnf install git`, macOS: `xcode-select --install`), "
+        "check that `git --version` works in this shell, then retry")
+    broken = tmp_path / "broken-bin"
+    broken.mkdir()
+    (broken / "git").write_text("#!/bin/sh\nexit 0\n")
+    (broken / "git").chmod(0o644)  # there, but not executable
+    monkeypatch.setenv("PATH", str(broken))
+    with pytest.raises(SourceError) as err:
+        loader_for((tmp_path / "x.git").as_uri()).clone(tmp_path / "clone")
+    assert str(err.value) == "git cannot be run (Permission denied); check that `git --version` works, then retry"
+    assert not (tmp_path / "clone").exists()
+
+
+def test_git_output_is_read_whole_and_bytes_that_are_not_utf8_are_replaced(tmp_path: Path) -> None:
+    big = "".join(f"line {i:06d} of a long page\n" for i in range(12_000)).encode()  # several pipe reads
+    repo = Repo(tmp_path / "repo", {"big.txt": big, "latin1.txt": b"caf\xe9\n"})
+    loader = loader_for(repo.url)
+    code, out, err = loader._run(["git", "-C", str(repo.work), "show", "HEAD:big.txt"])
+    assert (code, out, err) == (0, big.decode(), "")
+    code, out, err = loader._run(["git", "-C", str(repo.work), "show", "HEAD:latin1.txt"])
+    assert (code, out) == (0, "caf\ufffd\n")
+    code, out, err = loader._run(["git", "-C", str(repo.work), "show", "HEAD:caf\udce9.txt"])  # b"caf\xe9.txt"
+    assert code == 128 and out == "" and "caf\ufffd.txt" in err

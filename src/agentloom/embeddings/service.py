@@ -129,7 +129,7 @@ class EmbeddingService:
                    else "register it again with `agentloom models add`")
             raise AgentloomError(
                 f"{needed_by} was built with embedding model {model_key!r}, which {problem}; its vectors can only be "
-                f"searched with that model: {fix}, or re-create the {needed_by.split()[0]} with the current model."
+                f"searched with that model: {fix}, or re-create {needed_by} with the current model."
             )
         return self._resolve(model_key)[0]
 

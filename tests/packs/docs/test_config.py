@@ -160,3 +160,162 @@ def test_templates_default_global_and_per_docset(project: Path) -> None:
     config = load(project, "template: 'G {keywords}'\ndocsets:\n  - name: a\n  - name: b\n    template: 'B {keywords}'\n")
     assert [d.template for d in config.docsets] == ["G {keywords}", "B {keywords}"]
     assert load(project, "docsets:\n  - name: a\n").docsets[0].template == DEFAULT_TEMPLATE
+
+
+# -- every message word for word, and each derived path ------------------------------------
+
+EXAMPLE = 'docsets:\n  - name: react\n    version: "18.2"\n    aliases: [reactjs]'
+
+
+def error_of(root: Path, text: str) -> str:
+    path = write_config(root, text)
+    with pytest.raises(ConfigError) as err:
+        load_project(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: ")
+    return message.removeprefix(f"{path}: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("docsets: [\n", "YAML syntax error at line 2, column 1: did not find expected node content. Fix the file; "
+                         "the change is picked up on the next call"),
+        ("a: b: c\n", "YAML syntax error at line 1, column 5: mapping values are not allowed in this context. Fix the "
+                      "file; the change is picked up on the next call"),
+        ("docsets: *x\n", "YAML syntax error at line 1, column 10: found undefined alias. Fix the file; the change is "
+                          "picked up on the next call"),
+        ("- x\n", f"the file must be a mapping with a `docsets:` section, for example\n{EXAMPLE}"),
+        ("", f"the file must be a mapping with a `docsets:` section, for example\n{EXAMPLE}"),
+        ("x: 1\n", f"the required `docsets:` section is missing; add it, for example\n{EXAMPLE}"),
+        ("docsets: 5\n", "invalid configuration:\n  - docsets: Input should be a valid tuple"),
+        ("docsets:\n  - {}\n", "invalid configuration:\n  - docsets[0].name: is required"),
+        ("docsets:\n  a:\n  b: 5\n",
+         "invalid configuration:\n  - docsets[1]: Input should be a valid dictionary or instance of DocsetConfig"),
+        ("docsets:\n  - name: a\n    aliases: ['ok', 'b/c']\n",
+         "invalid configuration:\n  - docsets[0].aliases: alias 'b/c' is not a valid docset name: use 1 to 100 letters, "
+         "digits, '.', '_' or '-' (no '/', '\\', spaces or '..')"),
+        ("docsets:\n  - name: ok\n  - name: 'a b'\n    version: [1]\n",
+         "invalid configuration:\n  - docsets[1].name: 'a b' is not a valid docset name: use 1 to 100 letters, digits, "
+         "'.', '_' or '-' (no '/', '\\', spaces or '..')\n  - docsets[1].version: must be text; quote it, for example "
+         "version: \"['1']\""),  # numbers stay text
+        ("docsets:\n  - name: a\n  - name: b\n    aliases: [c]\n  - name: c\n",
+         "docsets[2] (c): the name 'c' is already used by docset 'b'; names and aliases must be unique"),
+        ("docsets:\n  - name: a\n    aliases: [b, b]\n",
+         "docsets[0] (a): the name 'b' is already used by docset 'a'; names and aliases must be unique"),
+    ],
+)
+def test_configuration_errors_word_for_word(project: Path, text: str, message: str) -> None:
+    assert error_of(project, text) == message
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("branch: '-x'", "branch: '-x' is not a branch name"),
+        ("branch: 'a b'", "branch: 'a b' is not a branch name"),
+        ("branch: \"a\\tb\"", "branch: 'a\\tb' is not a branch name"),
+        ("branch: ''", "branch: '' is not a branch name"),
+        ("paths: ['  ']", "paths: '  ' must be a path inside the repository, like docs/ or README.md"),
+        ("paths: [docs, '/etc']", "paths: '/etc' must be a path inside the repository, like docs/ or README.md"),
+        ("paths: ['\\etc']", "paths: '\\\\etc' must be a path inside the repository, like docs/ or README.md"),
+        ("paths: ['a\\..\\b']", "paths: 'a\\\\..\\\\b' must be a path inside the repository, like docs/ or README.md"),
+        ("paths: ['docs/../..']", "paths: 'docs/../..' must be a path inside the repository, like docs/ or README.md"),
+    ],
+)
+def test_source_settings_are_refused_word_for_word(project: Path, source: str, message: str) -> None:
+    text = f"docsets:\n  - name: a\n    web_sources:\n      - type: git_repo\n        url: https://e.org/x.git\n        {source}\n"
+    assert error_of(project, text) == f"invalid configuration:\n  - docsets[0].web_sources[0].{message}"
+
+
+def test_source_url_and_type_messages_word_for_word(project: Path) -> None:
+    base = "docsets:\n  - name: a\n    web_sources:\n      - type: {}\n        url: {}\n"
+    assert error_of(project, base.format("svn", "https://e.org/x")) == (
+        "invalid configuration:\n  - docsets[0].web_sources[0].type: unknown source type 'svn'; supported: git_repo")
+    assert error_of(project, base.format("git_repo", "'-oops'")) == (
+        "invalid configuration:\n  - docsets[0].web_sources[0].url: '-oops' starts with '-' and would be read by git "
+        "as an option")
+
+
+def test_source_paths_are_cleaned_and_an_empty_list_means_all(project: Path) -> None:
+    base = "docsets:\n  - name: a\n    web_sources:\n      - type: git_repo\n        url: https://e.org/x.git\n"
+    source = load(project, base + "        paths: ['docs\\en', 'x/./y/', README.md]\n        branch: v1.2\n").docsets[0].web_sources[0]
+    assert (source.type, source.url, source.branch, source.paths) == ("git_repo", "https://e.org/x.git", "v1.2",
+                                                                      ("docs/en", "x/y", "README.md"))
+    assert load(project, base + "        paths: []\n").docsets[0].web_sources[0].paths is None
+    assert load(project, base).docsets[0].web_sources[0].paths is None
+    assert load(project, base).docsets[0].web_sources[0].branch is None
+    # options fill in, the source's own keys win
+    source = load(project, base + "        branch: top\n        options: {branch: inner, paths: [a]}\n").docsets[0].web_sources[0]
+    assert (source.branch, source.paths) == ("top", ("a",))
+
+
+def test_empty_values_fall_back_to_their_defaults(project: Path) -> None:
+    config = load(project, "docs_root: ''\ndocsets:\n  - name: a\n    version: ''\n    aliases:\n    web_sources:\n")
+    docset = config.docsets[0]
+    assert config.docs_root == project / ".knowledge" / "docs"
+    assert (docset.version, docset.aliases, docset.web_sources) == (None, (), ())
+    assert docset.path == project / ".knowledge" / "docs" / "a"
+    assert docset.allow_outside_project is False and docset.description is None
+    config = load(project, "docsets:\n  a:\n  b: {version: '2', aliases: bee, allow_outside_project: true}\n")
+    assert [(d.name, d.version, d.aliases, d.allow_outside_project) for d in config.docsets] == [
+        ("a", None, (), False), ("b", "2", ("bee",), True)]
+    assert config.get("bee") is config.docsets[1] and config.get("nope") is None
+
+
+def test_id_with_a_description_keeps_the_description(project: Path) -> None:
+    docset = load(project, "docsets:\n  - id: a\n    name: Alpha\n    description: given\n").docsets[0]
+    assert (docset.name, docset.description) == ("a", "given")
+    docset = load(project, "docsets:\n  - id: a\n").docsets[0]
+    assert (docset.name, docset.description) == ("a", None)
+    docset = load(project, "docsets:\n  - id: a\n    name: 5\n").docsets[0]
+    assert (docset.name, docset.description) == ("a", "5")
+
+
+def test_paths_under_home_and_with_dots_are_normalised(project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config = load(project, "docs_root: '~/d'\ndocsets:\n  - name: a\n  - name: b\n    local_path: '~/x/../y'\n"
+                           "  - name: c\n    local_path: 'sub/./z/'\n")
+    assert config.docs_root == tmp_path / "home" / "d"
+    assert [d.path for d in config.docsets] == [tmp_path / "home" / "d" / "a", tmp_path / "home" / "y", project / "sub" / "z"]
+    assert config.root == project and config.knowledge_dir == project / ".knowledge"
+    assert config.config_path == project / ".knowledge" / "config.yaml"
+
+
+def test_a_docset_as_reported(project: Path) -> None:
+    config = load(
+        project,
+        "docsets:\n  - name: fastapi\n    version: '0.1'\n    aliases: [fa, fast]\n    description: Web APIs\n"
+        "    web_sources:\n      - type: git_repo\n        url: https://e.org/a.git\n"
+        "      - type: git_repo\n        url: https://e.org/b.git\n  - name: plain\n",
+    )
+    assert config.docsets[0].as_dict() == {
+        "name": "fastapi", "version": "0.1", "aliases": ["fa", "fast"],
+        "local_path": f"{project.as_posix()}/.knowledge/docsets/fastapi/", "description": "Web APIs",
+        "web_sources": ["https://e.org/a.git", "https://e.org/b.git"],
+    }
+    assert config.available() == "fastapi (aliases: fa, fast), plain"
+    empty = load(project, "docsets: []\n")
+    assert empty.available() == f"none are configured; add one under `docsets:` in {project / '.knowledge' / 'config.yaml'}"
+
+
+def test_an_unreadable_or_undecodable_file_says_what_to_do(project: Path) -> None:
+    path = project / ".knowledge" / "config.yaml"
+    with pytest.raises(ConfigError) as err:
+        load_project(path)
+    assert str(err.value) == (f"{path}: cannot read the configuration file (No such file or directory); check that it "
+                              "exists and that this user may read it")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"docsets: []\n# caf\xe9\n")
+    with pytest.raises(ConfigError) as err:
+        load_project(path)
+    assert str(err.value) == f"{path}: not UTF-8 text (invalid continuation byte); save it as UTF-8"
+    assert load_project(path, text="docsets: [{name: given}]\n").docsets[0].name == "given"  # text given: not read
+
+
+def test_a_control_character_is_a_syntax_error_with_its_position(project: Path) -> None:
+    path = write_config(project, "docsets: [\x01]\n")
+    with pytest.raises(ConfigError) as err:
+        load_project(path)
+    assert str(err.value) == (f"{path}: YAML syntax error: unacceptable character #x0001: control characters are not "
+                              'allowed\n  in "<unicode string>", position 10')

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from agentloom.core.breakers import BreakerRegistry
 from agentloom.core.errors import AgentloomError, ConfigError, DependencyUnavailable
 from agentloom.core.settings import Settings
+from agentloom.core.timestamps import iso
 from agentloom.embeddings import EmbeddingService
 from agentloom.packs.flowise.settings import FlowiseSettings
 from agentloom.packs.flowise.tools import Flowise
@@ -164,3 +166,539 @@ def test_a_catalog_embedded_with_older_node_texts_is_rebuilt(fake_flowise: FakeF
     assert reopened.catalog.is_stale(), "texts from another release: refreshed before the next search or build"
     again = reopened.catalog.refresh()
     assert again["new"] == len(SUBSET) and json.loads(reopened.catalog.path.read_text())["documents"] == DOCUMENTS
+
+
+# -- the pure parts and the cheap paths: no embedding (each test well under a second) ----------------
+
+MODEL = "all-MiniLM-L6-v2"  # the default model's key
+
+
+def saved_catalog(fake: FakeFlowise, data: Path, nodes: dict | None = None, templates: dict | None = None,
+                  settings: dict | None = None, **fields: object) -> Flowise:
+    """A Flowise state over a catalog.json written here (refreshed a minute ago by default): nothing embedded."""
+    from dataclasses import asdict
+
+    from agentloom.packs.flowise.catalog import CatalogState
+    from agentloom.packs.flowise.documents import DOCUMENTS
+
+    state = open_flowise(fake, data, **(settings or {}))
+    values: dict = {"refreshed_at": time.time() - 60, "server_version": "3.1.2", "url": fake.url, "model": MODEL,
+                    "nodes": nodes or {}, "templates": templates or {}, "documents": DOCUMENTS, **fields}
+    state.catalog.path.write_text(json.dumps(asdict(CatalogState(**values))))  # type: ignore[arg-type]
+    return state
+
+
+@pytest.fixture
+def stopped() -> FakeFlowise:
+    """A fake Flowise that no longer listens: any request the catalog makes fails."""
+    with FakeFlowise() as fake:
+        pass
+    return fake
+
+
+def test_slug_keeps_lowercase_words_and_digits_joined_by_dashes() -> None:
+    from agentloom.packs.flowise.catalog import slug
+
+    assert slug("Conversation Chain") == "conversation-chain"
+    assert slug("  -- OpenAI: Chat v2 (GPT-4o)!! ") == "openai-chat-v2-gpt-4o"
+    assert slug("RAG___with  PDF") == "rag-with-pdf"
+    assert slug("") == ""
+
+
+def test_fingerprint_ignores_file_paths_and_key_order_only() -> None:
+    import hashlib
+
+    from agentloom.packs.flowise.catalog import _fingerprint
+
+    definition = {"name": "chatOpenAI", "version": 8.2, "inputs": [{"name": "temperature"}]}
+    expected = hashlib.sha256(
+        b'{"inputs": [{"name": "temperature"}], "name": "chatOpenAI", "version": 8.2}').hexdigest()[:16]
+    assert _fingerprint(definition) == expected and len(expected) == 16
+    assert _fingerprint({"version": 8.2, "inputs": [{"name": "temperature"}], "name": "chatOpenAI"}) == expected
+    assert _fingerprint({**definition, "filePath": "/usr/src/a.js", "icon": "/usr/src/a.svg"}) == expected
+    assert _fingerprint({**definition, "filePath": "/usr/src/a.js", "badge": "DEPRECATING"}) != expected
+    assert _fingerprint({**definition, "version": 8.3}) != expected
+
+
+def test_newest_keeps_one_definition_per_name_the_highest_version() -> None:
+    from agentloom.packs.flowise.catalog import _newest
+
+    nodes = [
+        {"label": "no name"}, {"name": ""}, {"name": 7},  # skipped, and what follows still counts
+        {"name": "a", "version": 1, "tag": "a1"}, {"name": "a", "version": "2", "tag": "a2"},
+        {"name": "a", "version": 1.5, "tag": "a1.5"},
+        {"name": "b", "version": 3, "tag": "b3"}, {"name": "b", "version": 3, "tag": "b3-later"},  # a tie: the later
+        {"name": "c", "version": 0.5, "tag": "c0.5"}, {"name": "c", "tag": "c-none"},  # no version: 0
+        {"name": "d", "tag": "d-none"}, {"name": "d", "version": 0.5, "tag": "d0.5"},
+        {"name": "e", "version": None, "tag": "e-none"},
+    ]
+    assert {name: node["tag"] for name, node in _newest(nodes).items()} == {
+        "a": "a2", "b": "b3-later", "c": "c0.5", "d": "d0.5", "e": "e-none"}
+    assert _newest([]) == {}
+
+
+def chatflow_template(name: str, *node_names: str, kind: str = "Chatflow", **item: object) -> dict:
+    nodes = [{"id": f"{n}_0", "data": {"name": n, "label": n.title()}} for n in node_names]
+    return {"templateName": name, "type": kind, "id": f"id-{name}",
+            "flowData": json.dumps({"nodes": nodes, "edges": [{"source": "x", "target": "y"}]}), **item}
+
+
+def test_templates_keep_readable_chatflows_only(caplog: pytest.LogCaptureFixture) -> None:
+    from agentloom.packs.flowise.catalog import Template, _templates
+
+    answer = [
+        chatflow_template("An Agentflow", "agentAgentflow", kind="AgentflowV2"),  # skipped, the rest still read
+        chatflow_template("A Tool", "customTool", kind="Tool"),
+        {"templateName": "No Flow", "type": "Chatflow"},
+        {"templateName": "Null Flow", "type": "Chatflow", "flowData": None},
+        {"templateName": "Broken Flow", "type": "Chatflow", "flowData": "{nodes"},
+        chatflow_template("Conversation Chain", "chatOpenAI", "stickyNote", "bufferMemory", kind="CHATFLOW",
+                          description="Chat with memory", usecases=["Chatbot"]),
+        {"name": "Dict Flow", "type": "Chatflow", "flowData": {"description": "from the flow",
+                                                              "nodes": [{"id": "n"}, {"data": {"name": "llmChain"}}]}},
+        {"id": 42, "type": "Chatflow", "flowData": "{}"},
+    ]
+    with caplog.at_level("WARNING", logger="agentloom.packs.flowise.catalog"):
+        found = _templates(answer)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"flowise: template {name!r} has no readable flowData; skipped" for name in ("No Flow", "Null Flow", "Broken Flow")]
+    assert list(found) == ["conversation-chain", "dict-flow", "42"]
+    chat = found["conversation-chain"]
+    assert chat == Template(
+        "conversation-chain", "id-Conversation Chain", "Conversation Chain", "Chat with memory", ["Chatbot"],
+        ["chatOpenAI", "bufferMemory"], {"nodes": json.loads(answer[5]["flowData"])["nodes"],  # type: ignore[arg-type]
+                                         "edges": [{"source": "x", "target": "y"}]})
+    assert found["dict-flow"] == Template("dict-flow", "", "Dict Flow", "from the flow", [], ["llmChain"],
+                                          {"nodes": [{"id": "n"}, {"data": {"name": "llmChain"}}], "edges": []})
+    assert found["42"] == Template("42", "42", "42", "", [], [], {"nodes": [], "edges": []})
+
+
+def test_same_template_ignores_only_the_flowise_id() -> None:
+    from dataclasses import replace
+
+    from agentloom.packs.flowise.catalog import Template, _same_template
+
+    one = Template("t", "id-1", "T", "about", ["Chatbot"], ["llmChain"], {"nodes": [], "edges": []})
+    assert _same_template(one, replace(one, flowise_id="id-2")) is True
+    assert _same_template(None, one) is False
+    for change in ({"name": "U"}, {"description": "other"}, {"usecases": []}, {"nodes": ["chatOpenAI"]},
+                   {"flow_data": {"nodes": [{"id": "a"}], "edges": []}}):
+        assert _same_template(one, replace(one, **change)) is False, change  # type: ignore[arg-type]
+
+
+def test_node_meta_is_what_chroma_stores_beside_a_node() -> None:
+    from agentloom.packs.flowise.catalog import _node_meta
+
+    assert _node_meta({"label": "Buffer Memory", "category": "Memory", "version": "2", "badge": "DEPRECATING",
+                       "baseClasses": ["BufferMemory", "BaseChatMemory", "BaseMemory"]}) == {
+        "label": "Buffer Memory", "category": "Memory", "version": 2.0,
+        "base_classes": "BufferMemory|BaseChatMemory|BaseMemory", "deprecated": True}
+    assert _node_meta({}) == {"label": "", "category": "", "version": 0.0, "base_classes": "", "deprecated": False}
+    assert _node_meta({"badge": "NEW", "version": None, "baseClasses": None})["deprecated"] is False
+
+
+def test_a_missing_or_unreadable_catalog_file_is_an_empty_catalog(stopped: FakeFlowise, tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    from agentloom.packs.flowise.catalog import CatalogState
+
+    state = open_flowise(stopped, tmp_path)
+    assert state.catalog.state() == CatalogState()
+    assert state.catalog.age_seconds() is None and state.catalog.is_stale() is True
+    state.catalog.path.write_text("{not json")
+    with caplog.at_level("WARNING", logger="agentloom.packs.flowise.catalog"):
+        assert open_flowise(stopped, tmp_path).catalog.state() == CatalogState()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"flowise: {state.catalog.path} is not valid JSON; the next refresh rebuilds the catalog"]
+
+
+def test_saved_catalog_reads_back_whole(stopped: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import CatalogState, Template
+
+    template = Template("llm-chain", "9a1b", "LLM Chain", "", [], ["llmChain"], {"nodes": [], "edges": []})
+    nodes = {"llmChain": {"name": "llmChain", "category": "Chains"}}
+    saved_catalog(stopped, tmp_path, nodes, {"llm-chain": template}, refreshed_at=1_700_000_000.5,
+                  server_version="3.0.1", model="other", documents=1)
+    assert open_flowise(stopped, tmp_path).catalog.state() == CatalogState(
+        1_700_000_000.5, "3.0.1", stopped.url, "other", nodes, {"llm-chain": template}, 1)
+
+
+def test_age_and_staleness(stopped: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.documents import DOCUMENTS
+
+    def catalog(**fields: object):  # type: ignore[no-untyped-def]
+        return saved_catalog(stopped, tmp_path, **fields).catalog
+
+    node = {"chatOpenAI": {"name": "chatOpenAI"}}
+    young = catalog(refreshed_at=time.time() - 100, nodes=node)
+    assert 100 <= young.age_seconds() < 110 and young.is_stale() is False  # type: ignore[operator]
+    assert catalog(refreshed_at=time.time() + 500).age_seconds() == 0.0, "a clock set back: age 0, not negative"
+    day = 24 * 3600
+    assert catalog(refreshed_at=time.time() - day + 60, nodes=node).is_stale() is False
+    assert catalog(refreshed_at=time.time() - day - 12, nodes=node).is_stale() is True
+    hours = {"catalog_max_age_hours": 1.5}
+    assert saved_catalog(stopped, tmp_path, node, settings=hours, refreshed_at=time.time() - 5000).catalog.is_stale() is False
+    assert saved_catalog(stopped, tmp_path, node, settings=hours, refreshed_at=time.time() - 5500).catalog.is_stale() is True
+    assert catalog(nodes=node, documents=DOCUMENTS - 1).is_stale() is True, "texts written by an older release"
+    assert catalog(nodes=node, documents=None).is_stale() is True
+    assert catalog(documents=None).is_stale() is False, "nothing embedded, nothing outdated"
+
+
+def summary(**counts: object) -> dict:
+    """A refresh's answer with nothing changed, and ``counts`` over it."""
+    return {"new": 0, "updated": 0, "removed": 0, "newly_deprecated": 0, "templates_changed": 0, "nodes": 0,
+            "deprecated": 0, "templates": 0, "refreshed_at": None, "server_version": None, "skipped_fresh": False,
+            "stale": False, "message": None, **counts}
+
+
+def test_a_fresh_catalog_is_not_fetched_again(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import Template
+
+    nodes = {"chatOpenAI": {"name": "chatOpenAI"}, "old": {"name": "old", "badge": "DEPRECATING"},
+             "older": {"name": "older", "badge": "DEPRECATING"}, "new": {"name": "new", "badge": "NEW"}}
+    template = Template("llm-chain", "9a1b", "LLM Chain", "", [], ["llmChain"], {"nodes": [], "edges": []})
+    state = saved_catalog(fake_flowise, tmp_path, nodes, {"llm-chain": template})
+    catalog = state.catalog
+    refreshed = iso(catalog.state().refreshed_at)
+    assert catalog.refresh() == summary(nodes=4, deprecated=2, templates=1, refreshed_at=refreshed,
+                                        server_version="3.1.2", skipped_fresh=True)
+    assert catalog.ensure() is None
+    assert fake_flowise.requests == []
+
+
+def test_unreachable_server_serves_the_cached_catalog_word_for_word(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    nodes = {"chatOpenAI": {"name": "chatOpenAI"}}
+    state = saved_catalog(fake_flowise, tmp_path, nodes, refreshed_at=1_700_000_000.0, server_version="3.0.0")
+    fake_flowise.fail_next(1, 503, path="/api/v1/nodes")
+    cached = "Using the cached catalog from 2023-11-14T22:13:20.000Z."
+    failed = f"Flowise at {fake_flowise.url} failed (HTTP 503: Service Unavailable). {cached}"
+    assert state.catalog.refresh() == summary(nodes=1, refreshed_at="2023-11-14T22:13:20.000Z", server_version="3.0.0",
+                                              stale=True, message=failed)
+    assert fake_flowise.requests == [("GET", "/api/v1/nodes")]
+    fake_flowise.fail_next(1, 503, path="/api/v1/version")
+    assert state.catalog.ensure() == failed
+    fake_flowise.stop()
+    assert state.catalog.ensure() == f"Flowise at {fake_flowise.url} unreachable; start it or set AGENTLOOM_FLOWISE__URL. {cached}"
+    assert state.catalog.refresh(force=True)["stale"] is True
+    assert state.catalog.state().refreshed_at == 1_700_000_000.0, "the cache is kept as it was"
+
+
+def test_a_server_listing_no_nodes_is_refused(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    fake_flowise.nodes = [{"label": "no name"}, {"name": ""}]
+    state = open_flowise(fake_flowise, tmp_path)
+    with pytest.raises(AgentloomError) as caught:
+        state.catalog.refresh()
+    assert str(caught.value) == f"Flowise at {fake_flowise.url} listed no nodes; check AGENTLOOM_FLOWISE__NODES_PATH."
+    assert not state.catalog.path.exists()
+
+
+def test_forget_empties_what_was_reset_and_marks_the_catalog_never_refreshed(stopped: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import CatalogState, Template
+
+    template = Template("llm-chain", "9a1b", "LLM Chain", "", [], ["llmChain"], {"nodes": [], "edges": []})
+    nodes = {"llmChain": {"name": "llmChain"}}
+    for forget_nodes, forget_templates in ((True, False), (False, True), (True, True)):
+        catalog = saved_catalog(stopped, tmp_path, nodes, {"llm-chain": template}, documents=1).catalog
+        catalog.forget(nodes=forget_nodes, templates=forget_templates)
+        expected = CatalogState(None, "3.1.2", stopped.url, MODEL, {} if forget_nodes else nodes,
+                                {} if forget_templates else {"llm-chain": template}, 1)
+        assert catalog.state() == expected
+        assert open_flowise(stopped, tmp_path).catalog.state() == expected
+        assert catalog.is_stale() is True
+    assert [p.name for p in catalog.path.parent.iterdir() if p.name.startswith("catalog")] == ["catalog.json"]
+
+
+def test_categories_and_unknown_category(stopped: FakeFlowise, tmp_path: Path) -> None:
+    nodes = {"a": {"category": "Memory"}, "b": {"category": "Chat Models"}, "c": {"category": "Memory"},
+             "d": {"category": "Agent Flows"}, "e": {}}
+    catalog = saved_catalog(stopped, tmp_path, nodes).catalog
+    assert catalog.categories() == ["Agent Flows", "Chat Models", "Memory", "None"]
+    with pytest.raises(AgentloomError) as caught:
+        catalog.search_nodes("anything", "Robots", 3)
+    assert str(caught.value) == "category 'Robots' unknown; use one of: Agent Flows, Chat Models, Memory, None."
+
+
+def test_search_of_a_never_refreshed_catalog_names_the_settings(stopped: FakeFlowise, tmp_path: Path) -> None:
+    catalog = saved_catalog(stopped, tmp_path, {"a": {"category": "Memory"}}, model=None).catalog
+    expected = (f"the node catalog is empty: Flowise at {stopped.url} was never reached. Start it or set "
+                "AGENTLOOM_FLOWISE__URL and AGENTLOOM_FLOWISE__API_KEY, then call flowise_refresh_catalog.")
+    for search in (lambda: catalog.search_nodes("memory", None, 3), lambda: catalog.search_nodes("memory", "memory", 3),
+                   lambda: catalog.search_templates("memory", 3)):
+        with pytest.raises(AgentloomError) as caught:
+            search()
+        assert str(caught.value) == expected
+
+
+# -- refresh and search on a few nodes (a few texts to embed: seconds, not tens of seconds) ---------------
+
+def definitions(*names: str) -> list[dict]:
+    from tests.packs.flowise.fake_flowise import real_catalog
+
+    catalog = real_catalog()
+    return [json.loads(json.dumps(catalog[n])) for n in names]
+
+
+def template_item(name: str, description: str, *node_names: str) -> dict:
+    nodes = [{"id": f"{n}_0", "data": {"name": n}} for n in node_names]
+    return {"id": str(uuid.uuid4()), "templateName": name, "type": "Chatflow", "description": description,
+            "usecases": ["Chatbot"], "flowData": json.dumps({"nodes": nodes, "edges": []})}
+
+
+def stored_ids(catalog, name: str) -> set[str]:  # type: ignore[no-untyped-def]
+    model = catalog.state().model
+    return set(catalog._collection(name, model).get()["ids"])
+
+
+def test_refresh_writes_only_the_differences(fake_flowise: FakeFlowise, tmp_path: Path,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    from dataclasses import replace
+
+    from agentloom.packs.flowise.catalog import NODES, TEMPLATES, CatalogState, _node_meta, _templates
+    from agentloom.packs.flowise.documents import DOCUMENTS, template_document
+
+    fake = fake_flowise
+    fake.nodes = definitions("chatOpenAI", "bufferMemory", "csvFile", "conversationalAgent", "llmChain", "pdfFile")
+    fake.templates = [template_item("Chat", "Chat with memory", "chatOpenAI", "bufferMemory"),
+                      template_item("LLM Chain", "One prompt", "llmChain"), template_item("Old One", "Soon gone", "pdfFile"),
+                      {"templateName": "An Agentflow", "type": "AgentflowV2", "flowData": "{}"}]
+    state = open_flowise(fake, tmp_path)
+    updates: list[tuple[int, int, str]] = []
+    assert state.catalog.ensure(progress=lambda *update: updates.append(update)) is None
+    first = state.catalog.state()
+    assert first.refreshed_at is not None and time.time() - 30 < first.refreshed_at <= time.time()
+    assert updates == [(6, 9, "embedded 6 of 6 nodes"), (9, 9, "embedded 3 templates")]
+    assert stored_ids(state.catalog, NODES) == {n["name"] for n in fake.nodes}
+    assert stored_ids(state.catalog, TEMPLATES) == {"chat", "llm-chain", "old-one"}
+
+    fake.node("bufferMemory")["description"] = "Keeps every message"  # updated
+    fake.node("llmChain")["badge"] = "DEPRECATING"  # updated, newly deprecated
+    fake.node("pdfFile")["filePath"] = "/elsewhere/Pdf.js"  # not a change
+    fake.node("pdfFile")["icon"] = "/elsewhere/pdf.svg"
+    fake.nodes = [n for n in fake.nodes if n["name"] != "csvFile"]  # removed
+    fake.nodes += definitions("calculator", "promptTemplate")  # new, the first one deprecated
+    fake.node("calculator")["badge"] = "DEPRECATING"
+    fake.templates[1]["description"] = "One prompt, one answer"
+    fake.templates[2] = template_item("Tool Chat", "Chat with tools", "calculator", "chatOpenAI", "notANode")
+    updates.clear()
+    with caplog.at_level("INFO", logger="agentloom.packs.flowise.catalog"):
+        changed = state.catalog.refresh(force=True, progress=lambda *update: updates.append(update))
+    assert [r.getMessage() for r in caplog.records if r.name == "agentloom.packs.flowise.catalog"] == [
+        f"flowise: catalog refreshed from {fake.url}: 2 new, 2 updated, 1 removed"]
+    now = state.catalog.state()
+    assert changed == summary(new=2, updated=2, removed=1, newly_deprecated=2, templates_changed=3, nodes=7,
+                              deprecated=3, templates=3, refreshed_at=iso(now.refreshed_at), server_version="3.1.2")
+    assert updates == [(4, 6, "embedded 4 of 4 nodes"), (6, 6, "embedded 2 templates")]
+    fetched = {n["name"]: n for n in fake.nodes}
+    # Flowise gives templates new ids on every call: those of the refresh's answer are kept
+    templates = {k: replace(t, flowise_id=now.templates[k].flowise_id) for k, t in _templates(fake.templates).items()}
+    assert open_flowise(fake, tmp_path).catalog.state() == now == CatalogState(
+        now.refreshed_at, "3.1.2", fake.url, MODEL, fetched, templates, DOCUMENTS)
+    assert all(len(t.flowise_id) == 36 for t in templates.values())
+    assert now.refreshed_at >= first.refreshed_at  # type: ignore[operator]
+
+    nodes = state.catalog._collection(NODES, MODEL).get(include=["metadatas"])
+    assert set(nodes["ids"]) == set(fetched) and "csvFile" not in nodes["ids"]
+    assert {i: m for i, m in zip(nodes["ids"], nodes["metadatas"], strict=True)} == {
+        n: _node_meta(d) for n, d in fetched.items()}
+    saved = state.catalog._collection(TEMPLATES, MODEL).get(include=["metadatas", "documents"])
+    assert sorted(zip(saved["ids"], saved["metadatas"], saved["documents"], strict=True)) == [
+        ("chat", {"name": "Chat", "nodes": "chatOpenAI,bufferMemory"},
+         template_document("Chat", "Chat with memory", ["Chatbot"], ["OpenAI", "Buffer Memory"])),
+        ("llm-chain", {"name": "LLM Chain", "nodes": "llmChain"},
+         template_document("LLM Chain", "One prompt, one answer", ["Chatbot"], ["LLM Chain"])),
+        ("tool-chat", {"name": "Tool Chat", "nodes": "calculator,chatOpenAI,notANode"},
+         "Tool Chat: Chat with tools Use cases: Chatbot. Nodes: Calculator, OpenAI, notANode.")]
+
+    unchanged = state.catalog.refresh(force=True)
+    assert (unchanged["new"], unchanged["updated"], unchanged["removed"], unchanged["newly_deprecated"],
+            unchanged["templates_changed"]) == (0, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("field", ["url", "model", "documents"])
+def test_another_server_model_or_text_version_rebuilds_the_collections(fake_flowise: FakeFlowise, tmp_path: Path,
+                                                                         field: str) -> None:
+    from agentloom.packs.flowise.catalog import NODES, TEMPLATES
+
+    fake = fake_flowise
+    fake.nodes = definitions("chatOpenAI", "bufferMemory", "conversationalAgent")
+    fake.templates = [template_item("Chat", "Chat with memory", "chatOpenAI", "bufferMemory"),
+                      template_item("Gone", "Not served again", "chatOpenAI")]
+    state = open_flowise(fake, tmp_path)
+    state.catalog.refresh()
+    fake.nodes = [n for n in fake.nodes if n["name"] != "bufferMemory"]
+    fake.templates = fake.templates[:1]
+    saved = json.loads(state.catalog.path.read_text())
+    saved[field] = {"url": "http://127.0.0.1:1", "model": "an-older-model", "documents": 1}[field]
+    state.catalog.path.write_text(json.dumps(saved))
+    reopened = open_flowise(fake, tmp_path)
+    rebuilt = reopened.catalog.refresh(force=True)
+    assert (rebuilt["new"], rebuilt["updated"], rebuilt["removed"], rebuilt["newly_deprecated"],
+            rebuilt["templates_changed"], rebuilt["nodes"]) == (2, 0, 0, 1, 1, 2), "all counted new, nothing removed"
+    assert stored_ids(reopened.catalog, NODES) == {"chatOpenAI", "conversationalAgent"}, "the old collection dropped"
+    assert stored_ids(reopened.catalog, TEMPLATES) == {"chat"}
+    assert reopened.catalog.state().model == MODEL and reopened.catalog.state().url == fake.url
+
+
+SEARCHED = ("chatOpenAI", "chatAnthropic", "bufferMemory", "bufferWindowMemory", "RedisBackedChatMemory",
+            "conversationChain", "llmChain", "calculator", "promptTemplate", "conversationalAgent", "agentAgentflow",
+            "startAgentflow")
+
+
+def searchable(fake: FakeFlowise, data: Path, **settings: object) -> Flowise:
+    fake.nodes = definitions(*SEARCHED)
+    fake.templates = [template_item("Chat", "Chat with an OpenAI model that remembers the conversation", "chatOpenAI",
+                                    "bufferMemory", "conversationChain"),
+                      template_item("Calculator Agent", "An agent doing arithmetic with a calculator tool", "calculator",
+                                    "conversationalAgent")]
+    state = open_flowise(fake, data, **settings)
+    state.catalog.refresh()
+    return state
+
+
+def own_text(state: Flowise, name: str) -> str:
+    from agentloom.packs.flowise.documents import consumers, node_document
+
+    nodes = state.catalog.state().nodes
+    return node_document(nodes[name], consumers(nodes))
+
+
+def test_search_ranks_deprecated_nodes_lower_and_scores_by_cosine(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    state = searchable(fake_flowise, tmp_path)
+    catalog = state.catalog
+    window = catalog.search_nodes(own_text(state, "bufferWindowMemory"), None, 20)
+    assert window[0] == {"name": "bufferWindowMemory", "label": "Buffer Window Memory", "category": "Memory", "score": 1.0}
+    assert [round(h["score"], 3) for h in window] == [h["score"] for h in window]
+    assert all(h["score"] < 1.0 for h in window[1:]) and "deprecated" not in window[0]
+    assert {h["name"] for h in window} <= set(SEARCHED) - {"agentAgentflow", "startAgentflow"}, "Agent Flows left out"
+    # Its own text puts conversationalAgent first in both legs; deprecated, it moves three places down.
+    agent = catalog.search_nodes(own_text(state, "conversationalAgent"), None, 20)
+    assert [h["name"] for h in agent].index("conversationalAgent") == 3
+    assert agent[3] == {"name": "conversationalAgent", "label": "Conversational Agent", "category": "Agents",
+                        "score": 1.0, "deprecated": True}
+    assert len(catalog.search_nodes(own_text(state, "conversationalAgent"), None, 2)) == 2
+    assert "conversationalAgent" not in [h["name"] for h in catalog.search_nodes(own_text(state, "conversationalAgent"), None, 3)]
+
+
+def test_search_by_category_in_any_case(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    state = searchable(fake_flowise, tmp_path)
+    memory = state.catalog.search_nodes("remember the conversation", "memory", 10)
+    assert {h["name"] for h in memory} == {"bufferMemory", "bufferWindowMemory", "RedisBackedChatMemory"}
+    assert all(h["category"] == "Memory" for h in memory)
+    flows = state.catalog.search_nodes("an agent", "AGENT FLOWS", 10)
+    assert {h["name"] for h in flows} == {"agentAgentflow", "startAgentflow"}
+
+
+def test_search_drops_hits_catalog_json_does_not_know(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    state = searchable(fake_flowise, tmp_path)
+    query = own_text(state, "bufferWindowMemory")
+    saved = json.loads(state.catalog.path.read_text())
+    del saved["nodes"]["bufferWindowMemory"], saved["templates"]["calculator-agent"]  # Chroma still holds them
+    state.catalog.path.write_text(json.dumps(saved))
+    reopened = open_flowise(fake_flowise, tmp_path)
+    hits = reopened.catalog.search_nodes(query, None, 20)
+    assert hits and "bufferWindowMemory" not in [h["name"] for h in hits]
+    assert hits[0]["name"] in {"bufferMemory", "RedisBackedChatMemory"}
+    templates = reopened.catalog.search_templates("chat with an OpenAI model that remembers the conversation", 2)
+    assert [t.template_id for t, _ in templates] == ["chat"]
+    assert reopened.catalog.search_templates("an agent doing arithmetic with a calculator tool", 2) == []
+
+
+def test_search_templates_by_cosine_above_the_threshold(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.documents import template_document
+
+    state = searchable(fake_flowise, tmp_path)
+    chat = state.catalog.state().templates["chat"]
+    text = template_document(chat.name, chat.description, chat.usecases, ["OpenAI", "Buffer Memory", "Conversation Chain"])
+    found = state.catalog.search_templates(text, 5)
+    assert [t.template_id for t, _ in found][:1] == ["chat"] and found[0][0] == chat
+    assert found[0][1] == pytest.approx(1.0, abs=1e-4)
+    assert all(score < 0.99 for _, score in found[1:])
+    assert len(state.catalog.search_templates(text, 1)) == 1
+    strict = open_flowise(fake_flowise, tmp_path, min_score=0.99)
+    assert [t.template_id for t, _ in strict.catalog.search_templates(text, 5)] == ["chat"]
+    assert strict.catalog.search_templates("arithmetic", 5) == []
+
+
+def test_add_indexes_seed_entries_like_fetched_ones(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import NODES, TEMPLATES, Template
+    from agentloom.packs.flowise.documents import DOCUMENTS
+
+    fake = fake_flowise
+    seed = {d["name"]: d for d in definitions("bufferMemory", "llmChain")}
+    template = Template("memory-chat", "", "Memory Chat", "A chat that remembers", [], ["bufferMemory"],
+                        {"nodes": [], "edges": []})
+    state = open_flowise(fake, tmp_path)
+    updates: list[tuple[int, int, str]] = []
+    before = time.time()
+    state.catalog.add(seed, [template], progress=lambda *update: updates.append(update))
+    added = state.catalog.state()
+    assert updates == [(2, 3, "embedded 2 of 2 nodes"), (3, 3, "embedded 1 templates")]
+    assert added.refreshed_at is not None and before <= added.refreshed_at <= time.time()
+    assert (added.server_version, added.url, added.model, added.nodes, added.templates, added.documents) == (
+        None, fake.url, MODEL, seed, {"memory-chat": template}, DOCUMENTS)
+    assert state.catalog.is_stale() is False, "a never refreshed catalog counts as fresh afterwards"
+    assert stored_ids(state.catalog, NODES) == set(seed) and stored_ids(state.catalog, TEMPLATES) == {"memory-chat"}
+    assert fake.requests == []
+    prompt = {d["name"]: d for d in definitions("promptTemplate")}
+    state.catalog.add(prompt, [])
+    assert stored_ids(state.catalog, NODES) == {*seed, *prompt}, "added to, not rebuilt"
+    assert stored_ids(state.catalog, TEMPLATES) == {"memory-chat"}
+    assert state.catalog.state().refreshed_at == added.refreshed_at
+
+    # Onto a saved catalog: merged, its time, server, address, model and text version kept.
+    old = saved_catalog(fake, tmp_path / "old", {"chatOpenAI": definitions("chatOpenAI")[0]}, refreshed_at=1_700_000_000.0,
+                        url="http://127.0.0.1:1", documents=DOCUMENTS - 1, server_version="3.0.0").catalog
+    old.add(seed, [])
+    merged = old.state()
+    assert (merged.refreshed_at, merged.server_version, merged.url, merged.model, sorted(merged.nodes), merged.templates,
+            merged.documents) == (1_700_000_000.0, "3.0.0", "http://127.0.0.1:1", MODEL,
+                                  ["bufferMemory", "chatOpenAI", "llmChain"], {}, DOCUMENTS - 1)
+    assert open_flowise(fake, tmp_path / "old").catalog.state() == merged
+    # A catalog with a model but no nodes yet gets this release's text version.
+    empty = saved_catalog(fake, tmp_path / "empty", model=MODEL, documents=None).catalog
+    empty.add(seed, [])
+    assert empty.state().documents == DOCUMENTS
+
+
+def test_nodes_are_embedded_in_batches_of_64(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import NODES
+    from tests.packs.flowise.fake_flowise import real_catalog
+
+    fake = fake_flowise
+    fake.nodes = [json.loads(json.dumps(d)) for d in list(real_catalog().values())[:65]]
+    fake.templates = []
+    state = open_flowise(fake, tmp_path)
+    updates: list[tuple[int, int, str]] = []
+    assert state.catalog.refresh(progress=lambda *update: updates.append(update))["new"] == 65
+    assert updates == [(64, 65, "embedded 64 of 65 nodes"), (65, 65, "embedded 65 of 65 nodes")]
+    assert len(stored_ids(state.catalog, NODES)) == 65
+
+
+def test_keyword_hits_get_their_cosine_and_follow_the_catalog(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import NODES
+
+    state = searchable(fake_flowise, tmp_path, min_score=0.99)  # the vector leg finds nothing: keyword hits only
+    catalog = state.catalog
+    query = "arithmetic calculator"
+    assert "calculator" in [h["name"] for h in catalog.search_nodes(query, None, 5)]
+    cosine = dict(catalog._query(NODES, catalog.state(), query, 20, None))
+    scores = catalog._scores(NODES, catalog.state(), query, ["calculator", "llmChain"])
+    assert scores == {"calculator": pytest.approx(cosine["calculator"], abs=1e-5),
+                      "llmChain": pytest.approx(cosine["llmChain"], abs=1e-5)}
+    fake_flowise.nodes += definitions("conversationalRetrievalQAChain")
+    catalog.refresh(force=True)
+    hits = catalog.search_nodes("conversational retrieval QA chain", None, 5)
+    assert "conversationalRetrievalQAChain" in [h["name"] for h in hits], "the keyword index follows a refresh"
+
+
+def test_a_catalog_built_with_a_model_no_longer_configured_names_it(stopped: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import NODES
+
+    catalog = saved_catalog(stopped, tmp_path, {"a": {"category": "Memory"}}, model="gone-model").catalog
+    expected = ("the Flowise catalog was built with embedding model 'gone-model', which is not configured; its vectors "
+                "can only be searched with that model")
+    for search in (lambda: catalog.search_nodes("memory", None, 3), lambda: catalog.search_templates("memory", 3),
+                   lambda: catalog._scores(NODES, catalog.state(), "memory", ["a"])):
+        with pytest.raises(AgentloomError) as caught:
+            search()
+        assert str(caught.value).startswith(expected), str(caught.value)
+        assert str(caught.value).endswith("or re-create the Flowise catalog with the current model."), str(caught.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +13,21 @@ from tokenizers import Tokenizer
 
 from agentloom.core.errors import AgentloomError, ConfigError
 from agentloom.embeddings.bert.build import MINILM_TOKENIZER
-from agentloom.packs.vectors.chunking import Chunk, chunk_text
+from agentloom.packs.vectors.chunking import (
+    BARE,
+    LINE,
+    PARAGRAPH,
+    SENTENCE,
+    SPACE,
+    Chunk,
+    _counter,
+    _cut_ranks,
+    _pack,
+    _segments,
+    _strip,
+    _token_spans,
+    chunk_text,
+)
 from tests.conftest import examples
 
 TOKENIZER_FILE = str(MINILM_TOKENIZER)
@@ -211,3 +226,192 @@ def test_settings_are_validated(size: int, overlap: int, max_tokens: int, fragme
     with pytest.raises(ConfigError) as err:
         chunks("some text", size, overlap, max_tokens)
     assert fragment in str(err.value)
+
+
+# -- exact messages, the tokenizer copy, and the building blocks on known inputs ---------------
+
+
+@pytest.mark.parametrize(
+    ("size", "overlap", "max_tokens", "message"),
+    [
+        (True, 0, 256, "chunk_size must be a whole number of tokens, got True."),
+        (40, "3", 256, "chunk_overlap must be a whole number of tokens, got '3'."),
+        (40, False, 256, "chunk_overlap must be a whole number of tokens, got False."),
+        (40, 0, 256.0, "max_tokens must be a whole number of tokens, got 256.0."),
+        (40, 0, None, "max_tokens must be a whole number of tokens, got None."),
+        (16, 0, 17, "max_tokens of the embedding model is 17: too small to chunk for; configure a model that accepts "
+                    "at least 18 tokens."),
+        (15, 0, 256, "chunk_size is 15 tokens, outside the accepted range 16..254 (this model reads 256 tokens, 2 of "
+                     "them [CLS] and [SEP]); set chunk_size within it."),
+        (255, 0, 256, "chunk_size is 255 tokens, outside the accepted range 16..254 (this model reads 256 tokens, 2 "
+                      "of them [CLS] and [SEP]); set chunk_size within it."),
+        (17, 0, 18, "chunk_size is 17 tokens, outside the accepted range 16..16 (this model reads 18 tokens, 2 of "
+                    "them [CLS] and [SEP]); set chunk_size within it."),
+        (40, 40, 256, "chunk_overlap is 40 tokens, outside the accepted range 0..39 (below chunk_size, 40); lower "
+                      "chunk_overlap or raise chunk_size."),
+        (40, -1, 256, "chunk_overlap is -1 tokens, outside the accepted range 0..39 (below chunk_size, 40); lower "
+                      "chunk_overlap or raise chunk_size."),
+    ],
+)
+def test_settings_messages_word_for_word(size: int, overlap: int, max_tokens: int, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        chunks("some text", size, overlap, max_tokens)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize(("size", "overlap", "max_tokens"), [(16, 0, 18), (254, 253, 256), (16, 15, 18), (40, 0, 42)])
+def test_settings_at_the_edges_are_accepted(size: int, overlap: int, max_tokens: int) -> None:
+    assert [c.text for c in chunks("some text", size, overlap, max_tokens)] == ["some text"]
+    assert [c.text for c in chunks("some text", size, overlap, max_tokens, tokenizer=None)] == ["some text"]
+
+
+def test_unpaired_surrogate_message_word_for_word() -> None:
+    with pytest.raises(AgentloomError) as err:
+        chunks("abc \ud800 def")
+    assert str(err.value) == (
+        "text has an unpaired surrogate ('\\ud800') at character 4, which no tokenizer accepts: send valid Unicode "
+        "(encode the text as UTF-8 before sending it)."
+    )
+
+
+def test_text_of_only_dropped_characters_is_one_empty_chunk_without_its_spaces() -> None:
+    assert chunks("\u200b\x00\u200b") == [Chunk(0, "\u200b\x00\u200b", 0, 3, 0)]
+    assert chunks("  \u200b\x00 \n") == [Chunk(0, "\u200b\x00", 2, 4, 0)]
+
+
+@pytest.mark.parametrize("setting", ["truncation", "padding", "both"])
+def test_a_tokenizer_that_truncates_or_pads_is_counted_with_a_plain_copy(setting: str) -> None:
+    tokenizer = Tokenizer.from_file(TOKENIZER_FILE)  # both, as shipped
+    if setting == "truncation":
+        tokenizer.no_padding()
+    elif setting == "padding":
+        tokenizer.no_truncation()
+    text = "The quick brown fox jumps over the lazy dog. " * 40
+    assert chunks(text, 100, 10, tokenizer=tokenizer) == chunks(text, 100, 10)
+    counter = _counter(tokenizer)
+    assert counter is not tokenizer and counter.truncation is None and counter.padding is None
+    assert _counter(tokenizer) is counter  # made once
+    assert (tokenizer.truncation is None, tokenizer.padding is None) == (setting == "padding", setting == "truncation")
+    assert _counter(TOKENIZER) is TOKENIZER  # nothing to undo: used as it is
+
+
+def test_cut_ranks_on_known_text() -> None:
+    """Without a tokenizer a token is up to four characters of a word, or one CJK character."""
+    text = 'One two. Three\nfour five\n\nsix 七。八」 nine? ten…  "x!" y'
+    starts, ends, hard = _token_spans(text, None)
+    assert hard == []
+    rank, spaced = _cut_ranks(text, starts)
+    shown = [(text[a:b], int(r), bool(s)) for a, b, r, s in zip(starts, ends, rank, spaced)]
+    assert shown == [
+        ("One", BARE, False), ("two.", SPACE, True), ("Thre", SENTENCE, True), ("e", BARE, False),
+        ("four", LINE, True), ("five", SPACE, True), ("six", PARAGRAPH, True), ("七", SPACE, True), ("。", BARE, False),
+        ("八", SENTENCE, False), ("」", BARE, False), ("nine", SPACE, True), ("?", BARE, False), ("ten…", SENTENCE, True),
+        ('"x!"', SENTENCE, True), ("y", SENTENCE, True),
+    ]
+    assert (int(rank[-1]), bool(spaced[-1])) == (BARE, False) and len(rank) == len(spaced) == len(starts) + 1
+    assert (rank.dtype, spaced.dtype) == (np.int8, np.bool_)  # a byte a cut
+    # a closing quote or bracket after a CJK sentence end moves the cut past it; a quote that opens the
+    # text is no closer of a sentence (nothing before it), whatever the text ends with
+    text = '" one two.\n\n好。」再 end.'
+    starts, ends, _ = _token_spans(text, None)
+    rank, spaced = _cut_ranks(text, starts)
+    assert [(text[a:b], int(r), bool(s)) for a, b, r, s in zip(starts, ends, rank, spaced)] == [
+        ('"', BARE, False), ("one", SPACE, True), ("two.", SPACE, True), ("好", PARAGRAPH, True), ("。", BARE, False),
+        ("」", BARE, False), ("再", SENTENCE, False), ("end.", SPACE, True),
+    ]
+    # whitespace before the first token or after the last is no cut: cuts 0 and n stay bare
+    text = "\n\n  Hello there.  \n\n"
+    starts, _, _ = _token_spans(text, None)
+    rank, spaced = _cut_ranks(text, starts)
+    assert (rank.tolist(), spaced.tolist()) == ([BARE, BARE, SPACE, BARE, BARE], [False, False, True, False, False])
+    starts, _, _ = _token_spans("猫。", None)
+    assert _cut_ranks("猫。", starts)[0].tolist() == [BARE, BARE, BARE]  # a sentence end at the very end: no cut
+
+
+def test_pack_takes_the_latest_best_cut_and_backs_up_to_the_earliest_best() -> None:
+    text = " ".join("aa bb cc dd ee." for _ in range(10))  # 5 tokens a sentence, without a tokenizer
+    starts, _, _ = _token_spans(text, None)
+    rank, _ = _cut_ranks(text, starts)
+    assert len(starts) == 50
+    assert _pack(rank, 0, 50, 16, 0) == [(0, 15, 15), (15, 30, 15), (30, 45, 15), (45, 50, 5)]
+    assert _pack(rank, 0, 50, 16, 4) == [(0, 15, 15), (11, 25, 14), (21, 35, 14), (31, 45, 14), (41, 50, 9)]
+    assert _pack(rank, 0, 50, 16, 15) == [(0, 15, 15), (5, 20, 15), (10, 25, 15), (15, 30, 15), (20, 35, 15),
+                                          (25, 40, 15), (30, 45, 15), (35, 50, 15)]
+    result = chunk_text(text, tokenizer=None, chunk_tokens=16, overlap_tokens=4, max_tokens=100)
+    assert [(c.start, c.end, c.tokens) for c in result] == [(0, 47, 15), (35, 79, 14), (67, 111, 14), (99, 143, 14),
+                                                            (131, 159, 9)]
+    assert result[1].text == "bb cc dd ee. aa bb cc dd ee. aa bb cc dd ee."
+
+    flat = np.zeros(41, dtype=np.int8)
+    assert _pack(flat, 0, 40, 16, 3) == [(0, 16, 16), (13, 29, 16), (26, 40, 14)]
+    assert _pack(flat, 5, 40, 16, 0) == [(5, 21, 16), (21, 37, 16), (37, 40, 3)]
+    assert _pack(flat, 0, 16, 16, 0) == [(0, 16, 16)] and _pack(flat, 3, 19, 16, 5) == [(3, 19, 16)]
+    ties = np.zeros(41, dtype=np.int8)
+    ties[[9, 11]], ties[[20, 22]] = 3, 2
+    assert _pack(ties, 0, 40, 16, 6) == [(0, 11, 11), (5, 20, 15), (14, 22, 8), (16, 32, 16), (26, 40, 14)]
+    # a chunk cut at half its size leaves no room to back up by half the overlap: one token on
+    early = np.zeros(31, dtype=np.int8)
+    early[8] = PARAGRAPH
+    assert _pack(early, 0, 30, 16, 15) == [(0, 8, 8), (1, 17, 16), (8, 24, 16), (9, 25, 16), (10, 26, 16),
+                                           (11, 27, 16), (12, 28, 16), (13, 29, 16), (14, 30, 16)]
+    # the next chunk always ends past the previous one, even when the best cut lies before it
+    late = np.zeros(31, dtype=np.int8)
+    late[12] = PARAGRAPH
+    assert _pack(late, 0, 30, 16, 15) == [(0, 12, 12), (1, 17, 16), (2, 18, 16), (3, 19, 16), (4, 20, 16),
+                                          (12, 28, 16), (13, 29, 16), (14, 30, 16)]
+    assert _pack(late, 0, 30, 17, 0) == [(0, 12, 12), (12, 29, 17), (29, 30, 1)]
+    assert _pack(late, 0, 17, 16, 0) == [(0, 12, 12), (12, 17, 5)]
+
+
+def test_segments_start_after_a_blank_line_or_whitespace_else_cut_hard() -> None:
+    assert _segments("x" * 32768) == [0]
+    assert _segments("x" * 32769) == [0, 32768]
+    assert _segments("a" * 40000) == [0, 32768]
+    assert _segments(("b" * 20000 + " ") * 4) == [0, 20001, 40002, 60003]
+    assert _segments(("c" * 20000 + "\n\n") * 2 + "d" * 30000) == [0, 20001, 40003]
+    assert _segments("y" * 20000 + "\t" + "z" * 20000) == [0, 20001]
+    assert _segments("y" * 20000 + "\n" + "z" * 20000) == [0, 20001]
+    assert _segments("y" * 20000 + " " + "y" * 5000 + "\n" + "z" * 20000) == [0, 25002]  # the latest whitespace
+    assert _segments("y" * 20000 + "\n\n" + "y" * 5000 + " " + "z" * 20000) == [0, 20001]  # a blank line first
+    assert _segments("y" * 10000 + " " + "z" * 30000) == [0, 32768]  # whitespace too early to use
+    assert _token_spans("x" * 70000, TOKENIZER)[2] == [32768, 65536]
+    assert _token_spans(("b" * 20000 + " ") * 4, TOKENIZER)[2] == []
+
+
+def test_strip_moves_both_ends_past_whitespace_only() -> None:
+    assert _strip("  ab  ", 0, 6) == (2, 4)
+    assert _strip("   ", 0, 3) == (3, 3)
+    assert _strip(" a ", 1, 2) == (1, 2)
+    assert _strip("\n\tab c\u3000", 0, 7) == (2, 6)
+    assert _strip("ab", 0, 2) == (0, 2)
+
+
+def test_a_chunk_that_grows_when_encoded_alone_is_split_again() -> None:
+    # made-up words of many word pieces: a chunk starting inside one ("##..." in context) counts more
+    # tokens alone than in the text, goes over 16 and is packed again, smaller and without overlap
+    text = "bcclfxzvjitgtbsvfnumzxqlroqiba okmnqfrfhhafkf qqlqvrf"
+    starts, _, _ = _token_spans(text, TOKENIZER)
+    rank, _ = _cut_ranks(text, starts)
+    assert _pack(rank, 0, len(starts), 16, 8) == [(0, 16, 16), (8, 19, 11), (11, 27, 16), (19, 35, 16)]
+    result = chunks(text, size=16, overlap=8, max_tokens=18)
+    assert [(c.start, c.end, c.tokens, c.text) for c in result] == [
+        (0, 25, 16, "bcclfxzvjitgtbsvfnumzxqlr"), (13, 30, 11, "bsvfnumzxqlroqiba"), (17, 30, 9, "numzxqlroqiba"),
+        (31, 43, 8, "okmnqfrfhhaf"), (31, 53, 16, "okmnqfrfhhafkf qqlqvrf"),
+    ]
+    check_invariants(text, result, 16, 18)
+    dense = chunks(text, size=16, overlap=15, max_tokens=18)
+    assert len(dense) == 15 and [c.tokens for c in dense] == [16, 16, 15, 16, 16, 16, 14, 16, 16, 16, 16, 9, 3, 8, 16]
+    check_invariants(text, dense, 16, 18)
+
+
+def test_a_chunk_holding_a_hard_segment_cut_is_counted_again() -> None:
+    # 70 000 letters without a space: encoded in three segments, one [UNK] each (a word over 100
+    # characters), but one [UNK] when the chunk holding them is encoded alone
+    text = "a " * 20 + "x" * 70000
+    starts, _, hard = _token_spans(text, TOKENIZER)
+    assert (len(starts), hard) == (23, [32768, 65536])
+    rank, _ = _cut_ranks(text, starts)
+    assert _pack(rank, 0, 23, 16, 0) == [(0, 16, 16), (16, 23, 7)]
+    result = chunks(text, size=16, overlap=0, max_tokens=18)
+    assert [(c.start, c.end, c.tokens) for c in result] == [(0, 31, 16), (32, 70040, 5)]
+    check_invariants(text, result, 16, 18)

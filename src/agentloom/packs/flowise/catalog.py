@@ -333,7 +333,8 @@ class Catalog:
                 continue
             score = cosine.get(name, 0.0)
             deprecated = definition.get("badge") == "DEPRECATING"
-            rank = -position - (DEPRECATED_RANKS if deprecated else 0)
+            # Half a place more: a deprecated node lands after the node it ties with, DEPRECATED_RANKS places down.
+            rank = -position - (DEPRECATED_RANKS + 0.5 if deprecated else 0)
             item: dict[str, Any] = {"name": name, "label": definition.get("label"), "category": definition.get("category"),
                                     "score": round(score, 3)}
             if deprecated:

@@ -38,6 +38,7 @@ are deleted, and a model of another dimension makes the table anew.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -71,6 +72,16 @@ def _pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="skills-rank")
         return _POOL
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's pool threads do not exist there, so a query handed to that pool would
+    wait forever; the child makes its own pool on first use."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def public_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def check_collection_name(name: object) -> str:
-    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
         raise AgentloomError(
             f"collection name {name!r} is invalid: use 3-63 characters from letters, digits, '.', '_' and '-', "
             "starting and ending with a letter or digit (e.g. 'project-notes')."

@@ -1,0 +1,601 @@
+"""search.py piece by piece: z-scores, cosines, snippets, the rank model's state, table and fusion, the
+threshold and the keyword fallback, on a real LanceDB with the real models (no stand-ins)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from agentloom.core.errors import AgentloomError
+from agentloom.packs.skills import search as search_module
+from agentloom.packs.skills.keywords import keyword_score
+from agentloom.packs.skills.search import (
+    RANK_RETRY_SECONDS,
+    RANK_TABLE,
+    Snapshot,
+    _cosines,
+    _hit,
+    _matrix,
+    _pool,
+    _rank_schema,
+    _same,
+    _zscores,
+)
+from agentloom.packs.skills.skillfile import embedding_text
+from agentloom.packs.skills.store import SkillIndex
+from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_skill
+
+E5, USE = "multilingual-e5-small", "use-multilingual-v3"
+LOGGER = "agentloom.packs.skills"
+
+
+def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER]
+
+
+# -- pure helpers ---------------------------------------------------------------------------------
+def test_zscores() -> None:
+    assert _zscores(np.array([0.2, 0.4, 0.6])).tolist() == pytest.approx([-1.224744871, 0.0, 1.224744871])
+    assert _zscores(np.array([1.0, 3.0])).tolist() == [-1.0, 1.0]
+    assert _zscores(np.array([0.0, 2e-9])).tolist() == pytest.approx([-1.0, 1.0])  # a spread of exactly 1e-9 counts
+    flat = _zscores(np.array([0.7, 0.7, 0.7], dtype=np.float32))
+    assert flat.tolist() == [0.0, 0.0, 0.0] and flat.dtype == np.float32
+    assert _zscores(np.array([0.0, 1e-9])).tolist() == [0.0, 0.0]  # a spread under 1e-9: all alike
+
+
+def test_cosines_are_row_dot_products() -> None:
+    matrix = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, -1.0]], dtype=np.float32)
+    assert _cosines(matrix, np.array([0.6, 0.8], dtype=np.float32)).tolist() == pytest.approx([0.6, 1.0, -0.8])
+
+
+def test_matrix_of_a_fixed_size_list_column() -> None:
+    column = pa.chunked_array([pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32(), 2)),
+                               pa.array([[5.0, 6.0]], pa.list_(pa.float32(), 2))])
+    matrix = _matrix(column, 3)
+    assert matrix.dtype == np.float32 and matrix.tolist() == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+    one = _matrix(pa.chunked_array([pa.array([[0.5, 0.25, 1.0]], pa.list_(pa.float64(), 3))]), 1)
+    assert one.dtype == np.float32 and one.tolist() == [[0.5, 0.25, 1.0]]
+    empty = _matrix(pa.chunked_array([], pa.list_(pa.float32(), 2)), 0)
+    assert empty.shape == (0, 1) and empty.dtype == np.float32
+
+
+def test_rank_schema() -> None:
+    assert _rank_schema(7) == pa.schema([
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("hash", pa.string()),
+        pa.field("fingerprint", pa.string()),
+        pa.field("vector", pa.list_(pa.float32(), 7)),
+    ])
+    assert not _rank_schema(7).field("id").nullable
+
+
+def test_same_key_means_the_same_table_object_version_and_fingerprint() -> None:
+    table, other = object(), object()
+    assert _same((table, 3, "fp"), (table, 3, "fp"))
+    assert not _same(None, (table, 3, "fp"))
+    assert not _same((other, 3, "fp"), (table, 3, "fp"))  # a new table (a model switch): versions start again
+    assert not _same(([1], 3, "fp"), ([1], 3, "fp"))  # equal is not enough: the very same object
+    assert not _same((table, 4, "fp"), (table, 3, "fp"))
+    assert not _same((table, 3, "fp2"), (table, 3, "fp"))
+    assert not _same((table, 3, "fp"), (table, 3, "fp2"))
+    assert not _same((3, 3, "fp"), (3, 4, "fp"))
+
+
+def test_hit_snippet_and_path() -> None:
+    exact = "a" * 200
+    assert _hit("n", exact, 0.5, "/p") == {"name": "n", "description": exact, "score": 0.5, "path": "/p"}
+    long = "b" * 198 + " " + "c" * 10
+    cut = _hit("n", long, 0.5, None)
+    assert cut == {"name": "n", "description": "b" * 198 + "…", "score": 0.5, "path": ""}  # 199 kept, space dropped
+    assert _hit("n", "  " + "d" * 250, 0.1, "")["description"] == "  " + "d" * 197 + "…"
+    assert len(_hit("n", "e" * 201, 0.1, "")["description"]) == 200
+
+
+def test_pool_is_one_pool_of_two_named_workers() -> None:
+    pool = _pool()
+    assert _pool() is pool and search_module._POOL is pool
+    assert pool._max_workers == 2
+    assert pool.submit(lambda: threading.current_thread().name).result().startswith("skills-rank")
+
+
+# -- an index ----------------------------------------------------------------------------------------
+@pytest.fixture
+def plain_index(tmp_path: Path, seed_root: Path) -> SkillIndex:
+    """The seed skills scored by e5 alone (no rank model)."""
+    index = make_index(tmp_path / "plain", [seed_root], rank_model="")
+    index.scan()
+    return index
+
+
+def test_snapshot_is_read_once_per_table_version(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], rank_model="")
+    empty = index.searcher.snapshot()
+    assert (empty.names, empty.descriptions, empty.paths, empty.vectors.shape) == ([], [], [], (0, 1))
+    index.scan()
+    snap = index.searcher.snapshot()
+    assert snap is not empty and snap is index.searcher.snapshot()
+    assert snap.table is index.table() and snap.version == int(index.table().version)
+    rows = index.rows()
+    assert sorted(snap.names) == sorted(SEED_SKILLS)
+    assert snap.descriptions == [rows[n]["description"] for n in snap.names]
+    assert snap.paths == [str(seed_root / n) for n in snap.names]
+    service = index.embeddings
+    for row, name in enumerate(snap.names):
+        description, tags = SEED_SKILLS[name]
+        expected = service.embed_documents([embedding_text(name, description, tags)], E5)[0]
+        assert np.allclose(snap.vectors[row], expected, atol=1e-5)
+    assert snap.vectors.dtype == np.float32 and snap.vectors.shape == (4, 384)
+    index.remove("calculate")
+    after = index.searcher.snapshot()
+    assert after is not snap and "calculate" not in after.names and after.version > snap.version
+
+
+def test_rank_state_and_record(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], rank_model="")
+    searcher = index.searcher
+    assert searcher.rank_state() == "off" and searcher.rank_record() is None
+    index.settings.rank_model = USE
+    index.settings.rank_weight = 0.0
+    assert searcher.rank_state() == "off" and searcher.rank_record() is None
+    index.settings.rank_weight = 1.0
+    assert searcher.rank_state() == "in use (weight 1)"
+    assert searcher.rank_record().key == USE
+    index.settings.rank_weight = 0.25
+    assert searcher.rank_state() == "in use (weight 0.25)"
+    record = searcher.rank_record()
+    assert record.key == USE and record.dimensions == 512
+    index.settings.rank_model = E5  # the scoring model itself: nothing to add
+    assert searcher.rank_record() is None and searcher.rank_state() == "in use (weight 0.25)"
+
+
+def test_unknown_rank_model_gives_up_with_the_reason(
+    tmp_path: Path, seed_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    index = make_index(tmp_path, [seed_root], rank_model="no-such-model")
+    searcher = index.searcher
+    before = time.monotonic()
+    assert searcher.rank_record() is None
+    default = index.embeddings.model(None).key
+    reason = f"no embedding model 'no-such-model' in the registry (got {default!r})"
+    assert searcher._rank_failed == reason and before <= searcher._rank_failed_at <= time.monotonic()
+    assert searcher.rank_state() == (f"failed ({reason}); results are ordered by the scoring model until it "
+                                     "works again")
+    assert messages(caplog) == [
+        f"skills: rank model 'no-such-model' cannot be used ({reason}): results are ordered by the scoring model "
+        "alone. Fix: install it, or set rank_model to '' in [pack_settings.skills]."
+    ]
+    # Not tried again before RANK_RETRY_SECONDS: the setting names a good model now, still nothing.
+    index.settings.rank_model = USE
+    searcher._rank_failed_at = time.monotonic() - RANK_RETRY_SECONDS + 30
+    assert searcher.rank_record() is None and searcher._rank_failed == reason
+    searcher._rank_failed_at = time.monotonic() - RANK_RETRY_SECONDS
+    assert searcher.rank_record().key == USE and searcher._rank_failed is None
+
+
+def test_give_up_rank_keeps_the_first_line_or_the_type(tmp_path: Path, seed_root: Path) -> None:
+    searcher = make_index(tmp_path, [seed_root]).searcher
+    searcher._give_up_rank(ValueError("first line\nsecond line"))
+    assert searcher._rank_failed == "first line"
+    searcher._give_up_rank(TimeoutError())
+    assert searcher._rank_failed == "TimeoutError"
+    assert searcher.rank_state().startswith("failed (TimeoutError); ")
+
+
+def test_rank_model_that_cannot_embed_orders_by_the_scoring_model(
+    tmp_path: Path, seed_index: SkillIndex, seed_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry = seed_index.embeddings.registry
+    registry.add_model("broken-rank", "local", dimensions=384, config={"model_path": str(tmp_path / "missing")})
+    index = make_index(tmp_path, [seed_root], rank_model="broken-rank")  # the same store and registry
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    counts = index.scan()
+    assert (counts["added"], counts["unchanged"]) == (0, 4)
+    assert index.searcher.rank_state().startswith("failed (model_path ")
+    result = index.search("帮我提交代码", threshold=0)
+    assert result["mode"] == "vector" and len(result["results"]) == 4
+    values = [hit["score"] for hit in result["results"]]
+    assert values == sorted(values, reverse=True)
+    assert sum("skills: rank model 'broken-rank' cannot be used (model_path " in m for m in messages(caplog)) == 1
+
+
+# -- the rank model's table ------------------------------------------------------------------------
+def rank_table(index: SkillIndex) -> dict[str, dict]:
+    rows = index._db.open_table(RANK_TABLE).to_arrow().to_pylist()
+    return {r["id"]: r for r in rows}
+
+
+def test_sync_writes_each_skill_once_with_hash_fingerprint_and_vector(
+    seed_index: SkillIndex, seed_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    record = seed_index.embeddings.model(USE)
+    rows = seed_index.rows()
+    table = rank_table(seed_index)
+    assert set(table) == set(SEED_SKILLS)
+    texts = {n: embedding_text(n, d, t) for n, (d, t) in SEED_SKILLS.items()}
+    expected = dict(zip(texts, seed_index.embeddings.embed_documents(list(texts.values()), USE), strict=True))
+    for name, row in table.items():
+        assert (row["hash"], row["fingerprint"]) == (rows[name]["hash"], record.fingerprint)
+        assert np.allclose(row["vector"], expected[name], atol=1e-5)
+    # A change, a new skill and a removal: only those are embedded again.
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    write_skill(seed_root, "calculate", "数学运算和统计", ["math", "stats"])
+    write_skill(seed_root, "deploy-app", "把应用部署到生产服务器", ["deploy"])
+    import shutil
+
+    shutil.rmtree(seed_root / "file-read")
+    seed_index.scan()
+    assert "skills: rank model use-multilingual-v3: 2 embedded, 1 removed" in messages(caplog)
+    table = rank_table(seed_index)
+    rows = seed_index.rows()
+    assert set(table) == {"git-commit", "excel-analysis", "calculate", "deploy-app"}
+    assert {n: r["hash"] for n, r in table.items()} == {n: r["hash"] for n, r in rows.items()}
+    new = seed_index.embeddings.embed_documents([embedding_text("calculate", "数学运算和统计", ["math", "stats"])], USE)[0]
+    assert np.allclose(table["calculate"]["vector"], new, atol=1e-5)
+    versions = seed_index._db.open_table(RANK_TABLE).list_versions()
+    assert len(versions) <= 2  # compacted after the change
+    caplog.clear()
+    seed_index.scan()  # nothing changed: nothing embedded, nothing logged
+    assert not [m for m in messages(caplog) if m.startswith("skills: rank model")]
+
+
+def test_sync_is_skipped_while_the_table_version_is_the_same(seed_index: SkillIndex) -> None:
+    rank = seed_index._db.open_table(RANK_TABLE)
+    rank.delete("id = 'calculate'")  # behind the searcher's back
+    seed_index.searcher.sync()  # same skills version, same model: not even read
+    assert set(rank_table(seed_index)) == set(SEED_SKILLS) - {"calculate"}
+    seed_index.remove("git-commit")  # a new version: brought in step, the deleted row embedded again
+    seed_index.searcher.sync()
+    assert set(rank_table(seed_index)) == set(SEED_SKILLS) - {"git-commit"}
+
+
+def test_sync_without_compaction_keeps_versions(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], compact=False)
+    index.scan()
+    write_skill(seed_root, "calculate", "数学运算")
+    index.scan()
+    assert len(index._db.open_table(RANK_TABLE).list_versions()) >= 3
+
+
+def test_rank_matrix_follows_the_snapshot_order_with_zeros_for_a_missing_row(seed_index: SkillIndex) -> None:
+    searcher = seed_index.searcher
+    record = searcher.rank_record()
+    snap = searcher.snapshot()
+    matrix = searcher._rank_matrix(snap, record)
+    assert matrix.shape == (4, 512) and matrix.dtype == np.float32
+    table = rank_table(seed_index)
+    for row, name in enumerate(snap.names):
+        assert np.allclose(matrix[row], table[name]["vector"])
+    assert searcher._rank_matrix(snap, record) is matrix  # cached for this version
+    searcher._rank_table.delete("id = 'file-read'")
+    searcher._rank_vectors = None  # forget the copy in memory; the table version of skills is unchanged
+    again = searcher._rank_matrix(snap, record)
+    for row, name in enumerate(snap.names):
+        if name == "file-read":
+            assert not again[row].any()  # no rank vector: zeros, ranked by the scoring model
+        else:
+            assert np.allclose(again[row], table[name]["vector"])
+
+
+def test_rank_table_of_another_size_is_made_anew_with_a_warning(
+    tmp_path: Path, seed_index: SkillIndex, seed_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    other = make_index(tmp_path, [seed_root], rank_model="all-MiniLM-L6-v2")
+    record = other.searcher.rank_record()
+    other.table()
+    table = other.searcher._open_rank_table(record)
+    assert table.schema == _rank_schema(384) and table.count_rows() == 0
+    assert messages(caplog) == ["skills: rank model is now all-MiniLM-L6-v2 (384-d): its table is made anew"]
+    assert other.searcher._open_rank_table(record) is table
+
+
+def test_rank_table_is_created_then_opened(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], rank_model="")
+    index.scan()  # no rank model: no rank table
+    assert RANK_TABLE not in set(index._db.list_tables().tables)
+    index.settings.rank_model = USE
+    record = index.searcher.rank_record()
+    table = index.searcher._open_rank_table(record)
+    assert table.schema == _rank_schema(512)
+    again = make_index(tmp_path, [seed_root])  # another process: the table exists
+    again.table()
+    opened = again.searcher._open_rank_table(record)
+    assert opened.schema == _rank_schema(512) and opened is not table
+
+
+def test_after_scan_logs_a_failed_sync(tmp_path: Path, seed_root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    index = make_index(tmp_path, [seed_root])
+    index.table()
+    (index.path / f"{RANK_TABLE}.lance").mkdir()  # a rank table LanceDB cannot open
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    assert index.scan()["added"] == 4  # the scan itself succeeded
+    warned = [m for m in messages(caplog) if m.startswith("skills: rank model table not updated after the scan (")]
+    assert len(warned) == 1 and warned[0].endswith("); the next search retries")
+    assert "LANCE_SEARCH_ERROR" in warned[0]
+
+
+# -- ordering ----------------------------------------------------------------------------------------
+def test_order_by_cosine_alone_is_stable(plain_index: SkillIndex) -> None:
+    snap = plain_index.searcher.snapshot()
+    cosines = np.array([0.5] * 20 + [0.7] + [0.5] * 19)
+    order, mode = plain_index.searcher._order(None, cosines, snap)
+    assert mode == "vector" and order.tolist() == [20, *range(20), *range(21, 40)]
+
+
+def test_start_rank_query_embeds_with_the_rank_model(seed_index: SkillIndex, plain_index: SkillIndex) -> None:
+    assert plain_index.searcher._start_rank_query("帮我提交代码") is None
+    record, future = seed_index.searcher._start_rank_query("帮我提交代码")
+    assert record.key == USE
+    assert np.array_equal(future.result(), seed_index.embeddings.embed_query("帮我提交代码", USE))
+
+
+def fused_order(cosines: np.ndarray, other: np.ndarray, weight: float) -> list[int]:
+    def z(values: np.ndarray) -> np.ndarray:
+        return (values - values.mean()) / values.std()
+
+    return np.argsort(-((1 - weight) * z(cosines) + weight * z(other)), kind="stable").tolist()
+
+
+@pytest.mark.parametrize("weight", [0.4, 0.7])
+def test_order_mixes_the_z_scores_of_both_models(seed_index: SkillIndex, weight: float) -> None:
+    searcher = seed_index.searcher
+    seed_index.settings.rank_weight = weight
+    snap = searcher.snapshot()
+    query = "帮我提交代码"
+    table = rank_table(seed_index)
+    other = np.array([np.dot(table[n]["vector"], seed_index.embeddings.embed_query(query, USE)) for n in snap.names])
+    rank_first = np.argsort(-other, kind="stable")
+    # Scoring cosines that disagree with the rank model: its best is last, the others in a made-up order.
+    cosines = np.empty(4)
+    cosines[rank_first] = [0.70, 0.86, 0.84, 0.80]
+    order, mode = searcher._order(searcher._start_rank_query(query), cosines, snap)
+    assert mode == "hybrid"
+    assert order.tolist() == fused_order(cosines, other, weight)
+
+
+def test_order_needs_two_skills_to_mix(seed_index: SkillIndex) -> None:
+    searcher = seed_index.searcher
+    snap = searcher.snapshot()
+    one = Snapshot(table=snap.table, version=snap.version, names=snap.names[:1], descriptions=snap.descriptions[:1],
+                   paths=snap.paths[:1], vectors=snap.vectors[:1])
+    order, mode = searcher._order(searcher._start_rank_query("帮我提交代码"), np.array([0.9]), one)
+    assert (order.tolist(), mode) == ([0], "vector")
+    two = Snapshot(table=snap.table, version=snap.version, names=snap.names[:2], descriptions=snap.descriptions[:2],
+                   paths=snap.paths[:2], vectors=snap.vectors[:2])
+    order, mode = searcher._order(searcher._start_rank_query("帮我提交代码"), np.array([0.9, 0.8]), two)
+    assert mode == "hybrid" and sorted(order.tolist()) == [0, 1]
+
+
+def test_hybrid_ties_keep_the_row_order(seed_index: SkillIndex) -> None:
+    searcher = seed_index.searcher
+    snap = searcher.snapshot()
+    # Skills without rank vectors (zeros) and one better scoring cosine: the rest tie and keep their order.
+    many = Snapshot(table=snap.table, version=snap.version, names=[f"unknown-{i}" for i in range(40)],
+                    descriptions=[""] * 40, paths=[""] * 40, vectors=np.zeros((40, 384), dtype=np.float32))
+    cosines = np.array([0.5] * 20 + [0.7] + [0.5] * 19)
+    order, mode = searcher._order(searcher._start_rank_query("帮我提交代码"), cosines, many)
+    assert mode == "hybrid" and order.tolist() == [20, *range(20), *range(21, 40)]
+
+
+# -- search --------------------------------------------------------------------------------------------
+def test_argument_checks_word_for_word(plain_index: SkillIndex) -> None:
+    empty = "query: it is empty; describe the task, e.g. 'commit my changes' or '帮我提交代码'."
+    for query in ("", "  \n", None, 5):
+        with pytest.raises(AgentloomError) as caught:
+            plain_index.search(query)  # type: ignore[arg-type]
+        assert str(caught.value) == empty
+    for limit in (0, 101, -3):
+        with pytest.raises(AgentloomError) as caught:
+            plain_index.search("x", limit=limit)
+        assert str(caught.value) == f"limit: {limit} is out of range; use 1 to 100."
+    for threshold in (-0.01, 1.01, 2.0):
+        with pytest.raises(AgentloomError) as caught:
+            plain_index.search("x", threshold=threshold)
+        assert str(caught.value) == f"threshold: {threshold} is out of range; use a cosine similarity from 0 to 1."
+    assert len(plain_index.search("x", limit=1, threshold=0)["results"]) == 1
+    assert len(plain_index.search("x", limit=100, threshold=0)["results"]) == 4
+    assert plain_index.search("x", threshold=1)["threshold"] == 1
+    assert plain_index.search("x", threshold=0)["threshold"] == 0
+
+
+def test_search_reply_is_exact(plain_index: SkillIndex, seed_root: Path) -> None:
+    service = plain_index.embeddings
+    query = "帮我提交代码"
+    q = service.embed_query(query, E5)
+    texts = {n: embedding_text(n, d, t) for n, (d, t) in SEED_SKILLS.items()}
+    docs = service.embed_documents(list(texts.values()), E5)
+    cosine = {n: round(float(np.clip(v @ q, 0, 1)), 4) for n, v in zip(texts, docs, strict=True)}
+    best = sorted(cosine, key=lambda n: -cosine[n])
+    result = plain_index.search("  " + query + " ", threshold=0)
+    expected = [{"name": n, "description": SEED_SKILLS[n][0], "score": cosine[n], "path": str(seed_root / n)}
+                for n in best]
+    assert result == {"results": expected, "message": None, "mode": "vector", "fallback": False, "model": E5,
+                      "threshold": 0}
+    for hit in result["results"]:
+        assert hit["score"] == pytest.approx(cosine[hit["name"]], abs=1e-4) and 0 < hit["score"] < 1
+    # The threshold keeps a score equal to it, drops the ones under it, and limit counts what passed.
+    cut = cosine[best[1]]
+    kept = plain_index.search(query, threshold=cut)
+    assert names(kept) == best[:2] and kept["threshold"] == cut
+    assert names(plain_index.search(query, limit=1, threshold=cut)) == best[:1]
+    assert names(plain_index.search(query, limit=2, threshold=0)) == best[:2]
+    assert names(plain_index.search(query, limit=3, threshold=0)) == best[:3]
+    # The default threshold is the model record's (0.8 for e5) unless the settings give one.
+    assert plain_index.search(query)["threshold"] == 0.8
+    plain_index.settings.threshold = cut
+    assert names(plain_index.search(query)) == best[:2] and plain_index.search(query)["threshold"] == cut
+
+
+def test_nothing_above_the_threshold_and_nothing_indexed(
+    plain_index: SkillIndex, tmp_path: Path
+) -> None:
+    none = plain_index.search("帮我提交代码", threshold=0.99)
+    assert none == {"results": [], "message": "no skill scored 0.99 or more (cosine, model multilingual-e5-small); "
+                    "lower threshold or rephrase", "mode": "vector", "fallback": False, "model": E5, "threshold": 0.99}
+    empty_root = tmp_path / "empty"
+    empty_root.mkdir()
+    empty = make_index(tmp_path / "empty-index", [empty_root])
+    assert empty.search("帮我提交代码") == {
+        "results": [], "message": "no skills are indexed yet; put skill folders in a root and run skills_index",
+        "mode": "vector", "fallback": False, "model": E5, "threshold": 0.8}
+
+
+def test_a_search_during_a_scan_says_so(plain_index: SkillIndex) -> None:
+    plain_index.scanning, plain_index.scan_progress = True, (1, 4)
+    progress = "indexing in progress (1 of 4 skill folders done): results come from the skills indexed so far"
+    result = plain_index.search("帮我提交代码", threshold=0.99)
+    assert result["message"] == f"{progress}; no skill scored 0.99 or more (cosine, model {E5}); lower threshold or rephrase"
+    assert plain_index.search("帮我提交代码", threshold=0)["message"] == progress
+
+
+def test_hybrid_search_scores_stay_cosines_and_order_is_the_mix(seed_index: SkillIndex) -> None:
+    query = "帮我提交代码"
+    result = seed_index.search(query, threshold=0)
+    assert result["mode"] == "hybrid" and result["fallback"] is False and result["message"] is None
+    snap = seed_index.searcher.snapshot()
+    q = seed_index.embeddings.embed_query(query, E5)
+    cosines = np.clip(snap.vectors @ q, 0, 1)
+    table = rank_table(seed_index)
+    other = np.array([np.dot(table[n]["vector"], seed_index.embeddings.embed_query(query, USE)) for n in snap.names])
+    assert names(result) == [snap.names[i] for i in fused_order(cosines, other, 0.4)]
+    assert {h["name"]: h["score"] for h in result["results"]} == {
+        n: round(float(c), 4) for n, c in zip(snap.names, cosines, strict=True)}
+
+
+# -- keyword fallback ------------------------------------------------------------------------------------
+@pytest.fixture
+def broken(tmp_path: Path, seed_index: SkillIndex, seed_root: Path) -> SkillIndex:
+    """The seed index read with an embedding model whose files are missing."""
+    registry = seed_index.embeddings.registry
+    registry.add_model("broken-model", "local", dimensions=384, config={"model_path": str(tmp_path / "no-such-model")})
+    return make_index(tmp_path, [seed_root], embedding_model="broken-model", scan_on_start=False)
+
+
+def test_keyword_fallback_reply_is_exact(
+    broken: SkillIndex, seed_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    with pytest.raises(Exception) as failure:  # noqa: PT011 - whatever the model raises is the reason shown
+        broken.embeddings.embed_query("x", "broken-model")
+    detail = str(failure.value).splitlines()[0]
+    query = "读取 git 文件"
+    expected = sorted(
+        ((keyword_score(query, n, d, t), n) for n, (d, t) in SEED_SKILLS.items() if keyword_score(query, n, d, t) > 0),
+        key=lambda item: (-item[0], item[1]),
+    )
+    assert expected == [(0.8, "file-read"), (0.4, "excel-analysis"), (0.2, "git-commit")]
+    result = broken.search(query)
+    assert result == {
+        "results": [{"name": n, "description": SEED_SKILLS[n][0], "score": s, "path": str(seed_root / n)}
+                    for s, n in expected],
+        "message": f"fallback: the embedding model failed ({detail}); results come from keyword matching on name, "
+                   "description and tags, and scores are the share of query terms found, not cosine similarities",
+        "mode": "keyword", "fallback": True, "model": None, "threshold": None,
+    }
+    assert names(broken.search(query, limit=2)) == ["file-read", "excel-analysis"]
+    assert broken.search("unrelated words only")["results"] == []
+    warned = [m for m in messages(caplog) if "answering by keyword matching" in m]
+    assert warned == [f"skills: embedding model failed ({failure.value}): answering by keyword matching"]
+
+
+def test_keyword_fallback_ties_by_name_and_notes(broken: SkillIndex) -> None:
+    result = broken.searcher._keyword_search("读取", 5, RuntimeError("first line\nsecond line"))
+    # file-read (读取文件) and excel-analysis (读取Excel分析数据) both hold 读取: equal scores, by name.
+    assert names(result) == ["excel-analysis", "file-read"]
+    assert [h["score"] for h in result["results"]] == [1.0, 1.0]
+    assert result["message"].startswith("fallback: the embedding model failed (first line); results come from")
+    broken.scanning, broken.scan_progress = True, (2, 4)
+    quiet = broken.searcher._keyword_search("读取", 5, TimeoutError())
+    assert quiet["message"] == (
+        "fallback: the embedding model failed (TimeoutError); results come from keyword matching on name, "
+        "description and tags, and scores are the share of query terms found, not cosine similarities; "
+        "indexing in progress (2 of 4 skill folders done): results come from the skills indexed so far")
+
+
+def test_threshold_skips_a_low_cosine_the_rank_model_puts_first(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], rank_weight=1.0)  # the rank model alone orders
+    index.scan()
+    query = "帮我提交代码"
+    everything = index.search(query, threshold=0)
+    assert everything["mode"] == "hybrid"
+    first, *rest = everything["results"]
+    assert first["score"] < max(h["score"] for h in rest)  # the rank model disagrees with the cosine here
+    cut = round(first["score"] + 0.0001, 4)
+    kept = index.search(query, threshold=cut)
+    assert kept["results"] == [h for h in rest if h["score"] >= cut] and kept["results"]
+
+
+def test_a_negative_cosine_is_reported_as_zero(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], embedding_model="all-MiniLM-L6-v2", rank_model="")
+    index.scan()
+    query = "bake a chocolate cake"
+    q = index.embeddings.embed_query(query, "all-MiniLM-L6-v2")
+    snap = index.searcher.snapshot()
+    raw = dict(zip(snap.names, (float(v @ q) for v in snap.vectors), strict=True))
+    assert raw["file-read"] < 0
+    result = index.search(query, threshold=0)
+    scores = {h["name"]: h["score"] for h in result["results"]}
+    assert scores["file-read"] == 0.0 and len(scores) == 4
+    assert all(scores[n] == round(max(raw[n], 0.0), 4) for n in scores)
+
+
+def test_a_rank_query_that_fails_orders_by_the_scoring_model(
+    tmp_path: Path, seed_index: SkillIndex, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry = seed_index.embeddings.registry
+    registry.add_model("broken-query", "local", dimensions=512, config={"model_path": str(tmp_path / "missing")})
+    searcher = seed_index.searcher
+    snap = searcher.snapshot()
+    record = searcher.rank_record()
+    failing = _pool().submit(seed_index.embeddings.embed_query, "帮我提交代码", "broken-query")
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    cosines = np.array([0.7, 0.9, 0.8, 0.6])
+    order, mode = searcher._order((record, failing), cosines, snap)
+    assert (order.tolist(), mode) == ([1, 2, 0, 3], "vector")
+    assert searcher.rank_state().startswith("failed (model_path ")
+    assert len([m for m in messages(caplog) if m.startswith("skills: rank model 'use-multilingual-v3' cannot be used (model_path ")]) == 1
+
+
+def test_rank_log_names_what_was_embedded(seed_index: SkillIndex, seed_root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    write_skill(seed_root, "calculate", "数学运算")
+    seed_index.scan()
+    assert "skills: rank model use-multilingual-v3: 1 embedded, 0 removed" in messages(caplog)
+    caplog.clear()
+    seed_index.remove("calculate")
+    seed_index.searcher.sync()
+    assert "skills: rank model use-multilingual-v3: 0 embedded, 1 removed" in messages(caplog)
+
+
+def test_keyword_fallback_reads_the_tags(broken: SkillIndex) -> None:
+    # "versioning" is only a tag of git-commit (its name and description do not hold it).
+    assert [(h["name"], h["score"]) for h in broken.search("versioning")["results"]] == [("git-commit", 1.0)]
+
+
+def test_default_limit_is_five(tmp_path: Path, seed_root: Path) -> None:
+    write_skill(seed_root, "pdf-merge", "Merge PDF files")
+    write_skill(seed_root, "deploy-app", "Deploy the app")
+    index = make_index(tmp_path, [seed_root], rank_model="")
+    index.scan()
+    assert len(index.search("帮我提交代码", threshold=0)["results"]) == 5
+    assert len(index.search("帮我提交代码", limit=6, threshold=0)["results"]) == 6
+
+
+def test_a_forked_child_gets_its_own_pool() -> None:
+    """The parent's pool threads do not exist in a forked child: a query handed to that pool would wait forever."""
+    import os
+
+    assert _pool().submit(lambda: 1).result() == 1  # the parent's pool is up
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports by its exit code
+        ok = search_module._POOL is None and _pool().submit(lambda: 2).result(timeout=10) == 2
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
