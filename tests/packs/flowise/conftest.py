@@ -40,6 +40,14 @@ def fake_flowise() -> Iterator[FakeFlowise]:
         yield fake
 
 
+@pytest.fixture
+def stopped() -> FakeFlowise:
+    """A fake Flowise that no longer listens: any request made to it fails."""
+    with FakeFlowise() as fake:
+        pass
+    return fake
+
+
 @pytest.fixture(scope="session")
 def live_flowise(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """``(url, api_key)`` of a real Flowise 3.1.2 (scripts/flowise-test-server.sh), shared by the session."""

@@ -4,8 +4,6 @@ template is found, the credentials the user must pick and the default name of a 
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -13,32 +11,28 @@ import pytest
 
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise.builder import MAX_NODES, Builder, _credentials, _default_name
-from agentloom.packs.flowise.catalog import CatalogState, Template
-from agentloom.packs.flowise.documents import DOCUMENTS
+from agentloom.packs.flowise.catalog import Template
 from tests.packs.flowise.fake_flowise import FakeFlowise
-from tests.packs.flowise.test_catalog import open_flowise
+from tests.packs.flowise.test_catalog import saved_catalog
 
 CHAT = Template("conversation-chain", "7f0c", "Conversation Chain", "", [], ["chatOpenAI"], {"nodes": [], "edges": []})
 LLM = Template("llm-chain", "9a1b", "LLM Chain", "", [], ["llmChain"], {"nodes": [], "edges": []})
 
 
+ARGS: dict[str, Any] = {"template_id": None, "nodes": None, "name": None, "model": None, "temperature": None,
+                        "memory_type": None}
+
+
 @pytest.fixture
-def builder(tmp_path: Path) -> Builder:
+def builder(stopped: FakeFlowise, tmp_path: Path) -> Builder:
     """A builder over a fresh catalog.json holding two templates, its Flowise stopped: whatever reaches the
     server fails, so a refusal proves it was decided before any request."""
-    with FakeFlowise() as fake:
-        pass
-    state = open_flowise(fake, tmp_path)
-    fresh = CatalogState(time.time(), "3.1.2", fake.url, "all-MiniLM-L6-v2", {}, {t.template_id: t for t in (CHAT, LLM)}, DOCUMENTS)
-    state.catalog.path.write_text(json.dumps(asdict(fresh)))
-    return state.builder
+    return saved_catalog(stopped, tmp_path, templates={t.template_id: t for t in (CHAT, LLM)}).builder
 
 
 def refusal(builder: Builder, **arguments: Any) -> str:
-    given: dict[str, Any] = {"template_id": None, "nodes": None, "name": None, "model": None, "temperature": None,
-                             "memory_type": None, **arguments}
     with pytest.raises(AgentloomError) as caught:
-        builder.build(**given)
+        builder.build(**{**ARGS, **arguments})
     return str(caught.value)
 
 
@@ -128,8 +122,6 @@ def flow_with_issues() -> dict[str, Any]:
 @pytest.fixture
 def served(fake_flowise: FakeFlowise, tmp_path: Path) -> Builder:
     """A builder over a fresh catalog.json and a listening fake Flowise that knows ``keyedTool``, a tool needing a key."""
-    from tests.packs.flowise.test_catalog import saved_catalog
-
     fake_flowise.nodes.append({"name": "keyedTool", "inputs": [{"name": "x", "label": "X", "optional": True}],
                                "credential": {"credentialNames": ["keyApi"]}})
     nodes = {"pinecone": {"name": "pinecone", "credential": {"credentialNames": ["pineconeApi"]}},
@@ -176,14 +168,9 @@ def test_a_clean_flow_gets_only_its_id_and_name(served: Builder) -> None:
 
 # -- build and design over the real 3.1.2 catalog and marketplace --------------------------------------
 
-ARGS: dict[str, Any] = {"template_id": None, "nodes": None, "name": None, "model": None, "temperature": None,
-                        "memory_type": None}
-
 
 def real_builder(fake: FakeFlowise, data: Path, catalog: dict[str, Any], **fields: Any) -> Builder:
     from agentloom.packs.flowise.catalog import _templates
-    from tests.packs.flowise.test_catalog import saved_catalog
-
     return saved_catalog(fake, data, catalog, _templates(fake.templates), **fields).builder
 
 
@@ -289,8 +276,6 @@ def test_default_name_without_an_ending_node_or_labels() -> None:
 
 def test_a_template_id_is_looked_up_as_given_before_as_a_slug(tmp_path: Path) -> None:
     """Templates added from elsewhere (``data seed``) may carry ids that are no slug."""
-    from tests.packs.flowise.test_catalog import saved_catalog
-
     with FakeFlowise() as fake:
         pass
     odd = Template("My_Template", "", "My Template", "", [], [], {"nodes": [], "edges": []})

@@ -160,7 +160,7 @@ def test_a_catalog_embedded_with_older_node_texts_is_rebuilt(fake_flowise: FakeF
     assert not state.catalog.is_stale()
     saved = json.loads(state.catalog.path.read_text())
     assert saved["documents"] == DOCUMENTS
-    saved["documents"] = DOCUMENTS - 1  # as an older release wrote it
+    saved["documents"] = "1"  # as an older release wrote it
     state.catalog.path.write_text(json.dumps(saved))
     reopened = open_flowise(fake_flowise, tmp_path)
     assert reopened.catalog.is_stale(), "texts from another release: refreshed before the next search or build"
@@ -186,14 +186,6 @@ def saved_catalog(fake: FakeFlowise, data: Path, nodes: dict | None = None, temp
                     "nodes": nodes or {}, "templates": templates or {}, "documents": DOCUMENTS, **fields}
     state.catalog.path.write_text(json.dumps(asdict(CatalogState(**values))))  # type: ignore[arg-type]
     return state
-
-
-@pytest.fixture
-def stopped() -> FakeFlowise:
-    """A fake Flowise that no longer listens: any request the catalog makes fails."""
-    with FakeFlowise() as fake:
-        pass
-    return fake
 
 
 def test_slug_keeps_lowercase_words_and_digits_joined_by_dashes() -> None:
@@ -317,14 +309,12 @@ def test_saved_catalog_reads_back_whole(stopped: FakeFlowise, tmp_path: Path) ->
     template = Template("llm-chain", "9a1b", "LLM Chain", "", [], ["llmChain"], {"nodes": [], "edges": []})
     nodes = {"llmChain": {"name": "llmChain", "category": "Chains"}}
     saved_catalog(stopped, tmp_path, nodes, {"llm-chain": template}, refreshed_at=1_700_000_000.5,
-                  server_version="3.0.1", model="other", documents=1)
+                  server_version="3.0.1", model="other", documents="1")
     assert open_flowise(stopped, tmp_path).catalog.state() == CatalogState(
-        1_700_000_000.5, "3.0.1", stopped.url, "other", nodes, {"llm-chain": template}, 1)
+        1_700_000_000.5, "3.0.1", stopped.url, "other", nodes, {"llm-chain": template}, "1")
 
 
 def test_age_and_staleness(stopped: FakeFlowise, tmp_path: Path) -> None:
-    from agentloom.packs.flowise.documents import DOCUMENTS
-
     def catalog(**fields: object):  # type: ignore[no-untyped-def]
         return saved_catalog(stopped, tmp_path, **fields).catalog
 
@@ -338,7 +328,7 @@ def test_age_and_staleness(stopped: FakeFlowise, tmp_path: Path) -> None:
     hours = {"catalog_max_age_hours": 1.5}
     assert saved_catalog(stopped, tmp_path, node, settings=hours, refreshed_at=time.time() - 5000).catalog.is_stale() is False
     assert saved_catalog(stopped, tmp_path, node, settings=hours, refreshed_at=time.time() - 5500).catalog.is_stale() is True
-    assert catalog(nodes=node, documents=DOCUMENTS - 1).is_stale() is True, "texts written by an older release"
+    assert catalog(nodes=node, documents="1").is_stale() is True, "texts written by an older release"
     assert catalog(nodes=node, documents=None).is_stale() is True
     assert catalog(documents=None).is_stale() is False, "nothing embedded, nothing outdated"
 
@@ -646,12 +636,12 @@ def test_add_indexes_seed_entries_like_fetched_ones(fake_flowise: FakeFlowise, t
 
     # Onto a saved catalog: merged, its time, server, address, model and text version kept.
     old = saved_catalog(fake, tmp_path / "old", {"chatOpenAI": definitions("chatOpenAI")[0]}, refreshed_at=1_700_000_000.0,
-                        url="http://127.0.0.1:1", documents=DOCUMENTS - 1, server_version="3.0.0").catalog
+                        url="http://127.0.0.1:1", documents="1", server_version="3.0.0").catalog
     old.add(seed, [])
     merged = old.state()
     assert (merged.refreshed_at, merged.server_version, merged.url, merged.model, sorted(merged.nodes), merged.templates,
             merged.documents) == (1_700_000_000.0, "3.0.0", "http://127.0.0.1:1", MODEL,
-                                  ["bufferMemory", "chatOpenAI", "llmChain"], {}, DOCUMENTS - 1)
+                                  ["bufferMemory", "chatOpenAI", "llmChain"], {}, "1")
     assert open_flowise(fake, tmp_path / "old").catalog.state() == merged
     # A catalog with a model but no nodes yet gets this release's text version.
     empty = saved_catalog(fake, tmp_path / "empty", model=MODEL, documents=None).catalog

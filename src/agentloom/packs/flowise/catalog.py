@@ -73,7 +73,7 @@ class CatalogState:
     model: str | None = None
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     templates: dict[str, Template] = field(default_factory=dict)
-    documents: int | None = None  # the version of the node texts embedded (documents.DOCUMENTS)
+    documents: str | None = None  # the version of the node texts embedded (documents.DOCUMENTS)
 
 
 def slug(name: str) -> str:
@@ -166,8 +166,8 @@ class Catalog:
         return None if refreshed is None else max(0.0, time.time() - refreshed)
 
     def is_stale(self) -> bool:
-        age = self.age_seconds()
-        outdated = bool(self.state().nodes) and self.state().documents != DOCUMENTS  # written by an older release
+        age, state = self.age_seconds(), self.state()
+        outdated = bool(state.nodes) and state.documents != DOCUMENTS  # written by an older release
         return age is None or outdated or age > self.settings.catalog_max_age_hours * 3600
 
     # -- refresh (FR-012, 016 to 025) --------------------------------------------------

@@ -12,14 +12,17 @@ call the node (model families, formats, products) comes from ``hints``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentloom.packs.flowise.hints import HINTS
 
-# Bump when node_document or HINTS change, so existing catalogs are embedded again.
-DOCUMENTS = 2
+# The version of the node texts: the number changes with node_document (bump it by hand), the hash with
+# HINTS (by itself), so catalogs embedded with other texts are embedded again.
+DOCUMENTS = "2-" + hashlib.sha256(json.dumps(HINTS, sort_keys=True).encode()).hexdigest()[:8]
 
 Definition = Mapping[str, Any]
 
@@ -91,8 +94,9 @@ def consumers(catalog: Mapping[str, Definition]) -> dict[str, list[tuple[str, st
 def node_document(definition: Definition, takers: Mapping[str, Sequence[tuple[str, str]]]) -> str:
     label, name, category = definition.get("label", ""), definition.get("name", ""), definition.get("category", "")
     parts = [f"{label} ({words(str(name))}): {definition.get('description', '')}".strip()]
-    if name in HINTS:
-        parts.append(HINTS[str(name)])
+    hint = HINTS.get(str(name))
+    if hint:
+        parts.append(hint)
     parts.append(f"Category: {category}. {WHY.get(str(category), '')}".strip())
     anchors = [item for item in definition.get("inputs") or [] if is_anchor(item)]
     if anchors:
