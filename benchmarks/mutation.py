@@ -9,6 +9,8 @@ mutated function. Tests that drive a module through a child process (``agentloom
 
 Too slow for CI (over an hour on 2 cores); after changing a named module, run its group alone:
 ``MUTATION_GROUPS=stitch python -m benchmarks mutation`` (the other groups keep their sections).
+``MUTATION_KEEP=DIR`` keeps each group's copy in ``DIR/<group>`` (``mutmut show NAME`` there shows a
+survivor's change); otherwise the copies are deleted.
 """
 
 from __future__ import annotations
@@ -196,19 +198,24 @@ def main() -> None:
                              text=True, check=False).stdout.strip()
     measured: dict[str, str] = {}
     started = time.monotonic()
+    keep = os.environ.get("MUTATION_KEEP")
     for group in chosen:
-        with tempfile.TemporaryDirectory(prefix="agentloom-mutation-") as tmp:
-            counts, survivors, seconds = run_group(group, Path(tmp))
+        if keep:  # the group's copy stays, for `mutmut show NAME` there
+            workdir = Path(keep) / re.sub(r"\W+", "-", group.name.lower()).strip("-")
+            shutil.rmtree(workdir, ignore_errors=True)
+            counts, survivors, seconds = run_group(group, workdir)
+        else:
+            with tempfile.TemporaryDirectory(prefix="agentloom-mutation-") as tmp:
+                counts, survivors, seconds = run_group(group, Path(tmp))
         print(f"{group.name}: {dict(counts)} in {seconds:.0f} s", file=sys.stderr, flush=True)
         rows = "\n".join(_row(m, c) for m, c in sorted(counts.items()))
-        shown = "\n".join(f"- `{s}`" for s in survivors[:40]) or "- none"
-        more = f"\n- ... and {len(survivors) - 40} more" if len(survivors) > 40 else ""
+        shown = "\n".join(f"- `{s}`" for s in survivors) or "- none"
         measured[group.name] = (
             f"### {group.name}\n\nTests: {', '.join(f'`{t}`' for t in group.tests)}; {seconds / 60:.1f} min; "
             f"measured {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')} on {_commit()}.\n\n"
             "| module | mutants | killed | survived | equivalent | timed out | no tests | other | killed of all but equivalent |\n"
-            f"|---|---|---|---|---|---|---|---|---|\n{rows}\n\nSurvivors (`mutmut show NAME` in the group's copy shows the "
-            f"change):\n\n{shown}{more}\n"
+            f"|---|---|---|---|---|---|---|---|---|\n{rows}\n\nSurvivors (`mutmut show NAME` in the group's copy, kept with `MUTATION_KEEP`, shows the "
+            f"change):\n\n{shown}\n"
         )
         # After each group: a stopped run keeps its results. The other groups' sections are read again
         # now, so two runs of different groups side by side keep each other's results.
