@@ -129,3 +129,52 @@ def test_fan_out_membership() -> None:
     assert plan.collectors_of("s") == ["c"] and plan.collectors_of("x") == []
     assert plan.collectors_over("y") == ["c"] and plan.collectors_over("after") == [] and plan.collectors_over("s") == []
     assert plan.scope == {"s": (), "x": ("s",), "z": ("s",), "y": ("s",), "c": (), "after": ()}
+
+
+def test_https_webhooks_are_accepted_like_http_ones() -> None:
+    g = graph([worker("w", webhookUrl="https://example.com/hook"), worker("v", webhookUrl="HTTPS://example.com/v")], ("w", "v"))
+    assert analyse(g).roots == ["w"]
+    assert analyse(g, WebhookPolicy()).roots == ["w"]
+
+
+def test_unknown_retry_keys_are_all_named_in_order() -> None:
+    assert problems(graph([worker("w", retry={"maxAttempts": 1, "zeta": 1, "alpha": 2})]), WebhookPolicy()) == [
+        ("worker_retry", "Worker 'w': data.retry has unknown keys 'alpha', 'zeta'; it takes backoffFactor, backoffSeconds, maxAttempts")]
+
+
+def test_only_a_worker_s_http_webhook_is_checked_against_the_policy() -> None:
+    # A URL in another node's data is no webhook: the policy does not judge it.
+    plan = analyse(graph([node("u", "UX", webhookUrl="http://169.254.169.254/x"), worker("w")], ("u", "w")), WebhookPolicy())
+    assert plan.roots == ["u"]
+    # A Worker's URL that is no http(s) URL is reported once, by the configuration rule.
+    assert problems(graph([worker("w", webhookUrl="ftp://x/y")]), WebhookPolicy()) == [
+        ("worker_webhook", "Worker 'w' needs data.webhookUrl, an http(s) URL (got 'ftp://x/y')")]
+
+
+def test_a_fan_out_id_clash_is_named_and_other_underscored_ids_are_fine() -> None:
+    assert problems(graph([node("s", "Splitter"), worker("w"), node("c", "Collector"), worker("w_1")],
+                          ("s", "w"), ("w", "c"), ("c", "w_1"))) == [
+        ("fan_out_id_clash", "node id 'w_1' would clash with the fan-out paths of 'w' (w_0, w_1, ...); rename one of them")]
+    # 'w_x' starts like w's path keys but is not one; 'ab_1' ends like one but belongs to no fan-out node.
+    plan = analyse(graph([node("s", "Splitter"), worker("w"), node("c", "Collector"), worker("w_x"), worker("ab_1")],
+                         ("s", "w"), ("w", "c"), ("c", "w_x"), ("w_x", "ab_1")))
+    assert plan.scope == {"s": (), "w": ("s",), "c": (), "w_x": (), "ab_1": ()}
+
+
+def test_a_bad_join_is_reported_once_and_later_nodes_are_still_checked() -> None:
+    # j joins a fan-out path with a node outside it; k, after j, joins a plain root (fine);
+    # the Collector after k has no Splitter upstream (j's fan-out is not carried past the bad join).
+    assert problems(graph([node("s", "Splitter"), worker("in"), worker("out"), worker("j"), worker("r"), worker("k"),
+                           node("c", "Collector")],
+                          ("s", "in"), ("in", "j"), ("out", "j"), ("j", "k"), ("r", "k"), ("k", "c"))) == [
+        ("fan_out_join", "node 'j' joins paths of different fan-outs (in, out); close each Splitter with a Collector before joining"),
+        ("collector_without_splitter", "Collector 'c' has no Splitter upstream to collect from"),
+    ]
+
+
+def test_a_collector_without_splitter_is_reported_once_and_later_nodes_are_still_checked() -> None:
+    assert problems(graph([worker("a"), node("c1", "Collector"), worker("r"), worker("k"), node("c2", "Collector")],
+                          ("a", "c1"), ("c1", "k"), ("r", "k"), ("k", "c2"))) == [
+        ("collector_without_splitter", "Collector 'c1' has no Splitter upstream to collect from"),
+        ("collector_without_splitter", "Collector 'c2' has no Splitter upstream to collect from"),
+    ]

@@ -40,3 +40,13 @@ def test_a_key_is_one_escaped_path_segment(key: str) -> None:
     url = Signer("k", "http://h").callback_url(RUN, key, 1)
     segment = urlsplit(url).path.rsplit("/", 1)[1]
     assert "/" not in segment and "?" not in segment and " " not in segment and segment.isascii()
+
+
+def test_the_base_url_loses_only_its_trailing_slashes() -> None:
+    url = Signer("k", "http://h/PREFIX//").callback_url(RUN, "a", 1)
+    assert url.startswith(f"http://h/PREFIX/api/stitch/callback/{RUN}/a?attempt=1&sig=")
+
+
+def test_a_slash_in_a_key_is_escaped_not_kept() -> None:
+    url = Signer("k", "http://h").callback_url(RUN, "a/b c", 1)
+    assert urlsplit(url).path == f"/api/stitch/callback/{RUN}/a%2Fb%20c"

@@ -1,0 +1,45 @@
+"""The mutants that survive because they behave exactly as the original, each with the reason
+(checked by reading the code). `python -m benchmarks mutation` counts them as equivalent, not as survivors."""
+
+from __future__ import annotations
+
+_FLAG = "_trial_in_flight is read only in HALF_OPEN, and the one way into HALF_OPEN (_refresh) sets it to False first"
+_BREAKER = "agentloom.core.breakers.x\u01c1CircuitBreaker\u01c1"
+_EXECUTION = "agentloom.stitch.execution.x\u01c1Execution\u01c1"
+_SIGNER = "agentloom.stitch.signing.x\u01c1Signer\u01c1"
+_GRAPH = "agentloom.stitch.graph.x_"
+_SPLIT_DONE = ("a node on a Splitter's paths is reached only after that Splitter completed at that path (a failed "
+               "Splitter fires nothing downstream)")
+EQUIVALENT: dict[str, str] = {
+    f"{_BREAKER}__init____mutmut_12": "_opened_at is read only while OPEN, and is set when the breaker opens",
+    f"{_BREAKER}__init____mutmut_13": "_opened_at is read only while OPEN, and is set when the breaker opens",
+    f"{_BREAKER}__init____mutmut_14": "_opened_wall is shown only while not CLOSED, and is set when the breaker opens",
+    f"{_BREAKER}__init____mutmut_15": _FLAG, f"{_BREAKER}__init____mutmut_16": _FLAG,
+    f"{_BREAKER}_refresh__mutmut_6": "None for False: the flag is only tested for truth",
+    f"{_BREAKER}record_success__mutmut_3": _FLAG, f"{_BREAKER}record_success__mutmut_4": _FLAG,
+    f"{_BREAKER}record_failure__mutmut_5": _FLAG, f"{_BREAKER}record_failure__mutmut_6": _FLAG,
+    f"{_BREAKER}record_ignored__mutmut_1": "None for False: the flag is only tested for truth",
+    f"{_BREAKER}reset__mutmut_4": _FLAG, f"{_BREAKER}reset__mutmut_5": _FLAG,
+    f"{_EXECUTION}fire_timer__mutmut_52": "an automatic retry is of a Worker with a state; _fire uses the path only "
+                                           "for a new state or a Splitter",
+    f"{_EXECUTION}_walk__mutmut_11": "closes.get(None) also fires a Collector at (*path, i), whose Splitter state "
+                                     "never exists (fan_out_id_clash forbids such ids): it goes nowhere",
+    **{f"{_EXECUTION}_close_templates__mutmut_{n}": "every node whose scope holds the Splitter is stored as a "
+       "template (path None), so the path check never decides" for n in (9, 10, 11)},
+    f"{_EXECUTION}_input__mutmut_14": _SPLIT_DONE, f"{_EXECUTION}_try_collect__mutmut_8": _SPLIT_DONE,
+    "agentloom.stitch.execution.x_summary__mutmut_6": "ensure_ascii=None is falsy: the same as False",
+    **{f"agentloom.stitch.execution.x_template_summary__mutmut_{n}": "a missing status defaults to None instead of "
+       "'pending'; both fail the completed-or-cancelled check alike" for n in (17, 19)},
+    # Stitch graph checks and signing
+    f"{_SIGNER}callback_url__mutmut_12": "quote() never escapes letters, so safe='XXXX' gives what safe='' gives",
+    f"{_SIGNER}verify__mutmut_16": "codec names are normalised: 'UTF-8' and 'utf-8' are one codec",
+    f"{_GRAPH}instance_key__mutmut_1": "with an empty path the other branch gives node_id + '' == node_id",
+    f"{_GRAPH}analyse__mutmut_108": "the node id only fills _retry_problems' message text; analyse tests only whether "
+                                    "the list is empty, which the policy alone decides",
+    f"{_GRAPH}analyse__mutmut_156": "the node id only fills _timeout_problem's message text; analyse tests only whether "
+                                    "the result is None, which the value alone decides",
+    **{f"{_GRAPH}_scope_after__mutmut_{n}": "called only for upstream nodes, which come earlier in topological order "
+       "and always have a scope: the .get default is never used" for n in (3, 5)},
+    f"{_GRAPH}_retry_problems__mutmut_47": "the default only feeds the check seconds >= 0, which 1.0 and 2.0 both pass",
+    f"{_GRAPH}_retry_problems__mutmut_63": "the default only feeds the check factor >= 1, which 2.0 and 3.0 both pass",
+}
