@@ -8,6 +8,7 @@ _BREAKER = "agentloom.core.breakers.x\u01c1CircuitBreaker\u01c1"
 _EXECUTION = "agentloom.stitch.execution.x\u01c1Execution\u01c1"
 _SIGNER = "agentloom.stitch.signing.x\u01c1Signer\u01c1"
 _GRAPH = "agentloom.stitch.graph.x_"
+_MESSAGES = "agentloom.server.messages.x_"
 _SPLIT_DONE = ("a node on a Splitter's paths is reached only after that Splitter completed at that path (a failed "
                "Splitter fires nothing downstream)")
 EQUIVALENT: dict[str, str] = {
@@ -42,4 +43,14 @@ EQUIVALENT: dict[str, str] = {
        "and always have a scope: the .get default is never used" for n in (3, 5)},
     f"{_GRAPH}_retry_problems__mutmut_47": "the default only feeds the check seconds >= 0, which 1.0 and 2.0 both pass",
     f"{_GRAPH}_retry_problems__mutmut_63": "the default only feeds the check factor >= 1, which 2.0 and 3.0 both pass",
+    # packs' argument validation and error path
+    **{f"{_MESSAGES}{name}": "include_url=True only adds a 'url' key to each error; only loc, type, msg and input are read"
+       for name in ("argument_errors__mutmut_17", "validation_summary__mutmut_3")},
+    **{f"{_MESSAGES}argument_errors__mutmut_{n}": "the fallback name is used only when loc is empty, and every use of "
+       "the name needs len(loc) == 1" for n in (27, 28)},
+    **{f"{_MESSAGES}argument_errors__mutmut_{n}": "only the first match is used; get_close_matches returns the best "
+       "match first whatever n is" for n in (77, 79)},
+    f"{_MESSAGES}argument_errors__mutmut_78": "difflib.get_close_matches' default cutoff is 0.6, the value removed",
+    "agentloom.server.calls.x\u01c1LoomServer\u01c1add_strict_tool__mutmut_18": "the key is read only when there is a "
+        "cache, so its value without one is never used",
 }

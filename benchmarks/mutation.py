@@ -39,8 +39,9 @@ class Group:
     name: str
     modules: tuple[str, ...]  # under src/
     tests: tuple[str, ...]
-    # "forkserver" where the tests use ChromaDB: its Rust client, started in mutmut's parent by the timing run,
-    # hangs in every forked child on its first write (each mutant would time out).
+    # "forkserver" where the tests use ChromaDB or LanceDB: ChromaDB's Rust client, started in mutmut's parent
+    # by the timing run, hangs in every forked child on its first write (each mutant would time out), and
+    # LanceDB's background loop crashes a forked child now and then (a mutant counted as a segfault).
     isolation: str = "fork"
 
 
@@ -49,7 +50,7 @@ GROUPS = (
           ("tests/core/test_breakers.py", "tests/core/test_dependency.py")),
     Group("packs' argument validation and error path", ("agentloom/server/calls.py", "agentloom/server/messages.py"),
           ("tests/server/test_pack_interface.py", "tests/server/test_toolcache.py", "tests/server/test_messages.py",
-           "tests/server/test_calls.py")),
+           "tests/server/test_calls.py"), "forkserver"),
     Group("Stitch graph checks and signing", ("agentloom/stitch/graph.py", "agentloom/stitch/signing.py"),
           ("tests/stitch/test_graph.py", "tests/stitch/test_graph_rules.py", "tests/stitch/test_signing.py")),
     Group("Stitch execution", ("agentloom/stitch/execution.py",),
@@ -63,7 +64,7 @@ GROUPS = (
           ("tests/packs/docs/test_config.py", "tests/packs/docs/test_content.py", "tests/security/test_docs_content.py")),
     Group("skills thresholds, fallback, change detection",
           ("agentloom/packs/skills/search.py", "agentloom/packs/skills/scan.py", "agentloom/packs/skills/keywords.py"),
-          ("tests/packs/skills",)),
+          ("tests/packs/skills",), "forkserver"),
     Group("Flowise build_flow validation and catalog refresh",
           ("agentloom/packs/flowise/builder.py", "agentloom/packs/flowise/catalog.py"),
           ("tests/packs/flowise/test_builder.py", "tests/packs/flowise/test_catalog.py", "tests/packs/flowise/test_planner.py",

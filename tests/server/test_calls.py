@@ -3,6 +3,7 @@ refusal messages and the definitions it lists and caches."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import anyio
 import pytest
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import Icon
 from pydantic import BaseModel, ValidationError
 
@@ -125,3 +127,40 @@ def test_only_agentloom_tools_are_cached(tmp_path: Path) -> None:
     server.add_strict_tool(search)  # a tool from outside agentloom: its definition may change without our files changing
     assert cache.get(registration_key(search, {})) is None
     assert server._deferred == {} and server.tool_names() == ["search"]
+
+
+def twice(word: str, times: int) -> str:
+    return word * times
+
+
+def ping() -> str:
+    return "pong"
+
+
+def test_tools_of_other_distributions_are_not_saved_in_the_cache(tmp_path: Path) -> None:
+    cache = ToolCache(tmp_path)
+    server = LoomServer("loom", tool_cache=cache)
+    server.add_strict_tool(search)
+    server.save_tool_cache()
+    assert list((tmp_path / "tools").glob("*.json")) == []  # nothing new to write
+    again = LoomServer("loom", tool_cache=ToolCache(tmp_path))
+    again.add_strict_tool(search)
+    assert again._deferred == {}  # registered with the SDK, not listed from a cache
+
+
+def test_without_a_cache_a_tool_needs_only_a_name_and_a_signature() -> None:
+    server = LoomServer("loom")
+    doubled = functools.partial(twice, times=2)  # no __qualname__: nothing may ask for a registration key
+    doubled.__name__ = "doubled"  # type: ignore[attr-defined]
+    server.add_strict_tool(doubled)
+    assert server.tool_names() == ["doubled"]
+    assert text(call(server, "doubled", {"word": "ab"})) == "abab"
+
+
+def test_a_tool_whose_schema_has_no_properties_refuses_every_argument() -> None:
+    handmade = Tool.from_function(ping).model_copy(update={"parameters": {"type": "object"}})
+    server = LoomServer("loom", tools=[handmade])
+    assert text(call(server, "ping", {})) == "pong"
+    with pytest.raises(ToolError) as refused:
+        call(server, "ping", {"x": 1})
+    assert str(refused.value) == "ping does not take `x`. Accepted arguments: none."

@@ -141,3 +141,46 @@ def test_validation_summary_names_each_place_and_stops_at_five() -> None:
     with pytest.raises(ValidationError) as whole:  # an error about the whole value: named by its title
         TypeAdapter(int).validate_python("x")
     assert validation_summary(whole.value) == "`int`: input should be a valid integer, unable to parse string as an integer (got 'x')"
+
+
+def test_nearest_offers_three_names_unless_told_otherwise() -> None:
+    tools = ["vector_a", "vector_b", "vector_c", "vector_d"]  # all four are close spellings of vector_find
+    assert nearest("vector_find", tools) == ["vector_d", "vector_c", "vector_b"]
+    assert unknown_tool("vector_find", tools) == (
+        "Unknown tool 'vector_find'. Did you mean `vector_d`, `vector_c`, `vector_b`? "
+        "Call tools/list for every tool; this server has 4."
+    )
+    assert nearest("abcd", ["abce", "abcf", "abcg", "abch"], n=4) == ["abch", "abcg", "abcf", "abce"]  # four close ones, all kept
+
+
+def test_nearest_relates_names_by_stem_or_containment_even_when_not_close() -> None:
+    assert nearest("db_x", ["db_query_everything", "cache_x"]) == ["db_query_everything"]  # same stem, ratio 0.26
+    assert nearest("flowise_search_nodes_extra_long", ["nodes"]) == ["nodes"]  # contained in it, other stem
+    assert nearest("x_docs", ["mega_x_docs_lookup_table"]) == ["mega_x_docs_lookup_table"]  # contains it, other stem
+
+
+@pytest.mark.parametrize(("schema", "words"), [
+    ({"type": "array", "items": {"type": "string"}}, "an array of strings"),
+    ({"type": "array", "items": {"type": "number"}}, "an array of numbers"),
+])
+def test_an_array_of_a_type_with_an_a_loses_the_article(schema: dict[str, Any], words: str) -> None:
+    assert describe_type(schema) == words
+
+
+def test_an_error_about_the_whole_arguments_object_is_named_arguments() -> None:
+    error = error_of(Search, "oops")  # loc is empty: the value itself is wrong, not one argument
+    assert argument_errors("search", SCHEMA, error) == (
+        "search: `arguments`: input should be a valid dictionary or instance of Search (got 'oops')."
+    )
+
+
+def test_an_argument_the_schema_does_not_describe_is_still_named_with_a_json_value() -> None:
+    assert argument_errors("search", {}, error_of(Search, {"query": 3})) == "search: `query`: expected a JSON value, got 3."
+    assert argument_errors("search", {"type": "object"}, error_of(Search, {})) == (
+        "search is missing the required argument `query` (a JSON value)."
+    )
+
+
+def test_a_value_whose_repr_is_sixty_one_characters_is_cut() -> None:
+    error = error_of(Search, {"query": "q", "limit": "z" * 59})  # repr is 61 characters
+    assert argument_errors("search", SCHEMA, error) == f"search: `limit`: expected an integer, got '{'z' * 56}...."
