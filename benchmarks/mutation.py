@@ -10,7 +10,9 @@ mutated function. Tests that drive a module through a child process (``agentloom
 Too slow for CI (over an hour on 2 cores); after changing a named module, run its group alone:
 ``MUTATION_GROUPS=stitch python -m benchmarks mutation`` (the other groups keep their sections).
 ``MUTATION_KEEP=DIR`` keeps each group's copy in ``DIR/<group>`` (``mutmut show NAME`` there shows a
-survivor's change); otherwise the copies are deleted.
+survivor's change); otherwise the copies are deleted. With ``MUTATION_RETEST=1`` as well, a group
+with a kept copy runs only its survivors again, against the current tests (minutes instead of half an
+hour, after adding tests; right only when tests were added, not changed).
 """
 
 from __future__ import annotations
@@ -78,12 +80,38 @@ def _toml_list(items: tuple[str, ...]) -> str:
     return "[" + ", ".join(f'"{i}"' for i in items) + "]"
 
 
-def run_group(group: Group, workdir: Path) -> tuple[dict[str, Counter[str]], list[str], float]:
-    """Per module: mutants by status; the survivors' names; seconds taken."""
-    shutil.copytree(ROOT / "src", workdir / "src", ignore=shutil.ignore_patterns("__pycache__", "console_dist"))
+def _copy_tests(workdir: Path) -> None:
+    shutil.rmtree(workdir / "tests", ignore_errors=True)
     shutil.copytree(ROOT / "tests", workdir / "tests", ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
-    shutil.copytree(ROOT / "benchmarks", workdir / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))  # evaluation sets
-    config = (ROOT / "pyproject.toml").read_text() + (
+
+
+def run_group(group: Group, workdir: Path, retest: bool = False) -> tuple[dict[str, Counter[str]], list[str], float]:
+    """Per module: mutants by status; the survivors' names; seconds taken. With ``retest``, ``workdir``
+    holds an earlier run of the group: the tests are copied afresh and only its survivors run again
+    (right when tests were only added since: a killed mutant stays killed)."""
+    mutmut = str(Path(sys.executable).with_name("mutmut"))
+    # Property tests run a quarter of their examples (tests/conftest.py: examples); a skip is no failure here.
+    env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "AGENTLOOM_MUTATION": "1"}
+    names: list[str] = []
+    if retest:
+        _copy_tests(workdir)
+        (workdir / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # which tests reach which function, again
+        names = _survivors(_results(mutmut, workdir, env))
+    else:
+        shutil.copytree(ROOT / "src", workdir / "src", ignore=shutil.ignore_patterns("__pycache__", "console_dist"))
+        _copy_tests(workdir)
+        shutil.copytree(ROOT / "benchmarks", workdir / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))  # evaluation sets
+        (workdir / "pyproject.toml").write_text(_config(group))
+    started = time.monotonic()
+    if names or not retest:
+        subprocess.run([mutmut, "run", "--max-children", str(os.cpu_count() or 2), *names], cwd=workdir, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    seconds = time.monotonic() - started
+    return _count(group, _results(mutmut, workdir, env)) + (seconds,)
+
+
+def _config(group: Group) -> str:
+    return (ROOT / "pyproject.toml").read_text() + (
         "\n[tool.mutmut]\n"
         'source_paths = ["src"]\n'
         f"only_mutate = {_toml_list(tuple('src/' + m for m in group.modules))}\n"
@@ -96,39 +124,37 @@ def run_group(group: Group, workdir: Path) -> tuple[dict[str, Counter[str]], lis
         # x 15: the chunker's loops alone have dozens of such mutants, a minute each at x 15.
         "timeout_multiplier = 5.0\n"
     )
-    (workdir / "pyproject.toml").write_text(config)
-    mutmut = str(Path(sys.executable).with_name("mutmut"))
-    # Property tests run a quarter of their examples (tests/conftest.py: examples); a skip is no failure here.
-    env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "AGENTLOOM_MUTATION": "1"}
-    started = time.monotonic()
-    subprocess.run([mutmut, "run", "--max-children", str(os.cpu_count() or 2)], cwd=workdir, env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    seconds = time.monotonic() - started
+
+
+def _results(mutmut: str, workdir: Path, env: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Every mutant's name: (module, mutmut's status)."""
     listed = subprocess.run([mutmut, "results", "--all", "true"], cwd=workdir, env=env, capture_output=True,
                             text=True, check=False).stdout
-    counts: dict[str, Counter[str]] = defaultdict(Counter)
-    survivors = []
-    statuses: dict[str, str] = {}
+    found = {}
     for line in listed.splitlines():
         match = _RESULT.match(line)
-        if not match:
-            continue
-        module, status = match.group(1), match.group(2).strip()
-        name = line.strip().split(":")[0]
-        statuses[name] = status
-        if status == "survived" and name in EQUIVALENT:
-            status = "equivalent"
-        counts[module][status] += 1
-        if status == "survived":
-            survivors.append(name)
+        if match:
+            found[line.strip().split(":")[0]] = (match.group(1), match.group(2).strip())
+    return found
+
+
+def _survivors(results: dict[str, tuple[str, str]]) -> list[str]:
+    return [name for name, (_, status) in results.items() if status == "survived" and name not in EQUIVALENT]
+
+
+def _count(group: Group, results: dict[str, tuple[str, str]]) -> tuple[dict[str, Counter[str]], list[str]]:
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for name, (module, status) in results.items():
+        counts[module]["equivalent" if status == "survived" and name in EQUIVALENT else status] += 1
     # An entry of EQUIVALENT that names no mutant (the code moved) or one a test killed was judged wrong:
     # say so rather than count it.
     prefixes = tuple(m.removesuffix(".py").replace("/", ".") + ".x" for m in group.modules)
     for name in EQUIVALENT:
-        if name.startswith(prefixes) and statuses.get(name, "missing") != "survived":
-            print(f"EQUIVALENT names {name}, which is {statuses.get(name, 'not a mutant any more')}: "
-                  "check its reason and remove the entry", file=sys.stderr, flush=True)
-    return counts, survivors, seconds
+        status = results.get(name, ("", "not a mutant any more"))[1]
+        if name.startswith(prefixes) and status != "survived":
+            print(f"EQUIVALENT names {name}, which is {status}: check its reason and remove the entry",
+                  file=sys.stderr, flush=True)
+    return counts, _survivors(results)
 
 
 def _row(module: str, c: Counter[str]) -> str:
@@ -186,20 +212,33 @@ def main() -> None:
     measured: dict[str, str] = {}
     started = time.monotonic()
     keep = os.environ.get("MUTATION_KEEP")
+    retest = os.environ.get("MUTATION_RETEST") == "1"
+    if retest and not keep:
+        sys.exit("MUTATION_RETEST=1 re-tests the survivors of the copies MUTATION_KEEP kept: set MUTATION_KEEP to that folder")
+    earlier = _earlier_sections()
     for group in chosen:
+        now = f"{dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')} on {_commit()}"
         if keep:  # the group's copy stays, for `mutmut show NAME` there
             workdir = Path(keep) / re.sub(r"\W+", "-", group.name.lower()).strip("-")
-            shutil.rmtree(workdir, ignore_errors=True)
-            counts, survivors, seconds = run_group(group, workdir)
+            again = retest and (workdir / "mutants").is_dir() and group.name in earlier
+            if not again:
+                shutil.rmtree(workdir, ignore_errors=True)
+            counts, survivors, seconds = run_group(group, workdir, retest=again)
         else:
+            again = False
             with tempfile.TemporaryDirectory(prefix="agentloom-mutation-") as tmp:
                 counts, survivors, seconds = run_group(group, Path(tmp))
         print(f"{group.name}: {dict(counts)} in {seconds:.0f} s", file=sys.stderr, flush=True)
         rows = "\n".join(_row(m, c) for m, c in sorted(counts.items()))
         shown = "\n".join(f"- `{s}`" for s in survivors) or "- none"
+        if again:  # the first run's time and date stay; the re-test is said after them
+            first = re.search(r"; ([\d.]+ min); measured ([^.]+ on \w+)", earlier[group.name])
+            when = (f"{first.group(1) if first else '?'}; measured {first.group(2) if first else '?'}, its survivors "
+                    f"re-tested {now} ({seconds / 60:.1f} min)")
+        else:
+            when = f"{seconds / 60:.1f} min; measured {now}"
         measured[group.name] = (
-            f"### {group.name}\n\nTests: {', '.join(f'`{t}`' for t in group.tests)}; {seconds / 60:.1f} min; "
-            f"measured {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')} on {_commit()}.\n\n"
+            f"### {group.name}\n\nTests: {', '.join(f'`{t}`' for t in group.tests)}; {when}.\n\n"
             "| module | mutants | killed | survived | equivalent | timed out | no tests | other | killed or timed out, of all but equivalent |\n"
             f"|---|---|---|---|---|---|---|---|---|\n{rows}\n\nSurvivors (`mutmut show NAME` in the group's copy, kept with `MUTATION_KEEP`, shows the "
             f"change):\n\n{shown}\n"
