@@ -9,6 +9,7 @@ _EXECUTION = "agentloom.stitch.execution.x\u01c1Execution\u01c1"
 _SIGNER = "agentloom.stitch.signing.x\u01c1Signer\u01c1"
 _GRAPH = "agentloom.stitch.graph.x_"
 _MESSAGES = "agentloom.server.messages.x_"
+_CHUNKING = "agentloom.packs.vectors.chunking.x_"
 _SPLIT_DONE = ("a node on a Splitter's paths is reached only after that Splitter completed at that path (a failed "
                "Splitter fires nothing downstream)")
 EQUIVALENT: dict[str, str] = {
@@ -53,4 +54,27 @@ EQUIVALENT: dict[str, str] = {
     f"{_MESSAGES}argument_errors__mutmut_78": "difflib.get_close_matches' default cutoff is 0.6, the value removed",
     "agentloom.server.calls.x\u01c1LoomServer\u01c1add_strict_tool__mutmut_18": "the key is read only when there is a "
         "cache, so its value without one is never used",
+    # vectors chunker
+    **{f"{_CHUNKING}_segments__mutmut_{n}": "rfind(.., lo, hi) gives -1 or at least lo (16384 or more): the changed "
+       "comparison with 0 or 1 agrees" for n in (25, 26, 63, 64)},
+    f"{_CHUNKING}_pack__mutmut_60": "when lo == hi both branches set i = lo",
+    **{f"{_CHUNKING}{name}": "np.searchsorted's side defaults to 'left', the value removed"
+       for name in ("_fit__mutmut_21", "_cut_ranks__mutmut_60", "_cut_ranks__mutmut_83")},
+    **{f"{_CHUNKING}{name}": "codec names are normalised: 'UTF-8' and 'utf-8' are one codec"
+       for name in ("chunk_text__mutmut_11", "_cut_ranks__mutmut_25")},
+    **{f"{_CHUNKING}{name}": "the array's dtype changes only for an empty list, whose search gives the same empty "
+       "result; every value read goes through int()"
+       for name in ("chunk_text__mutmut_55", "chunk_text__mutmut_57", "chunk_text__mutmut_60", "chunk_text__mutmut_62",
+                    "_token_spans__mutmut_39", "_token_spans__mutmut_41")},
+    **{f"{_CHUNKING}_token_spans__mutmut_{n}": "the pseudo-token regex matches every non-space character of a text "
+       "that is never blank there: a non-empty list of ints, int64 with or without the dtype" for n in (9, 11)},
+    **{f"{_CHUNKING}_token_spans__mutmut_{n}": "numpy reads any negative size in reshape as 'unknown'"
+       for n in (14, 43)},
+    **{f"{_CHUNKING}_token_spans__mutmut_{n}": "special tokens have (0, 0) offsets and the width filter drops them"
+       for n in (29, 31)},
+    **{f"{_CHUNKING}_token_spans__mutmut_{n}": "sorting also when starts are equal: a stable argsort of a "
+       "non-decreasing array is the identity" for n in (63, 64)},
+    f"{_CHUNKING}_token_spans__mutmut_72": "numpy accepts kind='STABLE' as kind='stable'",
+    f"{_CHUNKING}_cut_ranks__mutmut_50": "only newlines[0] changes, read only for a whitespace run at offset 0, "
+                                         "whose cut 0 is always skipped",
 }

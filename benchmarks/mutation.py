@@ -100,7 +100,7 @@ def run_group(group: Group, workdir: Path, retest: bool = False) -> tuple[dict[s
     else:
         shutil.copytree(ROOT / "src", workdir / "src", ignore=shutil.ignore_patterns("__pycache__", "console_dist"))
         _copy_tests(workdir)
-        shutil.copytree(ROOT / "benchmarks", workdir / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))  # evaluation sets
+        shutil.copytree(ROOT / "benchmarks", workdir / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))
         (workdir / "pyproject.toml").write_text(_config(group))
     started = time.monotonic()
     if names or not retest:
@@ -114,6 +114,7 @@ def _config(group: Group) -> str:
     return (ROOT / "pyproject.toml").read_text() + (
         "\n[tool.mutmut]\n"
         'source_paths = ["src"]\n'
+        'also_copy = ["benchmarks"]\n'  # a skills test reads its evaluation set there
         f"only_mutate = {_toml_list(tuple('src/' + m for m in group.modules))}\n"
         f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
         f'process_isolation = "{group.isolation}"\n'

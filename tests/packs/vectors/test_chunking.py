@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
 
 from agentloom.core.errors import AgentloomError, ConfigError
 from agentloom.embeddings.bert.build import MINILM_TOKENIZER
@@ -71,7 +71,7 @@ def check_invariants(text: str, result: list[Chunk], size: int, max_tokens: int 
 PIECES = [
     "word ", "Hello", " the ", "naïve ", "unbelievably ", "Café", ". ", "! ", "? ", ".", "\n", "\n\n", "\t", " ",
     "猫", "好き", "。", "！", "🙂", "👩\u200d💻", "\u200b", "\x00", "\u0301", "x" * 150, "ﬁ", "ｆｕｌｌ", "”", "\u3000",
-    "supercalifragilisticexpialidocious", "3.14", "(a)", "##", "[UNK]", "\u2028",
+    "supercalifragilisticexpialidocious", "3.14", "(a)", "##", "[UNK]", "\u2028", "\x0c", "\x0b", "\x85",
 ]
 
 
@@ -415,3 +415,188 @@ def test_a_chunk_holding_a_hard_segment_cut_is_counted_again() -> None:
     result = chunks(text, size=16, overlap=0, max_tokens=18)
     assert [(c.start, c.end, c.tokens) for c in result] == [(0, 31, 16), (32, 70040, 5)]
     check_invariants(text, result, 16, 18)
+
+
+def test_segments_search_only_the_second_half_of_the_window_and_take_the_latest_break() -> None:
+    # a break is looked for in [base + 16384, base + 32768): none earlier, none later
+    assert _segments("y" * 12000 + " " + "z" * 30000) == [0, 32768]  # a space a third of the way in: too early
+    assert _segments("y" * 1000 + "\n\n" + "y" * 20000 + " " + "z" * 12000) == [0, 21003]  # blank line too early
+    assert _segments("y" * 1000 + "\n" + "z" * 32000) == [0, 32768]  # a line break too early
+    assert _segments("y" * 1000 + "\t" + "z" * 32000) == [0, 32768]  # a tab too early
+    assert _segments("y" * 20000 + " " + "y" * 20000 + "\n" + "z" * 100) == [0, 20001]  # a line break too late
+    assert _segments("y" * 20000 + " " + "y" * 20000 + "\t" + "z" * 100) == [0, 20001]  # a tab too late
+    # of two breaks of a kind in the window, the later one
+    assert _segments("y" * 20000 + "\n\n" + "y" * 5000 + "\n\n" + "z" * 20000) == [0, 25003]
+    assert _segments("y" * 20000 + " " + "y" * 5000 + " " + "z" * 20000) == [0, 25002]
+    assert _segments("y" * 20000 + "\n" + "y" * 5000 + "\n" + "z" * 20000) == [0, 25002]
+    assert _segments("y" * 20000 + "\t" + "y" * 5000 + "\t" + "z" * 20000) == [0, 25002]
+
+
+def test_pack_fills_at_least_half_the_limit_and_overlaps_by_one_token() -> None:
+    # a paragraph break after 6 of 16 tokens is under half full: passed over for a bare cut at the limit
+    early = np.zeros(41, dtype=np.int8)
+    early[6] = PARAGRAPH
+    assert _pack(early, 0, 40, 16, 0) == [(0, 16, 16), (16, 32, 16), (32, 40, 8)]
+    # the tiny limits a re-split chunk can get: half of 2 or 3 is one token, and a limit of 1 still works
+    spaced = np.zeros(5, dtype=np.int8)
+    spaced[1] = SPACE
+    assert _pack(spaced, 0, 4, 2, 0) == [(0, 1, 1), (1, 3, 2), (3, 4, 1)]
+    assert _pack(spaced, 0, 4, 3, 0) == [(0, 1, 1), (1, 4, 3)]
+    assert _pack(spaced, 0, 4, 1, 0) == [(0, 1, 1), (1, 2, 1), (2, 3, 1), (3, 4, 1)]
+    # an overlap of one token backs up by one
+    flat = np.zeros(41, dtype=np.int8)
+    assert _pack(flat, 0, 40, 16, 1) == [(0, 16, 16), (15, 31, 16), (30, 40, 10)]
+    # an overlap of two backs up by one or two tokens, to the better cut
+    ranked = np.zeros(41, dtype=np.int8)
+    ranked[15], ranked[16] = SPACE, PARAGRAPH
+    assert _pack(ranked, 0, 40, 16, 2) == [(0, 16, 16), (15, 31, 16), (29, 40, 11)]
+
+
+def test_a_sentence_end_before_a_closer_at_the_start_of_the_text_counts() -> None:
+    for text in ['?) Yes no', '." Yes no']:  # the closer is the text's second character
+        starts, _, _ = _token_spans(text, None)
+        assert _cut_ranks(text, starts)[0].tolist() == [BARE, SENTENCE, SPACE, BARE]
+
+
+def test_a_cut_inside_a_hangul_syllable_is_counted_again() -> None:
+    # MiniLM splits each syllable into its jamo (2 or 3 tokens), all with the syllable's offsets: a cut
+    # between them falls before the whole syllable, so the chunk holds fewer tokens than it spans
+    encoding = TOKENIZER.encode("한가", add_special_tokens=False)
+    assert (encoding.tokens, encoding.offsets) == (["ᄒ", "##ᅡ", "##ᆫ", "##ᄀ", "##ᅡ"], [(0, 1)] * 3 + [(1, 2)] * 2)
+    text = "한가나다라마바사"  # 3 + 7 * 2 = 17 tokens: the first chunk ends between the two of the last syllable
+    assert [(c.start, c.end, c.tokens, c.text) for c in chunks(text, 16, 0, 18)] == [
+        (0, 7, 15, "한가나다라마바"), (7, 8, 2, "사"),
+    ]
+    text = "한가나다라마바사아"  # 19 tokens: the first chunk ends inside the second-last syllable
+    assert [(c.start, c.end, c.tokens, c.text) for c in chunks(text, 16, 0, 18)] == [
+        (0, 7, 15, "한가나다라마바"), (7, 9, 4, "사아"),
+    ]
+    # a chunk starting inside the first syllable (one token on) starts before it: 17 tokens, split again
+    result = chunks("한가나다라마바사", 16, 15, 18)
+    assert [(c.start, c.end) for c in result] == [(0, 7), (0, 7), (7, 8)]
+    check_invariants("한가나다라마바사", result, 16, 18)
+
+
+def test_a_grown_chunk_is_packed_again_one_token_under_its_share() -> None:
+    # one made-up word of 18 word pieces, overlap 15: the second chunk starts inside the word and grows
+    # when encoded alone; it is packed again at (tokens * limit // real) - 1 tokens
+    text = "bzdjnlhbgxnqnnlbxlgvphz"
+    assert [(c.start, c.end, c.tokens, c.text) for c in chunks(text, 16, 15, 18)] == [
+        (0, 20, 16, "bzdjnlhbgxnqnnlbxlgv"), (1, 19, 15, "zdjnlhbgxnqnnlbxlg"), (3, 23, 16, "jnlhbgxnqnnlbxlgvphz"),
+        (19, 22, 2, "vph"),
+    ]
+
+
+class RecordingTokenizer:
+    """The real tokenizer, keeping every batch of texts the chunker has it encode."""
+
+    truncation = None
+    padding = None
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def encode_batch(self, texts: list[str], add_special_tokens: bool = True) -> list[Encoding]:
+        self.batches.append(list(texts))
+        return TOKENIZER.encode_batch(texts, add_special_tokens=add_special_tokens)
+
+
+def test_only_chunks_cut_inside_a_word_or_holding_a_hard_segment_cut_are_encoded_again() -> None:
+    # whitespace at both ends of every chunk: the counts of the one tokenization are exact, nothing is re-encoded
+    # (neither the first chunk nor the last)
+    text = "The quick brown fox jumps over the lazy dog. " * 10
+    spy = RecordingTokenizer()
+    assert chunks(text, 16, 4, 18, tokenizer=spy) == chunks(text, 16, 4, 18)  # type: ignore[arg-type]
+    assert spy.batches == [[text], []]
+    # the chunk holding the hard cuts of a 70 000-letter word is; the one before it, ending at a space, is not
+    text = "a " * 20 + "x" * 70000
+    spy = RecordingTokenizer()
+    assert chunks(text, 16, 0, 18, tokenizer=spy) == chunks(text, 16, 0, 18)  # type: ignore[arg-type]
+    assert (len(spy.batches[0]), spy.batches[1:]) == (3, [[text[32:]]])
+    # a segment cut hard right before a space: the chunks that start at it hold no hard cut
+    text = "x" * 32768 + " a" * 20
+    spy = RecordingTokenizer()
+    assert chunks(text, 16, 15, 18, tokenizer=spy) == chunks(text, 16, 15, 18)  # type: ignore[arg-type]
+    assert (len(spy.batches[0]), spy.batches[1:]) == (2, [[text[:32799]]])
+
+
+def made_up_wordpiece() -> Tokenizer:
+    """A real WordPiece tokenizer with a made-up vocabulary: the letters, alone and as word pieces, and two
+    long word pieces, "##abcdefghijklmnop" and "##abcdefghijklmnopqrstuvwxy". Inside a word such a piece
+    is one token; at the start of a text it cannot be used, and the letters count 16 or 25 tokens."""
+    from tokenizers import models, pre_tokenizers
+
+    vocab = {"[UNK]": 0}
+    for letter in "abcdefghijklmnopqrstuvwxyz":
+        vocab[letter], vocab[f"##{letter}"] = len(vocab), len(vocab) + 1
+    vocab["##abcdefghijklmnop"], vocab["##abcdefghijklmnopqrstuvwxy"] = len(vocab), len(vocab) + 1
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return tokenizer
+
+
+def test_a_chunk_that_grows_far_is_split_down_to_single_tokens_and_a_single_token_is_kept() -> None:
+    tokenizer = made_up_wordpiece()
+    assert len(tokenizer.encode("abcdefghijklmnop").ids) == 16 and len(tokenizer.encode("zzabcdefghijklmnop").ids) == 3
+    # "z" * 16 + the 16-letter piece + " zz": the second chunk (the piece, then "z", "##z") counts 18 alone;
+    # 3 * 16 // 18 - 1 = 1 token a chunk: three chunks, not "abc...p" and "zz"
+    text = "z" * 16 + "abcdefghijklmnop zz"
+    assert [(c.start, c.end, c.tokens, c.text) for c in chunks(text, 16, 0, 18, tokenizer=tokenizer)] == [
+        (0, 16, 16, "z" * 16), (16, 32, 16, "abcdefghijklmnop"), (33, 34, 1, "z"), (34, 35, 1, "z"),
+    ]
+    # "z" * 16 + the 25-letter piece + "zzzzz", one word: the second chunk (6 tokens) counts 30 alone and is
+    # packed again by 2; its first part (the piece and a "z", 26 alone) again by 1; the piece alone, 25
+    # tokens, is one token in the text: it cannot be cut, and is kept over the limit
+    text = "z" * 16 + "abcdefghijklmnopqrstuvwxy" + "z" * 5
+    assert [(c.start, c.end, c.tokens, c.text) for c in chunks(text, 16, 0, 18, tokenizer=tokenizer)] == [
+        (0, 16, 16, "z" * 16), (16, 41, 25, "abcdefghijklmnopqrstuvwxy"), (41, 42, 1, "z"), (42, 44, 2, "zz"),
+        (44, 46, 2, "zz"),
+    ]
+
+
+def test_chunks_of_only_whitespace_tokens_are_dropped() -> None:
+    # some tokenizers (SentencePiece ones, for instance) have line-break tokens: 17 of them after "a" make
+    # a second chunk of nothing but line breaks, which is no chunk
+    from tokenizers import Regex, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "\n": 1, "a": 2}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(r"[^\S\n]+"), "removed"), pre_tokenizers.Split("\n", "isolated")]
+    )
+    assert len(tokenizer.encode("a" + "\n" * 17).ids) == 18
+    result = chunks("a" + "\n" * 17, 16, 0, 18, tokenizer=tokenizer)
+    assert [(c.index, c.start, c.end, c.text) for c in result] == [(0, 0, 1, "a")]
+
+
+class OutOfOrderTokenizer:
+    """The real tokenizer, with the tokens of each encoding listed last to first (no known tokenizer
+    does this; the chunker sorts them back)."""
+
+    truncation = None
+    padding = None
+
+    class Reversed:
+        def __init__(self, encoding: Encoding) -> None:
+            self.ids, self.offsets = encoding.ids[::-1], encoding.offsets[::-1]
+
+    def encode_batch(self, texts: list[str], add_special_tokens: bool = True) -> list[Reversed]:
+        return [self.Reversed(e) for e in TOKENIZER.encode_batch(texts, add_special_tokens=add_special_tokens)]
+
+
+def test_tokens_listed_out_of_order_are_sorted_by_start() -> None:
+    text = "The quick brown fox jumps over the lazy dog. " * 3
+    starts, ends, _ = _token_spans(text, OutOfOrderTokenizer())  # type: ignore[arg-type]
+    expected = np.asarray(TOKENIZER.encode(text, add_special_tokens=False).offsets)
+    assert (starts.tolist(), ends.tolist()) == (expected[:, 0].tolist(), expected[:, 1].tolist())
+    assert chunks(text, 16, 4, 18, tokenizer=OutOfOrderTokenizer()) == chunks(text, 16, 4, 18)  # type: ignore[arg-type]
+
+
+def test_a_form_feed_joins_words_for_the_model_so_a_cut_there_is_counted_again() -> None:
+    # str.isspace() says yes to \x0c (pdftotext puts one between pages), but the model's normaliser
+    # deletes it and reads the words around it as one word: a chunk cut there must be re-counted.
+    text = "mgfxsvrpdfxdsh\x0cmfnzcmzwjmknxcjwh\x0cbnrrmrcvd\x0cvdlzxslrsk\x0cwtxqdpqcjxzbxhpnhtwv"
+    result = chunks(text, size=16, overlap=0, max_tokens=18)
+    check_invariants(text, result, 16, max_tokens=18)
+    assert real_tokens("wtxqdpqcjxzbxhpnhtwv") == 17  # the chunk it used to end with, counted as 16
+    assert [(c.text, c.tokens) for c in result] == [("mgfxsvrpdfxdsh\x0cm", 10), ("fnzcmzwjmknxcjwh", 12),
+                                                     ("bnrrmrcvd\x0cvdlzxslrsk", 10), ("wtxqdpqcjxzbxhpnht", 15), ("wv", 2)]

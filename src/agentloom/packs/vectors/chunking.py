@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -159,6 +160,11 @@ def _segments(text: str) -> list[int]:
 
 # str.isspace() characters, so that "whitespace" means the same here and in str.strip()
 _SPACES = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
+# Of those, the ones a tokenizer splits words at. The others (form feed, vertical tab, \x1c-\x1f,
+# \x85: control characters) are deleted by BERT's normaliser, which joins the words around them, so
+# a cut there counts as one inside a word (re-counted).
+_SEPARATORS = np.array([c for c in _SPACES.tolist() if chr(c) in "\t\n\r" or unicodedata.category(chr(c)) == "Zs"],
+                       dtype=np.uint32)
 _LATIN_ENDS = np.array([ord(c) for c in ".!?…"], dtype=np.uint32)
 _CJK_ENDS = np.array([ord(c) for c in "。！？"], dtype=np.uint32)
 _CLOSER_CODES = np.array([ord(c) for c in _CLOSERS], dtype=np.uint32)
@@ -183,7 +189,9 @@ def _cut_ranks(text: str, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         np.maximum.at(rank, c[(c > 0) & (c < n)], value)
 
     at(run_start, SPACE)
-    c = np.searchsorted(starts, run_start, side="left")
+    separators = np.concatenate(([0], np.cumsum(np.isin(code, _SEPARATORS))))
+    splits = run_start[separators[run_end] - separators[run_start] > 0]  # runs holding a separator
+    c = np.searchsorted(starts, splits, side="left")
     spaced[c[(c > 0) & (c < n)]] = True
     at(np.flatnonzero(code == 10), LINE)
     # a sentence ends before whitespace, after . ! ? … and maybe one closing quote or bracket
