@@ -600,3 +600,6 @@ def test_a_form_feed_joins_words_for_the_model_so_a_cut_there_is_counted_again()
     assert real_tokens("wtxqdpqcjxzbxhpnhtwv") == 17  # the chunk it used to end with, counted as 16
     assert [(c.text, c.tokens) for c in result] == [("mgfxsvrpdfxdsh\x0cm", 10), ("fnzcmzwjmknxcjwh", 12),
                                                      ("bnrrmrcvd\x0cvdlzxslrsk", 10), ("wtxqdpqcjxzbxhpnht", 15), ("wv", 2)]
+    # a space earlier in the text changes nothing for the form feeds after it
+    result = chunks("a " + text, size=16, overlap=0, max_tokens=18)
+    assert [(c.text, c.tokens) for c in result][-2:] == [("wtxqdpqcjxzbxhpnht", 15), ("wv", 2)]
