@@ -48,6 +48,10 @@ class Group:
     # Tests left out of the group: end-to-end checks of quality that each take tens of seconds and would run for
     # every mutant they reach (their logic is covered by the group's unit tests).
     deselect: tuple[str, ...] = ()
+    # Seconds a mutant's test run may take beyond its tests' own time (mutmut's timeout_constant): a forked child
+    # first loads what the timing run had loaded already (the skills group: two embedding models), and mutmut
+    # limits the child's CPU time as well, so too small a value turns slow starts into false "timeouts".
+    setup_seconds: float = 1.0
 
 
 GROUPS = (
@@ -70,7 +74,7 @@ GROUPS = (
     Group("skills thresholds, fallback, change detection",
           ("agentloom/packs/skills/search.py", "agentloom/packs/skills/scan.py", "agentloom/packs/skills/keywords.py"),
           ("tests/packs/skills",), "forkserver",
-          ("tests/packs/skills/test_search.py::test_eval_set_top1_in_both_languages",)),
+          ("tests/packs/skills/test_search.py::test_eval_set_top1_in_both_languages",), setup_seconds=20.0),
     Group("Flowise build_flow validation", ("agentloom/packs/flowise/builder.py",),
           ("tests/packs/flowise/test_builder.py", "tests/packs/flowise/test_planner.py",
            "tests/packs/flowise/test_flowdata.py", "tests/packs/flowise/test_tools.py"), "forkserver"),
@@ -131,6 +135,7 @@ def _config(group: Group) -> str:
         # A mutant that makes a loop endless is stopped after (the tests' usual time + 1 s) x 5, not mutmut's
         # x 15: the chunker's loops alone have dozens of such mutants, a minute each at x 15.
         "timeout_multiplier = 5.0\n"
+        f"timeout_constant = {group.setup_seconds}\n"
     )
 
 
