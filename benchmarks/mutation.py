@@ -7,7 +7,7 @@ naming the modules and the tests. mutmut runs, for each mutant, only the tests t
 mutated function. Tests that drive a module through a child process (``agentloom stitch serve``,
 ``agentloom serve``) cannot reach it in mutmut's sense: such functions count as "no tests".
 
-Too slow for CI (over an hour on 2 cores); after changing a named module, run its group alone:
+Too slow for CI (hours on 2 cores); after changing a named module, run its group alone:
 ``MUTATION_GROUPS=stitch python -m benchmarks mutation`` (the other groups keep their sections).
 ``MUTATION_KEEP=DIR`` keeps each group's copy in ``DIR/<group>`` (``mutmut show NAME`` there shows a
 survivor's change); otherwise the copies are deleted. With ``MUTATION_RETEST=1`` as well, a group
@@ -132,7 +132,7 @@ def _config(group: Group) -> str:
         # run the same logic at several times the cost per mutant.
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-p", "no:cov", "-k", "not postgresql"'
         + "".join(f', "--deselect", "{test}"' for test in group.deselect) + "]\n"
-        # A mutant that makes a loop endless is stopped after (the tests' usual time + 1 s) x 5, not mutmut's
+        # A mutant that makes a loop endless is stopped after (the tests' usual time + setup_seconds) x 5, not mutmut's
         # x 15: the chunker's loops alone have dozens of such mutants, a minute each at x 15.
         "timeout_multiplier = 5.0\n"
         f"timeout_constant = {group.setup_seconds}\n"
