@@ -282,3 +282,20 @@ def test_a_template_id_is_looked_up_as_given_before_as_a_slug(tmp_path: Path) ->
     builder = saved_catalog(fake, tmp_path, templates={"My_Template": odd, "llm-chain": LLM}).builder
     assert builder.template("My_Template") == odd
     assert builder.template("LLM Chain") == LLM
+
+
+def test_a_planned_flow_the_checks_reject_is_refused_naming_its_first_two_problems(
+        fake_flowise: FakeFlowise, tmp_path: Path, catalog: dict[str, Any]) -> None:
+    """Catalog keys that are not the definitions' own names: the planner wires them, but each node it writes is
+    named as Flowise names it, which this catalog lacks; the checks (against this catalog) find one problem per
+    node, the refusal names the first two, joined by '; ', and nothing is created."""
+    renamed = {"myModel": "chatOpenAI", "myMemory": "bufferMemory", "myChain": "conversationChain"}
+    odd = {k: v for k, v in catalog.items() if k not in renamed.values()}
+    odd.update({key: catalog[name] for key, name in renamed.items()})
+    builder = real_builder(fake_flowise, tmp_path, odd)
+    with pytest.raises(AgentloomError) as caught:
+        builder.build(**{**ARGS, "nodes": list(renamed)})
+    assert str(caught.value) == ("no valid chatflow from these nodes: "
+                                 "node myModel_0: chatOpenAI is not in the server's catalog; "
+                                 "node myMemory_0: bufferMemory is not in the server's catalog")
+    assert fake_flowise.chatflows == {}, "a flow known to be broken is never created"
