@@ -10,11 +10,12 @@ _SIGNER = "agentloom.stitch.signing.x\u01c1Signer\u01c1"
 _GRAPH = "agentloom.stitch.graph.x_"
 _MESSAGES = "agentloom.server.messages.x_"
 _CHUNKING = "agentloom.packs.vectors.chunking.x_"
+_CODEC = "codec names are normalised: 'UTF-8' and 'utf-8' are one codec"
+_OPENED_AT = "_opened_at is read only while OPEN, and is set when the breaker opens"
 _SPLIT_DONE = ("a node on a Splitter's paths is reached only after that Splitter completed at that path (a failed "
                "Splitter fires nothing downstream)")
 EQUIVALENT: dict[str, str] = {
-    f"{_BREAKER}__init____mutmut_12": "_opened_at is read only while OPEN, and is set when the breaker opens",
-    f"{_BREAKER}__init____mutmut_13": "_opened_at is read only while OPEN, and is set when the breaker opens",
+    f"{_BREAKER}__init____mutmut_12": _OPENED_AT, f"{_BREAKER}__init____mutmut_13": _OPENED_AT,
     f"{_BREAKER}__init____mutmut_14": "_opened_wall is shown only while not CLOSED, and is set when the breaker opens",
     f"{_BREAKER}__init____mutmut_15": _FLAG, f"{_BREAKER}__init____mutmut_16": _FLAG,
     f"{_BREAKER}_refresh__mutmut_6": "None for False: the flag is only tested for truth",
@@ -34,7 +35,7 @@ EQUIVALENT: dict[str, str] = {
        "'pending'; both fail the completed-or-cancelled check alike" for n in (17, 19)},
     # Stitch graph checks and signing
     f"{_SIGNER}callback_url__mutmut_12": "quote() never escapes letters, so safe='XXXX' gives what safe='' gives",
-    f"{_SIGNER}verify__mutmut_16": "codec names are normalised: 'UTF-8' and 'utf-8' are one codec",
+    f"{_SIGNER}verify__mutmut_16": _CODEC,
     f"{_GRAPH}instance_key__mutmut_1": "with an empty path the other branch gives node_id + '' == node_id",
     f"{_GRAPH}analyse__mutmut_108": "the node id only fills _retry_problems' message text; analyse tests only whether "
                                     "the list is empty, which the policy alone decides",
@@ -60,8 +61,7 @@ EQUIVALENT: dict[str, str] = {
     f"{_CHUNKING}_pack__mutmut_60": "when lo == hi both branches set i = lo",
     **{f"{_CHUNKING}{name}": "np.searchsorted's side defaults to 'left', the value removed"
        for name in ("_fit__mutmut_21", "_cut_ranks__mutmut_60", "_cut_ranks__mutmut_95")},
-    **{f"{_CHUNKING}{name}": "codec names are normalised: 'UTF-8' and 'utf-8' are one codec"
-       for name in ("chunk_text__mutmut_11", "_cut_ranks__mutmut_25")},
+    f"{_CHUNKING}chunk_text__mutmut_11": _CODEC, f"{_CHUNKING}_cut_ranks__mutmut_25": _CODEC,
     **{f"{_CHUNKING}{name}": "the array's dtype changes only for an empty list, whose search gives the same empty "
        "result; every value read goes through int()"
        for name in ("chunk_text__mutmut_55", "chunk_text__mutmut_57", "chunk_text__mutmut_60", "chunk_text__mutmut_62",

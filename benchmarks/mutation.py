@@ -33,6 +33,7 @@ from benchmarks.equivalent_mutants import EQUIVALENT
 from benchmarks.report import ROOT, machine
 
 REPORT = ROOT / "MUTATION.md"
+MUTMUT = str(Path(sys.executable).with_name("mutmut"))
 GOAL = 0.90
 
 
@@ -99,14 +100,13 @@ def run_group(group: Group, workdir: Path, retest: bool = False) -> tuple[dict[s
     """Per module: mutants by status; the survivors' names; seconds taken. With ``retest``, ``workdir``
     holds an earlier run of the group: the tests are copied afresh and only its survivors run again
     (right when tests were only added since: a killed mutant stays killed)."""
-    mutmut = str(Path(sys.executable).with_name("mutmut"))
     # Property tests run a quarter of their examples (tests/conftest.py: examples); a skip is no failure here.
     env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "AGENTLOOM_MUTATION": "1"}
     names: list[str] = []
     if retest:
         _copy_tests(workdir)
         (workdir / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # which tests reach which function, again
-        names = _survivors(_results(mutmut, workdir, env))
+        names = _survivors(_results(workdir, env))
     else:
         shutil.copytree(ROOT / "src", workdir / "src", ignore=shutil.ignore_patterns("__pycache__", "console_dist"))
         _copy_tests(workdir)
@@ -114,10 +114,10 @@ def run_group(group: Group, workdir: Path, retest: bool = False) -> tuple[dict[s
         (workdir / "pyproject.toml").write_text(_config(group))
     started = time.monotonic()
     if names or not retest:
-        subprocess.run([mutmut, "run", "--max-children", str(os.cpu_count() or 2), *names], cwd=workdir, env=env,
+        subprocess.run([MUTMUT, "run", "--max-children", str(os.cpu_count() or 2), *names], cwd=workdir, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     seconds = time.monotonic() - started
-    return _count(group, _results(mutmut, workdir, env)) + (seconds,)
+    return _count(group, _results(workdir, env)) + (seconds,)
 
 
 def _config(group: Group) -> str:
@@ -139,9 +139,9 @@ def _config(group: Group) -> str:
     )
 
 
-def _results(mutmut: str, workdir: Path, env: dict[str, str]) -> dict[str, tuple[str, str]]:
+def _results(workdir: Path, env: dict[str, str]) -> dict[str, tuple[str, str]]:
     """Every mutant's name: (module, mutmut's status)."""
-    listed = subprocess.run([mutmut, "results", "--all", "true"], cwd=workdir, env=env, capture_output=True,
+    listed = subprocess.run([MUTMUT, "results", "--all", "true"], cwd=workdir, env=env, capture_output=True,
                             text=True, check=False).stdout
     found = {}
     for line in listed.splitlines():
@@ -220,7 +220,7 @@ def main() -> None:
     chosen = [g for g in GROUPS if not wanted or any(w in g.name.lower() for w in wanted)]
     if not chosen:
         sys.exit(f"MUTATION_GROUPS={os.environ['MUTATION_GROUPS']!r} names no group; groups: {'; '.join(g.name for g in GROUPS)}")
-    version = subprocess.run([str(Path(sys.executable).with_name("mutmut")), "--version"], capture_output=True,
+    version = subprocess.run([MUTMUT, "--version"], capture_output=True,
                              text=True, check=False).stdout.strip()
     measured: dict[str, str] = {}
     started = time.monotonic()
