@@ -233,7 +233,7 @@ def main() -> None:
         now = f"{dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')} on {_commit()}"
         if keep:  # the group's copy stays, for `mutmut show NAME` there
             workdir = Path(keep) / re.sub(r"\W+", "-", group.name.lower()).strip("-")
-            again = retest and (workdir / "mutants").is_dir() and group.name in earlier
+            again = retest and (workdir / "mutants").is_dir()
             if not again:
                 shutil.rmtree(workdir, ignore_errors=True)
             counts, survivors, seconds = run_group(group, workdir, retest=again)
@@ -245,7 +245,7 @@ def main() -> None:
         rows = "\n".join(_row(m, c) for m, c in sorted(counts.items()))
         shown = "\n".join(f"- `{s}`" for s in survivors) or "- none"
         if again:  # the first run's time and date stay; the re-test is said after them
-            first = re.search(r"; ([\d.]+ min); measured ([^.]+ on \w+)", earlier[group.name])
+            first = re.search(r"; ([\d.]+ min); measured ([^.]+ on \w+)", earlier.get(group.name, ""))
             when = (f"{first.group(1) if first else '?'}; measured {first.group(2) if first else '?'}, its survivors "
                     f"re-tested {now} ({seconds / 60:.1f} min)")
         else:
