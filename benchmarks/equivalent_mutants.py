@@ -14,6 +14,15 @@ _CODEC = "codec names are normalised: 'UTF-8' and 'utf-8' are one codec"
 _OPENED_AT = "_opened_at is read only while OPEN, and is set when the breaker opens"
 _SPLIT_DONE = ("a node on a Splitter's paths is reached only after that Splitter completed at that path (a failed "
                "Splitter fires nothing downstream)")
+_DOCS_CONFIG = "agentloom.packs.docs.config.x_"
+_GIT = "agentloom.packs.docs.content.repository.x\u01c1GitRepoLoader\u01c1"
+_SAFEFS = "agentloom.packs.docs.content.safefs.x"
+_NO_MARK = "PyYAML always sets problem_mark on a MarkedYAMLError (200,000 fuzzed inputs), so 'unknown position' is unreachable"
+_POSIX = "os.sep is '/' on POSIX and safefs (O_NOFOLLOW, dir_fd) runs only there: the branch never runs"
+_SHA = "hashlib accepts 'SHA256' as the same sha256 algorithm"
+_NOT_FOUND = "'not found' in the same tuple matches every text that contains 'repository not found'"
+_LINE_WITH = ("the fallback is unreachable: both callers check that a needle is in stderr.lower(), and no needle holds a "
+              "line break, so some line contains it")
 EQUIVALENT: dict[str, str] = {
     f"{_BREAKER}__init____mutmut_12": _OPENED_AT, f"{_BREAKER}__init____mutmut_13": _OPENED_AT,
     f"{_BREAKER}__init____mutmut_14": "_opened_wall is shown only while not CLOSED, and is set when the breaker opens",
@@ -81,4 +90,27 @@ EQUIVALENT: dict[str, str] = {
     **{f"agentloom.packs.flowise.builder.x\u01c1Builder\u01c1{name}": "missing starts as None instead of []: it is "
        "reassigned before use or only tested for truth, where None and [] agree"
        for name in ("build__mutmut_23", "design__mutmut_13")},
+    # docs path resolution and git-source safety
+    **{f"{_DOCS_CONFIG}load_project__mutmut_{n}": _NO_MARK for n in (14, 19, 20)},
+    f"{_DOCS_CONFIG}read_config_text__mutmut_3": _CODEC,
+    f"{_DOCS_CONFIG}_under__mutmut_11": "root / path with an absolute path is that path: both branches give the same",
+    f"{_DOCS_CONFIG}_describe__mutmut_11": "a loc starts with a KnowledgeConfig field (docs_root, template, docsets), "
+                                          "none starting with 'X': lstrip('XX.XX') strips only the '.'",
+    f"{_GIT}_run__mutmut_24": "stdout and stderr are PIPE, never None: the assert passes either way",
+    f"{_GIT}_run__mutmut_37": "remaining == 0.0 exactly adds one zero-timeout select before the same timeout error",
+    f"{_GIT}_run__mutmut_45": "the select timeout is still capped by min(remaining, ...): the deadline holds, only "
+                              "how often the loop wakes changes",
+    f"{_GIT}_run__mutmut_51": "a read of 65537 bytes instead of 65536: the same bytes, the same result",
+    f"{_GIT}_explain__mutmut_107": _NOT_FOUND, f"{_GIT}_explain__mutmut_108": _NOT_FOUND,
+    f"{_GIT}_head__mutmut_24": "--format=%H %ct prints '<hash> <time>' with one space: partition and rpartition agree",
+    "agentloom.packs.docs.content.repository.x__line_with__mutmut_8": _LINE_WITH,
+    "agentloom.packs.docs.content.repository.x__line_with__mutmut_9": _LINE_WITH,
+    f"{_SAFEFS}_path_problem__mutmut_14": "PureWindowsPath(name).root also catches a leading '/', with the same "
+                                          "'is an absolute path'",
+    **{f"{_SAFEFS}_path_problem__mutmut_{n}": _POSIX for n in (22, 23, 24)},
+    f"{_SAFEFS}\u01c1Folder\u01c1_refuse__mutmut_12": "S_ISLNK(1) and S_ISLNK(0) are both False: the same message",
+    f"{_SAFEFS}\u01c1Folder\u01c1_walk__mutmut_29": "os.mkdir's default mode is 0o777",
+    f"{_SAFEFS}\u01c1Folder\u01c1file_hash__mutmut_14": _SHA, f"{_SAFEFS}\u01c1Folder\u01c1remove__mutmut_53": _SHA,
+    f"{_SAFEFS}\u01c1Folder\u01c1remove__mutmut_83": "return inside try/finally returns None as break then return "
+                                                   "None does; the finally closes the descriptors either way",
 }

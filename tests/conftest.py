@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-pytest_plugins = ["tests.ci_skips", "tests.mutation_order"]
+pytest_plugins = ["tests.ci_skips", "tests.mutation_run"]
 
 
 def _shared() -> Path:

@@ -997,3 +997,191 @@ def test_git_output_is_read_whole_and_bytes_that_are_not_utf8_are_replaced(tmp_p
     assert (code, out) == (0, "caf\ufffd\n")
     code, out, err = loader._run(["git", "-C", str(repo.work), "show", "HEAD:caf\udce9.txt"])  # b"caf\xe9.txt"
     assert code == 128 and out == "" and "caf\ufffd.txt" in err
+
+
+# -- git as a process: its input, its output in pieces, and stopping it --------------------
+
+
+def stand_in_git(folder: Path, script: str) -> None:
+    """A `git` on PATH that runs ``script`` (sh); the real git stays reachable as $REAL_GIT."""
+    folder.mkdir(exist_ok=True)
+    fake = folder / "git"
+    fake.write_text(f"#!/bin/sh\nREAL_GIT={shutil.which('git')}\n{script}\n")
+    fake.chmod(0o755)
+
+
+def test_git_never_reads_the_servers_stdin(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"a protocol message for the server\n")
+    os.close(write_end)
+    saved = os.dup(0)
+    os.dup2(read_end, 0)  # the server's stdin, as an MCP client writes to it
+    try:
+        result = loader_for()._run(["git", "hash-object", "--stdin"], cwd=tmp_path)
+        left = os.read(read_end, 1000)
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(read_end)
+    assert result == (0, "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391\n", "")  # git read nothing: the empty blob
+    assert left == b"a protocol message for the server\n"
+
+
+def test_git_messages_split_across_reads_or_without_a_last_newline_are_kept_whole() -> None:
+    script = ("import sys, time\n"
+              "sys.stderr.buffer.write(b'fatal: the first par'); sys.stderr.flush(); time.sleep(0.5)\n"
+              "sys.stderr.buffer.write(b't of a line\\nthe last line, caf\\xe9, without a newline'); sys.stderr.flush()\n")
+    assert loader_for()._run([sys.executable, "-c", script]) == (
+        0, "", "fatal: the first part of a line\nthe last line, caf\ufffd, without a newline")
+
+
+def test_a_git_that_closes_its_output_but_lives_on_is_stopped_at_the_timeout(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = (f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+              "os.close(1); os.close(2)\ntime.sleep(0.6)\nos._exit(0)\n")
+    with pytest.raises(SourceError) as err:
+        loader_for(timeout=0.3)._run([sys.executable, "-c", script])
+    assert str(err.value) == ("https://e.org/x.git: git took longer than 0.3 s and was stopped; check your internet "
+                              "connection and retry, or raise AGENTIC_KNOWLEDGE_GIT_TIMEOUT (seconds)")
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)  # killed and reaped
+
+
+def test_an_error_while_git_runs_stops_git(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = (f"import os, sys, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+              "sys.stderr.write('Receiving objects:  50% (1/2)\\n'); sys.stderr.flush()\ntime.sleep(20)\n")
+
+    def report(phase: str, fraction: float | None) -> None:
+        raise RuntimeError("the client went away")
+
+    with pytest.raises(RuntimeError, match="^the client went away$"):
+        loader_for()._run([sys.executable, "-c", script], report)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)  # killed and reaped, not left running
+
+
+def test_listing_branches_never_passes_the_url_to_git_as_an_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = Repo(tmp_path / "repo", {"README.md": "x"})
+    monkeypatch.chdir(repo.work)  # a repository with an origin that git would list instead
+    pwned = tmp_path / "pwned"
+    url = f"--upload-pack=touch {pwned}"
+    loader = GitRepoLoader(GitRepoSource.model_construct(type="git_repo", url=url, branch=None, paths=None))
+    assert loader.branches() is None
+    assert not pwned.exists()
+
+
+def test_a_clone_whose_remote_head_names_no_branch_lists_the_branches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = Repo(tmp_path / "repo", {"README.md": "x"})
+    repo.branch_off("v2", {"docs/v2.md": "two"})
+    # what other git versions print (exit 0, nothing checked out) for a HEAD naming a missing branch
+    stand_in_git(tmp_path / "bin", 'case " $* " in *" clone "*)\n'
+                 '  echo "warning: remote HEAD refers to nonexistent ref, unable to checkout." >&2; exit 0;;\nesac\n'
+                 'exec "$REAL_GIT" "$@"')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(SourceError) as err:
+        loader_for(repo.url).clone(tmp_path / "clone")
+    assert str(err.value) == (
+        f"{repo.url}: the repository's default branch (its HEAD) does not exist, so there is nothing to check out. "
+        "Branches: main, v2; set `branch:` for this source in .knowledge/config.yaml")
+
+
+@pytest.mark.parametrize("code", [0, 1])
+def test_a_git_log_that_prints_nothing_is_no_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    stand_in_git(tmp_path / "bin", f"exit {code}")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    with pytest.raises(SourceError) as err:
+        loader_for()._head(tmp_path)
+    assert str(err.value) == ("https://e.org/x.git: the clone has no commit to read (no commit); check the repository "
+                              "and `branch:`")
+
+
+def test_a_folder_opened_as_descriptor_zero_is_closed_too(tmp_path: Path) -> None:
+    saved = os.dup(0)
+    os.close(0)  # a server started with stdin closed: the next descriptor is 0
+    try:
+        folder = Folder(tmp_path, "the repository", "fix")
+        assert folder.fd == 0
+        folder.close()
+        assert folder.fd == -1
+        with pytest.raises(OSError) as err:
+            os.fstat(0)
+        assert err.value.errno == errno.EBADF
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+
+
+def test_a_file_that_cannot_be_opened_is_kept_and_the_reason_named(tmp_path: Path) -> None:
+    root = tmp_path / "docset"
+    root.mkdir()
+    (root / "a.md").write_text("x")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with Folder(root, "the docset folder", "Fix.") as dest:
+        first, second = os.dup(dest.fd), os.dup(dest.fd)  # the two lowest free descriptors
+        os.close(second)
+        os.close(first)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (second, hard))  # room for the walk's one, not for the file
+        try:
+            reason = dest.remove("a.md", hashlib.sha256(b"x").hexdigest())
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert reason == "it cannot be read (Too many open files)"
+    assert (root / "a.md").read_text() == "x"
+
+
+# -- safefs: a folder changed by another process between two steps -------------------------
+
+
+class ChangedBefore:
+    """Runs ``change`` once, just before this thread's next call of the C function ``func``:
+    what another process could do at that moment, made certain."""
+
+    def __init__(self, func: object, change: object) -> None:
+        self.func, self.change, self.done = func, change, False
+
+    def _hook(self, frame: object, event: str, arg: object) -> None:
+        if event == "c_call" and arg is self.func and not self.done:
+            self.done = True
+            self.change()  # type: ignore[operator]
+
+    def __enter__(self) -> Self:
+        sys.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+        assert self.done
+
+
+def test_a_link_swapped_in_while_folders_are_made_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "repo"
+    (source / "deep" / "er").mkdir(parents=True)
+    (source / "sub").mkdir()
+    (source / "sub" / "x.md").write_text("x")
+    (source / "deep" / "er" / "x.md").write_text("x")
+    dest_root, outside = tmp_path / "dest", tmp_path / "outside"
+    dest_root.mkdir()
+    outside.mkdir()
+    with Folder(source, "the repository", "fix-r") as repo, Folder(dest_root, "the docset folder", "Fix.") as dest:
+        for name, top in (("sub/x.md", "sub"), ("deep/er/x.md", "deep")):
+            with ChangedBefore(os.mkdir, lambda top=top: (dest_root / top).symlink_to(outside)):  # type: ignore[misc]
+                with pytest.raises(UnsafePath) as err:
+                    dest.stage(name, repo, 0.0)
+            assert str(err.value) == f"{top} in the docset folder is a symbolic link (to {outside}); links are never followed. Fix."
+    assert list(outside.iterdir()) == []
+
+
+def test_a_link_that_vanishes_while_it_is_refused_is_still_refused(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (tmp_path / "outside").mkdir()
+    (root / "dlink").symlink_to(tmp_path / "outside")
+    (root / "link.md").symlink_to(tmp_path / "outside")
+    with Folder(root, "the repository", "Fix.") as repo:
+        with ChangedBefore(os.lstat, (root / "dlink").unlink), pytest.raises(UnsafePath) as err:
+            repo.open_file("dlink/secret.md")
+        assert str(err.value) == "dlink in the repository is a file where a folder is needed; Fix."
+        with ChangedBefore(os.readlink, (root / "link.md").unlink), pytest.raises(UnsafePath) as err:
+            repo.open_file("link.md")
+        assert str(err.value) == "link.md in the repository is a symbolic link (to ?); links are never followed. Fix."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import locale
 from pathlib import Path
 
 import pytest
@@ -319,3 +320,28 @@ def test_a_control_character_is_a_syntax_error_with_its_position(project: Path) 
         load_project(path)
     assert str(err.value) == (f"{path}: YAML syntax error: unacceptable character #x0001: control characters are not "
                               'allowed\n  in "<unicode string>", position 10')
+
+
+def test_the_file_is_read_as_utf8_whatever_the_locale(project: Path) -> None:
+    path = write_config(project, "docsets:\n  - name: a\n    description: café\n")
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # the locale's encoding is ASCII now
+    try:
+        assert load_project(path).docsets[0].description == "café"
+    finally:
+        locale.setlocale(locale.LC_CTYPE, previous)
+
+
+@pytest.mark.parametrize("written", ["2024-02-28", "2024-02-30", "2024-02-28 10:00:00"])
+def test_a_version_like_a_date_is_kept_as_written_not_read_as_a_date(project: Path, written: str) -> None:
+    assert load(project, f"docsets:\n  - name: react\n    version: {written}\n").docsets[0].version == written
+
+
+@pytest.mark.parametrize("text", ["docsets: !!int x\n", "docsets: !!bool maybe\n", "docsets: !!timestamp x\n",
+                                  "docsets:\n  - name: react\n    version: !!float 1.x\n"])
+def test_a_tagged_value_yaml_cannot_convert_is_a_configuration_error(project: Path, text: str) -> None:
+    path = write_config(project, text)
+    with pytest.raises(ConfigError) as err:
+        load_project(path)
+    assert str(err.value).startswith(f"{path}: a tagged value cannot be converted (")
+    assert str(err.value).endswith("); remove the `!!` tag or quote the value")

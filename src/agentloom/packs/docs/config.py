@@ -49,16 +49,20 @@ DEFAULT_TEMPLATE = (
 )
 
 
+_AS_WRITTEN = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp")
+
+
 @functools.cache
 def _loader() -> type:
-    """A safe loader that keeps numbers as written: ``version: 18.10`` stays "18.10", never 18.1.
-    (Built on first use: importing yaml costs 20 ms of the server's start.)"""
+    """A safe loader that keeps numbers and dates as written: ``version: 18.10`` stays "18.10", never 18.1, and
+    ``version: 2024-02-30`` stays text instead of failing as a date. (Built on first use: importing yaml costs
+    20 ms of the server's start.)"""
     import yaml
 
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: about 10x faster
     loader = type("VersionKeepingLoader", (base,), {})
     loader.yaml_implicit_resolvers = {
-        first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+        first: [(tag, rx) for tag, rx in resolvers if tag not in _AS_WRITTEN]
         for first, resolvers in base.yaml_implicit_resolvers.items()
     }
     return loader
@@ -265,6 +269,10 @@ def load_project(config_path: Path, text: str | None = None) -> Project:
         ) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{config_path}: YAML syntax error: {exc}") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a `!!int x`-style tag PyYAML cannot convert
+        raise ConfigError(
+            f"{config_path}: a tagged value cannot be converted ({exc!r}); remove the `!!` tag or quote the value"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{config_path}: the file must be a mapping with a `docsets:` section, for example\n{_EXAMPLE}")
     if "docsets" not in data:
