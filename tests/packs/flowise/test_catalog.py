@@ -692,3 +692,125 @@ def test_a_catalog_built_with_a_model_no_longer_configured_names_it(stopped: Fak
             search()
         assert str(caught.value).startswith(expected), str(caught.value)
         assert str(caught.value).endswith("or re-create the Flowise catalog with the current model."), str(caught.value)
+
+
+def test_the_keyword_index_is_built_once_per_catalog_state(stopped: FakeFlowise, tmp_path: Path) -> None:
+    catalog = saved_catalog(stopped, tmp_path, {d["name"]: d for d in definitions("calculator", "llmChain")}).catalog
+    index = catalog._lexical(catalog.state())
+    assert [name for name, _ in index.search("calculator", 5)] == ["calculator"]
+    assert catalog._lexical(catalog.state()) is index, "not rebuilt for every search"
+    catalog.forget(nodes=True, templates=False)
+    emptied = catalog._lexical(catalog.state())
+    assert emptied is not index and emptied.search("calculator", 5) == []
+    assert catalog._lexical(catalog.state()) is emptied
+
+
+E5 = "multilingual-e5-small"  # a second built-in model: its vectors are not the default model's
+
+
+def test_a_catalog_on_the_configured_model_scores_keyword_hits_with_it(stopped: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import NODES
+
+    seed = {d["name"]: d for d in definitions("calculator", "llmChain", "chatOpenAI", "bufferMemory", "bufferWindowMemory")}
+    state = open_flowise(stopped, tmp_path, embedding_model=E5)
+    state.catalog.add(seed, [])  # never refreshed: the model configured, not the default one
+    assert state.catalog.state().model == E5
+    assert state.catalog._collection(NODES, E5).metadata["embedding_model"] == E5
+    query = "arithmetic calculator"
+    cosine = dict(state.catalog._query(NODES, state.catalog.state(), query, 5, None))
+    assert 0.5 < cosine["calculator"] < 0.99 and set(cosine) == set(seed)
+    assert state.catalog._scores(NODES, state.catalog.state(), query, ["calculator", "llmChain"]) == {
+        "calculator": pytest.approx(cosine["calculator"], abs=1e-5), "llmChain": pytest.approx(cosine["llmChain"], abs=1e-5)}
+    # min_score 1: the vector leg keeps nothing, the keyword leg finds the node, with the cosine the vector leg saw
+    keyword_only = open_flowise(stopped, tmp_path, min_score=1.0).catalog
+    expected = [{"name": "calculator", "label": "Calculator", "category": "Tools", "score": round(cosine["calculator"], 3)}]
+    assert keyword_only.search_nodes(query, None, 5) == expected
+    assert keyword_only.search_nodes(query, "tools", 5) == expected, "the keyword leg searches the category too"
+    assert keyword_only.search_nodes(query, "Memory", 5) == []
+
+
+DEEP = (*SEARCHED, "chatPromptTemplate", "faiss", "openAIEmbeddings", "pdfFile", "csvFile", "serpAPI")
+
+
+def test_each_leg_reaches_four_places_per_result_and_eight_more(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import AGENTFLOW_CATEGORY, NODES
+
+    fake_flowise.nodes = definitions(*DEEP)
+    fake_flowise.templates = []
+    state = open_flowise(fake_flowise, tmp_path, min_score=0.0)
+    state.catalog.refresh()
+    catalog, saved = state.catalog, state.catalog.state()
+    vector = [n for n, _ in catalog._query(NODES, saved, "later", 20, {"category": {"$ne": AGENTFLOW_CATEGORY}})]
+    assert vector[0] == "bufferWindowMemory" and vector.index("faiss") == 12
+    assert [n for n, _ in catalog._lexical(saved).search("later", 20)] == ["faiss"]
+    # limit 1: each leg 12 deep. faiss, first in the keyword leg only, ties bufferWindowMemory, first in the
+    # vector leg, which comes first. limit 2: 16 deep, faiss is in both legs and wins.
+    assert [h["name"] for h in catalog.search_nodes("later", None, 1)] == ["bufferWindowMemory"]
+    assert [h["name"] for h in catalog.search_nodes("later", None, 2)] == ["faiss", "bufferWindowMemory"]
+    # Fused with k = 10, a first place weighs: serpAPI, first by keyword, beats chatOpenAI, third by keyword
+    # and sixth by meaning (k = 60 would rank chatOpenAI first).
+    assert [n for n, _ in catalog._lexical(saved).search("around", 20)] == ["serpAPI", "chatAnthropic", "chatOpenAI"]
+    around = [n for n, _ in catalog._query(NODES, saved, "around", 20, {"category": {"$ne": AGENTFLOW_CATEGORY}})]
+    assert around.index("chatOpenAI") == 5
+    assert [h["name"] for h in catalog.search_nodes("around", None, 1)] == ["serpAPI"]
+    # No keyword hit among the Memory nodes: the vector leg alone finds them, within the category.
+    memory = catalog.search_nodes("later", "memory", 5)
+    assert [h["name"] for h in memory] == [n for n in vector if n in {"bufferMemory", "bufferWindowMemory",
+                                                                        "RedisBackedChatMemory"}]
+    # The keyword leg alone (min_score 1): faiss, beyond the vector leg's 12, gets its cosine looked up.
+    cosine = dict(catalog._query(NODES, saved, "later", 20, None))
+    keyword_only = open_flowise(fake_flowise, tmp_path, min_score=1.0).catalog
+    assert keyword_only.search_nodes("later", None, 1) == [
+        {"name": "faiss", "label": "Faiss", "category": "Vector Stores", "score": round(cosine["faiss"], 3)}]
+    assert round(cosine["faiss"], 3) > 0.0, "not the 0 of a node without a cosine"
+
+
+def test_a_score_equal_to_min_score_is_kept(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import NODES, TEMPLATES
+
+    state = searchable(fake_flowise, tmp_path)
+    catalog, saved = state.catalog, state.catalog.state()
+    query = "later"
+    assert catalog._lexical(saved).search(query, 20) == [], "the vector leg alone answers"
+    (node, node_score), *_ = catalog._query(NODES, saved, query, 20, {"category": "Memory"})
+    (template, template_score), *_ = catalog._query(TEMPLATES, saved, query, 2, None)
+    at_node = open_flowise(fake_flowise, tmp_path, min_score=node_score).catalog
+    assert at_node.search_nodes(query, "Memory", 5) == [
+        {"name": node, "label": saved.nodes[node]["label"], "category": "Memory", "score": round(node_score, 3)}]
+    at_template = open_flowise(fake_flowise, tmp_path, min_score=template_score).catalog
+    assert at_template.search_templates(query, 2) == [(saved.templates[template], template_score)]
+
+
+def test_search_skips_what_chroma_and_catalog_json_do_not_share(stopped: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import NODES, Template
+    from agentloom.packs.flowise.documents import consumers, node_document
+
+    seed = {d["name"]: d for d in definitions("bufferWindowMemory", "bufferMemory")}
+    flow = {"nodes": [], "edges": []}
+    templates = [Template("memory-chat", "", "Memory Chat", "A chat that remembers the conversation", [], ["bufferMemory"], flow),
+                 Template("window-chat", "", "Window Chat", "A chat that remembers the last messages", [],
+                          ["bufferWindowMemory"], flow),
+                 Template("calculator-agent", "", "Calculator Agent", "Arithmetic with a calculator tool", [], [], flow)]
+    state = open_flowise(stopped, tmp_path)
+    state.catalog.add(seed, templates)
+    query = node_document(seed["bufferWindowMemory"], consumers(seed))
+    cosine = dict(state.catalog._query(NODES, state.catalog.state(), query, 2, None))
+    # catalog.json loses bufferWindowMemory and window-chat (Chroma keeps them) and gains calculator (never embedded).
+    saved = json.loads(state.catalog.path.read_text())
+    del saved["nodes"]["bufferWindowMemory"], saved["templates"]["window-chat"]
+    saved["nodes"]["calculator"] = definitions("calculator")[0]
+    state.catalog.path.write_text(json.dumps(saved))
+    strict = open_flowise(stopped, tmp_path, min_score=0.99).catalog
+    # The vector leg: bufferWindowMemory alone, unknown, skipped; the keyword leg's hits come after it.
+    assert [n for n, _ in strict._lexical(strict.state()).search(query, 5)] == ["bufferMemory", "calculator"]
+    assert strict.search_nodes(query, None, 5) == [
+        {"name": "bufferMemory", "label": "Buffer Memory", "category": "Memory", "score": round(cosine["bufferMemory"], 3)},
+        {"name": "calculator", "label": "Calculator", "category": "Tools", "score": 0.0}]
+    # A keyword hit Chroma has no vector for: no cosine, 0.
+    assert strict.search_nodes("arithmetic calculator", None, 5) == [
+        {"name": "calculator", "label": "Calculator", "category": "Tools", "score": 0.0}]
+    # Templates: window-chat, the first hit, unknown, is dropped; the known one after it still fills the limit.
+    lenient = open_flowise(stopped, tmp_path).catalog
+    found = lenient.search_templates("a chat that remembers the last messages", 2)
+    assert [t.template_id for t, _ in found] == ["memory-chat"] and found[0][1] >= 0.2
+    assert lenient.search_templates("a chat that remembers the last messages", 1) == found

@@ -43,6 +43,7 @@ def test_nothing_to_match() -> None:
         ("excel", "x", "读取Excel分析数据", [], 1.0),  # description, case-insensitive
         ("pdf merge tool", "pdf-merge", "", [], 0.6667),  # 2 words of 3
         ("xxcommit gitxx", "git-commit", "", [], 0.0),  # the name's words are its words, nothing glued to them
+        ("ab cd", "abXX-XXcd", "", [], 0.0),  # a name splits at its hyphens only: abxx and xxcd, not ab or cd
         ("excel", "x", "", [], 0.0),
     ],
 )

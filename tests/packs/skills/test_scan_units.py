@@ -296,3 +296,25 @@ def test_scan_without_compaction_keeps_versions(tmp_path: Path, seed_root: Path)
     compacting.scan()
     assert len(compacting.table().list_versions()) <= 2
     assert os.path.isdir(compacting.path)
+
+
+def test_progress_while_folders_are_checked_and_after_a_scan_with_nothing_to_embed(
+    plain: SkillIndex, seed_root: Path, caplog_debug: pytest.LogCaptureFixture
+) -> None:
+    (seed_root / "no-front").mkdir()
+    (seed_root / "no-front" / "SKILL.md").write_text("just text\n")
+    seen: list[tuple[str, tuple[int, int]]] = []
+
+    class Progress(logging.Handler):  # what a search during the scan is told, at each log line of the scan
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append((record.getMessage().split(":")[0], plain.scan_progress))
+
+    handler = Progress()
+    logging.getLogger(LOGGER).addHandler(handler)
+    try:
+        result = plain.scan()
+    finally:
+        logging.getLogger(LOGGER).removeHandler(handler)
+    assert (result["added"], result["updated"], result["unchanged"], len(result["skipped"])) == (0, 0, 4, 1)
+    assert seen == [("Skipping unchanged skill", (0, 5))] * 4 + [("skills", (0, 5)), ("skills", (5, 5))]
+    assert plain.scan_progress == (5, 5)  # nothing embedded: the check alone finished the scan

@@ -15,6 +15,7 @@ import pytest
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.skills import search as search_module
 from agentloom.packs.skills.keywords import keyword_score
+from agentloom.packs.skills.scan import compact_table
 from agentloom.packs.skills.search import (
     RANK_RETRY_SECONDS,
     RANK_TABLE,
@@ -27,7 +28,7 @@ from agentloom.packs.skills.search import (
     _same,
     _zscores,
 )
-from agentloom.packs.skills.skillfile import embedding_text
+from agentloom.packs.skills.skillfile import MARKER, embedding_text
 from agentloom.packs.skills.store import SkillIndex
 from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_skill
 
@@ -63,6 +64,14 @@ def test_matrix_of_a_fixed_size_list_column() -> None:
     assert one.dtype == np.float32 and one.tolist() == [[0.5, 0.25, 1.0]]
     empty = _matrix(pa.chunked_array([], pa.list_(pa.float32(), 2)), 0)
     assert empty.shape == (0, 1) and empty.dtype == np.float32
+
+
+def test_matrix_reads_a_missing_number_as_nan() -> None:
+    # A vector holding a null (written by another tool): read all the same, the null as NaN (a copy, not zero-copy).
+    column = pa.chunked_array([pa.array([[1.0, None], [3.0, 4.0]], pa.list_(pa.float32(), 2))])
+    matrix = _matrix(column, 2)
+    assert matrix.dtype == np.float32 and matrix.shape == (2, 2)
+    assert matrix[0, 0] == 1.0 and np.isnan(matrix[0, 1]) and matrix[1].tolist() == [3.0, 4.0]
 
 
 def test_rank_schema() -> None:
@@ -586,6 +595,7 @@ def test_default_limit_is_five(tmp_path: Path, seed_root: Path) -> None:
     index.scan()
     assert len(index.search("帮我提交代码", threshold=0)["results"]) == 5
     assert len(index.search("帮我提交代码", limit=6, threshold=0)["results"]) == 6
+    assert len(index.searcher.search("帮我提交代码", threshold=0)["results"]) == 5  # the searcher's own default
 
 
 def test_a_forked_child_gets_its_own_pool() -> None:
@@ -599,3 +609,136 @@ def test_a_forked_child_gets_its_own_pool() -> None:
         os._exit(0 if ok else 1)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# -- rows another writer put in the table ----------------------------------------------------------------
+def stored_row(name: str, description: str | None, vector: list[float] | None = None,
+               path: str | None = None) -> dict:
+    """A ``skills`` row as LanceDB holds it; ``path`` None: no metadata at all."""
+    meta = None if path is None else {"path": path, "size": 1, "hash": "h", "indexedAt": 1, "model": E5}
+    return {"id": name, "name": name, "description": description, "tags": [],
+            "vector": vector if vector is not None else [1.0] + [0.0] * 383, "metadata": meta}
+
+
+def test_snapshot_reads_the_latest_version_when_a_compaction_removed_its_own(tmp_path: Path) -> None:
+    import lancedb
+
+    index = make_index(tmp_path, [tmp_path / "skills"], rank_model="")
+    table = index.table()
+    table.add(pa.Table.from_pylist([stored_row("a", "A", path="/s/a"), stored_row("b", "B", path="/s/b")],
+                                   schema=table.schema))
+    seen = int(table.version)
+    # Our table object still reads this version (as it does for up to 1 s after another process writes):
+    # pinned here, so the test does not depend on timing.
+    table.checkout(seen)
+    other = lancedb.connect(index.path).open_table("skills")
+    other.add(pa.Table.from_pylist([stored_row("c", "C", path="/s/c")], schema=other.schema))
+    compact_table(other)  # the other process compacts: the files of the version we read are gone
+    with pytest.raises(Exception, match="Not found"):  # noqa: PT011 - lance's own error: the version is gone
+        table.to_arrow()
+    snap = index.searcher.snapshot()
+    assert snap.version == int(other.version) > seen and snap.version == int(table.version)
+    assert snap.table is table
+    assert sorted(zip(snap.names, snap.descriptions, snap.paths, strict=True)) == [
+        ("a", "A", "/s/a"), ("b", "B", "/s/b"), ("c", "C", "/s/c")]
+    assert snap.vectors.shape == (3, 384)
+    assert index.searcher.snapshot() is snap  # read once for this version
+
+
+def test_a_stored_row_without_description_or_metadata_reads_as_empty_text(tmp_path: Path) -> None:
+    index = make_index(tmp_path, [tmp_path / "skills"], rank_model="")
+    table = index.table()
+    table.add(pa.Table.from_pylist([stored_row("deploy-app", None), stored_row("pdf-merge", "", path="/s/pdf-merge"),
+                                    stored_row("git-commit", "Commit changes", path="/s/git-commit")],
+                                   schema=table.schema))
+    snap = index.searcher.snapshot()
+    assert sorted(zip(snap.names, snap.descriptions, snap.paths, strict=True)) == [
+        ("deploy-app", "", ""), ("git-commit", "Commit changes", "/s/git-commit"), ("pdf-merge", "", "/s/pdf-merge")]
+    # The keyword fallback reads the same rows: no description matches nothing and shows as "".
+    fallback = index.searcher._keyword_search("deploy pdf", 5, RuntimeError("down"))
+    assert fallback["results"] == [
+        {"name": "deploy-app", "description": "", "score": 0.5, "path": ""},
+        {"name": "pdf-merge", "description": "", "score": 0.5, "path": "/s/pdf-merge"},
+    ]
+    assert index.searcher._keyword_search("xxxx", 5, RuntimeError("down"))["results"] == []
+
+
+def test_a_stored_vector_longer_than_one_scores_one(plain_index: SkillIndex, seed_root: Path) -> None:
+    """A vector another tool wrote without L2-normalising it: its cosine is clipped to 1, never above."""
+    query = "帮我提交代码"
+    q = plain_index.embeddings.embed_query(query, E5)
+    table = plain_index.table()
+    table.delete("id = 'calculate'")
+    table.add(pa.Table.from_pylist(
+        [stored_row("calculate", "数学计算", (1.5 * q).tolist(), path=str(seed_root / "calculate"))],
+        schema=table.schema))
+    result = plain_index.search(query, threshold=0)
+    assert result["results"][0] == {"name": "calculate", "description": "数学计算", "score": 1.0,
+                                    "path": str(seed_root / "calculate")}
+    assert all(0 < hit["score"] < 1 for hit in result["results"][1:]) and len(result["results"]) == 4
+
+
+def test_a_stored_vector_with_a_null_scores_nothing(plain_index: SkillIndex, seed_root: Path) -> None:
+    """A vector another tool wrote with a null in it: its cosine is NaN, which no threshold keeps (NaN is not JSON)."""
+    query = "帮我提交代码"
+    q = plain_index.embeddings.embed_query(query, E5).tolist()
+    table = plain_index.table()
+    table.delete("id = 'calculate'")
+    table.add(pa.Table.from_pylist(
+        [stored_row("calculate", "数学计算", [None, *q[1:]], path=str(seed_root / "calculate"))],  # type: ignore[list-item]
+        schema=table.schema))
+    for threshold in (0, 0.99):
+        names = [hit["name"] for hit in plain_index.search(query, threshold=threshold)["results"]]
+        assert "calculate" not in names
+    assert len(plain_index.search(query, threshold=0)["results"]) == 3
+
+
+def test_sync_embeds_a_row_without_description_as_empty_text(tmp_path: Path) -> None:
+    index = make_index(tmp_path, [tmp_path / "skills"])  # the rank model on (USE)
+    table = index.table()
+    table.add(pa.Table.from_pylist([stored_row("deploy-app", None), stored_row("pdf-merge", "", path="/s/pdf-merge")],
+                                   schema=table.schema))
+    index.searcher.sync()
+    stored = rank_table(index)
+    expected = index.embeddings.embed_documents(
+        [embedding_text("deploy-app", "", []), embedding_text("pdf-merge", "", [])], USE)
+    assert sorted(stored) == ["deploy-app", "pdf-merge"]
+    assert np.allclose(stored["deploy-app"]["vector"], expected[0], atol=1e-5)
+    assert np.allclose(stored["pdf-merge"]["vector"], expected[1], atol=1e-5)
+    assert stored["deploy-app"]["hash"] is None and stored["pdf-merge"]["hash"] == "h"
+
+
+def test_sync_writes_one_merge_per_batch_of_64(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], compact=False)
+    index.scan()
+    rank = index._db.open_table(RANK_TABLE)
+    assert len(rank.list_versions()) == 2  # made, then the 4 skills in one merge
+    for i in range(65):
+        write_skill(seed_root, f"s{i:02d}", f"skill number {i}")
+    index.scan()
+    rank.checkout_latest()
+    assert len(rank.list_versions()) == 4  # 65 new skills to embed: a merge of 64, then one of 1
+    assert set(rank_table(index)) == set(SEED_SKILLS) | {f"s{i:02d}" for i in range(65)}
+
+
+def test_sync_compacts_after_embedding_alone_and_after_removing_alone(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root])  # compaction on
+    index.scan()  # 4 embedded, none removed
+    rank = index._db.open_table(RANK_TABLE)
+    assert len(rank.list_versions()) == 1
+    index.remove("calculate")  # none embedded, 1 removed
+    index.searcher.sync()
+    rank.checkout_latest()
+    assert len(rank.list_versions()) == 1 and set(rank_table(index)) == set(SEED_SKILLS) - {"calculate"}
+
+
+def test_sync_with_nothing_to_write_does_not_compact(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], compact=False)
+    index.scan()
+    rank = index._db.open_table(RANK_TABLE)
+    assert len(rank.list_versions()) == 2
+    index.settings.compact = True
+    (seed_root / "calculate" / MARKER).unlink()  # written again with the same bytes: a new skills version, same rank row
+    assert index.scan()["updated"] == 1
+    rank.checkout_latest()
+    assert len(rank.list_versions()) == 2  # nothing embedded or removed: the rank table is left as it is

@@ -345,7 +345,9 @@ class Catalog:
 
     def search_templates(self, query: str, limit: int) -> list[tuple[Template, float]]:
         state = self.state()
-        hits = self._query(TEMPLATES, state, query, limit, None)
+        # As deep as the node search: a hit catalog.json does not know (Chroma ahead of it) is dropped below, and
+        # the known ones after it must still fill the limit.
+        hits = self._query(TEMPLATES, state, query, limit * 4 + 8, None)
         return [(state.templates[tid], score) for tid, score in hits
                 if tid in state.templates and score >= self.settings.min_score][:limit]
 

@@ -366,7 +366,7 @@ class SkillSearch:
             order, mode = self._order(pending, cosines, snap)
             for row in order:
                 score = round(float(cosines[row]), 4)
-                if score < cut:
+                if not score >= cut:  # NaN too: a stored vector with a null in it (written by another tool) scores nothing
                     continue  # the threshold belongs to the scoring model's cosine, whatever the order
                 results.append(_hit(snap.names[row], snap.descriptions[row], score, snap.paths[row]))
                 if len(results) == limit:
