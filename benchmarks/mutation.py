@@ -12,7 +12,8 @@ Too slow for CI (hours on 2 cores); after changing a named module, run its group
 ``MUTATION_KEEP=DIR`` keeps each group's copy in ``DIR/<group>`` (``mutmut show NAME`` there shows a
 survivor's change); otherwise the copies are deleted. With ``MUTATION_RETEST=1`` as well, a group
 with a kept copy runs only its survivors again, against the current tests (minutes instead of half an
-hour, after adding tests; right only when tests were added, not changed).
+hour, after adding tests; right only when tests were added, not changed). ``MUTATION_COUNT=1`` instead
+writes a kept copy's section as it stands, for a run stopped before its end (its "not checked" mutants said).
 """
 
 from __future__ import annotations
@@ -96,13 +97,17 @@ def _copy_tests(workdir: Path) -> None:
     shutil.copytree(ROOT / "tests", workdir / "tests", ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
 
 
-def run_group(group: Group, workdir: Path, retest: bool = False) -> tuple[dict[str, Counter[str]], list[str], float]:
+def run_group(group: Group, workdir: Path, retest: bool = False, count: bool = False,
+              ) -> tuple[dict[str, Counter[str]], list[str], float]:
     """Per module: mutants by status; the survivors' names; seconds taken. With ``retest``, ``workdir``
     holds an earlier run of the group: the tests are copied afresh and only its survivors run again
-    (right when tests were only added since: a killed mutant stays killed)."""
+    (right when tests were only added since: a killed mutant stays killed). With ``count``, that run
+    (stopped) is counted as it stands: nothing runs."""
     # Property tests run a quarter of their examples (tests/conftest.py: examples); a skip is no failure here.
     env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "AGENTLOOM_MUTATION": "1"}
     names: list[str] = []
+    if count:
+        return _count(group, _results(workdir, env)) + (0.0,)
     if retest:
         _copy_tests(workdir)
         (workdir / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # which tests reach which function, again
@@ -172,11 +177,12 @@ def _count(group: Group, results: dict[str, tuple[str, str]]) -> tuple[dict[str,
 
 def _row(module: str, c: Counter[str]) -> str:
     killed, survived, timeout, equivalent = c["killed"], c["survived"], c["timeout"], c["equivalent"]
-    untested = c["no tests"]
+    untested, unchecked = c["no tests"], c["not checked"]
     total = sum(c.values())
-    other = total - killed - survived - timeout - untested - equivalent
-    score = (killed + timeout) / (total - equivalent) if total > equivalent else 0.0  # mutmut's own score
-    mark = "met" if score >= GOAL else "not met"
+    other = total - killed - survived - timeout - untested - equivalent - unchecked
+    decided = total - unchecked - equivalent  # a stopped run: the score of the mutants it reached
+    score = (killed + timeout) / decided if decided > 0 else 0.0  # mutmut's own score
+    mark = f"partial: run stopped, {unchecked} not checked" if unchecked else "met" if score >= GOAL else "not met"
     return (f"| `{module}` | {total} | {killed} | {survived} | {equivalent} | {timeout} | {untested} | {other} | "
             f"**{score:.0%}** ({mark}) |")
 
@@ -227,17 +233,18 @@ def main() -> None:
     started = time.monotonic()
     keep = os.environ.get("MUTATION_KEEP")
     retest = os.environ.get("MUTATION_RETEST") == "1"
-    if retest and not keep:
-        sys.exit("MUTATION_RETEST=1 re-tests the survivors of the copies MUTATION_KEEP kept: set MUTATION_KEEP to that folder")
+    count = os.environ.get("MUTATION_COUNT") == "1"
+    if (retest or count) and not keep:
+        sys.exit("MUTATION_RETEST=1 and MUTATION_COUNT=1 read the copies MUTATION_KEEP kept: set MUTATION_KEEP to that folder")
     earlier = _earlier_sections()
     for group in chosen:
         now = f"{dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')} on {_commit()}"
         if keep:  # the group's copy stays, for `mutmut show NAME` there
             workdir = Path(keep) / re.sub(r"\W+", "-", group.name.lower()).strip("-")
-            again = retest and (workdir / "mutants").is_dir()
+            again = (retest or count) and (workdir / "mutants").is_dir()
             if not again:
                 shutil.rmtree(workdir, ignore_errors=True)
-            counts, survivors, seconds = run_group(group, workdir, retest=again)
+            counts, survivors, seconds = run_group(group, workdir, retest=again and retest, count=again and count)
         else:
             again = False
             with tempfile.TemporaryDirectory(prefix="agentloom-mutation-") as tmp:
@@ -245,7 +252,10 @@ def main() -> None:
         print(f"{group.name}: {dict(counts)} in {seconds:.0f} s", file=sys.stderr, flush=True)
         rows = "\n".join(_row(m, c) for m, c in sorted(counts.items()))
         shown = "\n".join(f"- `{s}`" for s in survivors) or "- none"
-        if again:  # the first run's time and date stay; the re-test is said after them
+        if again and count:
+            when = (f"run stopped before its end, counted {now}; its survivors as it left them (tests added since may "
+                    "kill some: `MUTATION_RETEST=1` re-tests them)")
+        elif again:  # the first run's time and date stay; the re-test is said after them
             first = re.search(r"; ([\d.]+ min); measured ([^.]+ on \w+)", earlier.get(group.name, ""))
             when = (f"{first.group(1) if first else '?'}; measured {first.group(2) if first else '?'}, its survivors "
                     f"re-tested {now} ({seconds / 60:.1f} min)")
