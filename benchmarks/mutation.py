@@ -242,6 +242,8 @@ def main() -> None:
         if keep:  # the group's copy stays, for `mutmut show NAME` there
             workdir = Path(keep) / re.sub(r"\W+", "-", group.name.lower()).strip("-")
             again = (retest or count) and (workdir / "mutants").is_dir()
+            if count and not again:
+                sys.exit(f"MUTATION_COUNT=1: {workdir} holds no run of {group.name!r} to count")
             if not again:
                 shutil.rmtree(workdir, ignore_errors=True)
             counts, survivors, seconds = run_group(group, workdir, retest=again and retest, count=again and count)

@@ -29,7 +29,6 @@ _ON = bool(os.environ.get("AGENTLOOM_MUTATION"))
 _FORK_SAFE = ("pyarrow", "lance_namespace", "chromadb", "onnxruntime", "tokenizers")
 
 
-
 def _warm_rank_model() -> None:
     from agentloom.core.settings import Settings
     from agentloom.embeddings.providers.packaged import _load
