@@ -271,7 +271,7 @@ def load_project(config_path: Path, text: str | None = None) -> Project:
         raise ConfigError(f"{config_path}: YAML syntax error: {exc}") from None
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a `!!int x`-style tag PyYAML cannot convert
         raise ConfigError(
-            f"{config_path}: a tagged value cannot be converted ({exc!r}); remove the `!!` tag or quote the value"
+            f"{config_path}: a tagged value cannot be converted ({exc}); remove the `!!` tag or quote the value"
         ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{config_path}: the file must be a mapping with a `docsets:` section, for example\n{_EXAMPLE}")

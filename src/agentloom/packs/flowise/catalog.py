@@ -316,7 +316,7 @@ class Catalog:
                 raise AgentloomError(f"category {category!r} unknown; use one of: {', '.join(sorted(known.values()))}.")
             category = known[category.lower()]
         where: dict[str, Any] = {"category": category} if category else {"category": {"$ne": AGENTFLOW_CATEGORY}}
-        depth = limit * 4 + 8
+        depth = _depth(limit)
         cosine = dict(self._query(NODES, state, query, depth, where))
         allowed = [n for n, d in state.nodes.items()
                    if (d.get("category") == category if category else d.get("category") != AGENTFLOW_CATEGORY)]
@@ -345,9 +345,7 @@ class Catalog:
 
     def search_templates(self, query: str, limit: int) -> list[tuple[Template, float]]:
         state = self.state()
-        # As deep as the node search: a hit catalog.json does not know (Chroma ahead of it) is dropped below, and
-        # the known ones after it must still fill the limit.
-        hits = self._query(TEMPLATES, state, query, limit * 4 + 8, None)
+        hits = self._query(TEMPLATES, state, query, _depth(limit), None)
         return [(state.templates[tid], score) for tid, score in hits
                 if tid in state.templates and score >= self.settings.min_score][:limit]
 
@@ -386,6 +384,12 @@ class Catalog:
             lambda: collection.query(query_embeddings=[vector], n_results=max(1, min(n, count)), where=where, include=["distances"])
         )
         return [(i, 1.0 - float(d)) for i, d in zip(answer["ids"][0], answer["distances"][0], strict=True)]
+
+
+def _depth(limit: int) -> int:
+    """Hits asked of Chroma (and of the keyword leg) for ``limit`` results: room for the fusion of two legs and for
+    hits dropped afterwards (below ``min_score``, or unknown to catalog.json when Chroma got ahead of it)."""
+    return limit * 4 + 8
 
 
 def _same_template(old: Template | None, new: Template) -> bool:
