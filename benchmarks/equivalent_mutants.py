@@ -145,4 +145,8 @@ EQUIVALENT: dict[str, str] = {
     f"{_SCAN}_write_marker__mutmut_6": _ASCII_JSON, f"{_SCAN}_write_marker__mutmut_8": _ASCII_JSON,
     f"{_SCAN}_write_marker__mutmut_20": _CODEC,
     f"{_SCAN}\u01c1Scanner\u01c1run__mutmut_26": "counts['removed'] is set to len(gone) before anything reads it",
+    f"{_SCAN}\u01c1Scanner\u01c1_write__mutmut_48": "LanceDB's merge_insert finds the key column in any case: 'ID' is 'id'",
+    **{f"{_SCAN}\u01c1Scanner\u01c1_write__mutmut_{n}": _MERGE_CAST for n in (50, 52)},
+    **{f"{_SCAN}\u01c1Scanner\u01c1_check__mutmut_{n}": "without the digest, parse_skill hashes the same bytes itself: "
+                                                     "the same digest" for n in (53, 56)},
 }
