@@ -106,19 +106,17 @@ def run_group(group: Group, workdir: Path, retest: bool = False, count: bool = F
     # Property tests run a quarter of their examples (tests/conftest.py: examples); a skip is no failure here.
     env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "AGENTLOOM_MUTATION": "1"}
     names: list[str] = []
-    if count:
-        return _count(group, _results(workdir, env)) + (0.0,)
     if retest:
         _copy_tests(workdir)
         (workdir / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # which tests reach which function, again
         names = _survivors(_results(workdir, env))
-    else:
+    elif not count:
         shutil.copytree(ROOT / "src", workdir / "src", ignore=shutil.ignore_patterns("__pycache__", "console_dist"))
         _copy_tests(workdir)
         shutil.copytree(ROOT / "benchmarks", workdir / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))
         (workdir / "pyproject.toml").write_text(_config(group))
     started = time.monotonic()
-    if names or not retest:
+    if not count and (names or not retest):
         subprocess.run([MUTMUT, "run", "--max-children", str(os.cpu_count() or 2), *names], cwd=workdir, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     seconds = time.monotonic() - started
