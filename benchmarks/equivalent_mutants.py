@@ -92,12 +92,19 @@ EQUIVALENT: dict[str, str] = {
     **{f"{_CHUNKING}_token_spans__mutmut_{n}": "sorting also when starts are equal: a stable argsort of a "
        "non-decreasing array is the identity" for n in (63, 64)},
     f"{_CHUNKING}_token_spans__mutmut_72": "numpy accepts kind='STABLE' as kind='stable'",
+    f"{_CHUNKING}_token_spans__mutmut_58": "with add_special_tokens=False and no padding (_counter) no token is "
+        "zero-width (WordPiece, Unigram with Metaspace or Prepend, byte-level BPE, 20,000 fuzzed texts): >= keeps the same",
+    **{f"{_CHUNKING}_token_spans__mutmut_{n}": "every tokenizer tried gives starts and ends that never decrease (same "
+       "tokenizers and texts): the defensive re-sort, and its test on starts or ends, never changes an array"
+       for n in (62, 67, 69, 70)},
     **{f"{_CHUNKING}_cut_ranks__mutmut_{n}": "only the running count's first value changes, read only for a "
        "whitespace run at offset 0, whose cut 0 is always skipped" for n in (50, 79)},
     # Flowise build_flow validation
     **{f"agentloom.packs.flowise.builder.x\u01c1Builder\u01c1{name}": "missing starts as None instead of []: it is "
        "reassigned before use or only tested for truth, where None and [] agree"
        for name in ("build__mutmut_23", "design__mutmut_13")},
+    **{f"agentloom.packs.flowise.builder.x_default_name__mutmut_{n}": "called only with plan_flow's result, which "
+       "new_flow makes with a nodes list: the .get default is never used" for n in (26, 28, 38, 40)},
     # docs path resolution and git-source safety
     **{f"{_DOCS_CONFIG}load_project__mutmut_{n}": _NO_MARK for n in (14, 19, 20)},
     f"{_DOCS_CONFIG}read_config_text__mutmut_3": _CODEC,
