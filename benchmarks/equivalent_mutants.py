@@ -24,7 +24,7 @@ _NOT_FOUND = "'not found' in the same tuple matches every text that contains 're
 _LINE_WITH = ("the fallback is unreachable: both callers check that a needle is in stderr.lower(), and no needle holds a "
               "line break, so some line contains it")
 _CATALOG = "agentloom.packs.flowise.catalog.x\u01c1Catalog\u01c1"
-_CHROMA_PAIRS = "zip without strict: Chroma's get returns ids and embeddings of equal length"
+_CHROMA_PAIRS = "zip without strict: Chroma answers ids and their embeddings or distances in lists of equal length"
 _SKILLS = "agentloom.packs.skills.search.x"
 _SCAN = "agentloom.packs.skills.scan.x"
 _STABLE = "numpy reads a sort kind by its first letter in either case: 'STABLE' is the same stable sort"
@@ -136,8 +136,22 @@ EQUIVALENT: dict[str, str] = {
                                    "fetching: the same result",
     f"{_CATALOG}_scores__mutmut_7": "state.model is falsy only where search_nodes' _query has already raised",
     **{f"{_CATALOG}_scores__mutmut_{n}": _CHROMA_PAIRS for n in (37, 40, 45)},
-    f"{_CATALOG}search_nodes__mutmut_78": "looks up again, by exact dot product, cosines the vector leg already had: "
+    f"{_CATALOG}search_nodes__mutmut_75": "looks up again, by exact dot product, cosines the vector leg already had: "
                                           "equal up to float32 noise, below the 3-decimal rounding but at a tie",
+    "agentloom.packs.flowise.catalog.x_slug__mutmut_12": "name.lower() holds no 'X': strip('XX-XX') strips only the '-'",
+    f"{_CATALOG}_write__mutmut_6": "the temporary file's name is never read: it replaces catalog.json at once",
+    f"{_CATALOG}_write__mutmut_13": "state() then reads back once what was just written, JSON values that compare equal",
+    f"{_CATALOG}_summary__mutmut_34": "every caller's state has refreshed_at set (refresh raises before a summary "
+                                      "of a never refreshed catalog)",
+    **{f"{_CATALOG}_collection__mutmut_{n}": "without the cache every call opens the collection again "
+       "(get_or_create): the same collection" for n in (2, 3)},
+    **{f"{_CATALOG}_write_chroma__mutmut_{n}": "with no embeddings given Chroma embeds the documents through the "
+       "collection's ServiceEmbeddingFunction: the same model's embed_documents, the same vectors"
+       for n in (42, 93, 110, 114)},
+    f"{_CATALOG}_query__mutmut_38": "Chroma's query includes distances by default",
+    f"{_CATALOG}_query__mutmut_43": "Chroma answers at most what the collection holds: asking 2 of 1 (or of 0) gives "
+                                    "the same as asking 1",
+    **{f"{_CATALOG}_query__mutmut_{n}": _CHROMA_PAIRS for n in (55, 58, 65)},
     # skills thresholds, fallback, change detection
     f"{_SKILLS}__cosines__mutmut_8": "einsum's 'IJ,J->I' is the same contraction as 'ij,j->i'",
     f"{_SKILLS}\u01c1SkillSearch\u01c1_order__mutmut_35": _STABLE,

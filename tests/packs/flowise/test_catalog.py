@@ -814,3 +814,112 @@ def test_search_skips_what_chroma_and_catalog_json_do_not_share(stopped: FakeFlo
     found = lenient.search_templates("a chat that remembers the last messages", 2)
     assert [t.template_id for t, _ in found] == ["memory-chat"] and found[0][1] >= 0.2
     assert lenient.search_templates("a chat that remembers the last messages", 1) == found
+
+
+def test_a_catalog_json_without_nodes_or_templates_reads_as_empty_ones(stopped: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import CatalogState
+
+    state = open_flowise(stopped, tmp_path)
+    state.catalog.path.write_text(json.dumps({"refreshed_at": 1_700_000_000.0, "url": stopped.url, "model": MODEL}))
+    assert state.catalog.state() == CatalogState(1_700_000_000.0, None, stopped.url, MODEL, {}, {}, None)
+
+
+def test_a_catalog_exactly_as_old_as_the_limit_is_still_fresh(stopped: FakeFlowise, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from agentloom.packs.flowise import catalog as module
+
+    now = 1_800_000_000.0
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(time=lambda: now))
+    node = {"chatOpenAI": {"name": "chatOpenAI"}}
+    at_limit = saved_catalog(stopped, tmp_path, node, settings={"catalog_max_age_hours": 2.0}, refreshed_at=now - 7200)
+    assert at_limit.catalog.is_stale() is False, "older than the limit, not as old as it"
+    past = saved_catalog(stopped, tmp_path, node, settings={"catalog_max_age_hours": 2.0}, refreshed_at=now - 7200.5)
+    assert past.catalog.is_stale() is True
+
+
+def test_a_refresh_embeds_nodes_and_templates_with_the_configured_model(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    import numpy as np
+
+    from agentloom.packs.flowise.catalog import NODES
+    from agentloom.packs.flowise.documents import consumers, node_document, template_document
+
+    fake = fake_flowise
+    fake.nodes = definitions("calculator", "llmChain")
+    fake.templates = [template_item("Maths helper", "Answers arithmetic questions with a calculator", "calculator"),
+                      template_item("Story teller", "Writes short stories for children", "llmChain"),
+                      template_item("Recipe finder", "Suggests dinner recipes from what is in the fridge", "llmChain")]
+    state = open_flowise(fake, tmp_path, embedding_model=E5, min_score=0.0)
+    catalog = state.catalog
+    catalog.refresh()
+    assert catalog.state().model == E5
+    nodes = catalog.state().nodes
+    stored = catalog._collection(NODES, E5).get(include=["documents"])
+    texts = {name: node_document(nodes[name], consumers(nodes)) for name in nodes}
+    assert dict(zip(stored["ids"], stored["documents"], strict=True)) == texts, "each node's text beside its vector"
+    found = catalog.search_templates("arithmetic with a calculator", 3)
+    assert len(found) == 3, "more templates than nodes: every template is searched"
+    template, score = found[0]
+    assert template.name == "Maths helper"
+    text = template_document(template.name, template.description, template.usecases, ["Calculator"])
+    embeddings = state.catalog.embeddings
+    cosine = float(np.dot(embeddings.embed_query("arithmetic with a calculator", E5), embeddings.embed_documents([text], E5)[0]))
+    assert score == pytest.approx(cosine, abs=1e-4), "the template embedded with the catalog's model"
+
+
+def test_a_model_used_before_in_this_process_is_rebuilt_from_scratch(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    from agentloom.packs.flowise.catalog import NODES
+
+    fake = fake_flowise
+    fake.nodes, fake.templates = definitions("calculator", "llmChain", "chatOpenAI"), []
+    catalog = open_flowise(fake, tmp_path).catalog
+    catalog.refresh()
+    catalog.settings.embedding_model = E5
+    catalog.refresh(force=True)
+    fake.nodes = definitions("calculator", "llmChain")
+    catalog.settings.embedding_model = None  # back to the default model, whose collection this catalog opened first
+    catalog.refresh(force=True)
+    assert catalog.state().model == MODEL
+    assert stored_ids(catalog, NODES) == {"calculator", "llmChain"}, "the default model's old collection dropped"
+
+
+def _missing(message: str) -> Exception:
+    from chromadb.errors import NotFoundError
+
+    return NotFoundError(message)
+
+
+@pytest.mark.parametrize("error", [
+    pytest.param(lambda: ValueError("Collection nodes does not exist."), id="chroma-0.5-valueerror"),
+    pytest.param(lambda: _missing("Collection [nodes] not found"), id="notfounderror"),
+])
+def test_a_collection_missing_when_dropped_is_no_error(fake_flowise: FakeFlowise, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, error) -> None:  # type: ignore[no-untyped-def]
+    from agentloom.packs.flowise.catalog import NODES
+
+    fake = fake_flowise
+    fake.nodes, fake.templates = definitions("calculator"), []
+    catalog = open_flowise(fake, tmp_path).catalog
+
+    def missing(name: str) -> None:
+        raise error()
+
+    monkeypatch.setattr(catalog.connection.client(), "delete_collection", missing)
+    assert catalog.refresh()["new"] == 1
+    assert stored_ids(catalog, NODES) == {"calculator"}
+
+
+def test_a_failure_dropping_a_collection_fails_the_refresh_and_keeps_catalog_json(
+        fake_flowise: FakeFlowise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = fake_flowise
+    fake.nodes, fake.templates = definitions("calculator"), []
+    catalog = open_flowise(fake, tmp_path).catalog
+
+    def broken(name: str) -> None:
+        raise RuntimeError("disk I/O error")
+
+    monkeypatch.setattr(catalog.connection.client(), "delete_collection", broken)
+    with pytest.raises(RuntimeError, match="disk I/O error"):
+        catalog.refresh()
+    assert not catalog.path.exists()
