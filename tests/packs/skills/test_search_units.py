@@ -742,3 +742,23 @@ def test_sync_with_nothing_to_write_does_not_compact(tmp_path: Path, seed_root: 
     assert index.scan()["updated"] == 1
     rank.checkout_latest()
     assert len(rank.list_versions()) == 2  # nothing embedded or removed: the rank table is left as it is
+
+
+def test_a_forked_child_gets_a_query_pool_and_lock_of_its_own() -> None:
+    """What os.register_at_fork runs in a child: the parent's pool threads do not exist there, and a lock one of
+    them held when the parent forked would stay held forever."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    inherited = _pool()
+    held = search_module._POOL_LOCK
+    held.acquire()  # as a thread of the parent might hold it at the fork
+    try:
+        search_module._forget_pool()
+        with ThreadPoolExecutor(1) as probe:
+            fresh = probe.submit(_pool).result(timeout=10)
+        assert fresh is not inherited
+        assert fresh.submit(lambda: 42).result(timeout=10) == 42
+        assert _pool() is fresh, "made once, then kept"
+    finally:
+        held.release()
+        inherited.shutdown(wait=False)
