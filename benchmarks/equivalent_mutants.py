@@ -103,7 +103,7 @@ EQUIVALENT: dict[str, str] = {
     **{f"agentloom.packs.flowise.builder.x\u01c1Builder\u01c1{name}": "missing starts as None instead of []: it is "
        "reassigned before use or only tested for truth, where None and [] agree"
        for name in ("build__mutmut_23", "design__mutmut_13")},
-    **{f"agentloom.packs.flowise.builder.x_default_name__mutmut_{n}": "called only with plan_flow's result, which "
+    **{f"agentloom.packs.flowise.builder.x__default_name__mutmut_{n}": "called only with plan_flow's result, which "
        "new_flow makes with a nodes list: the .get default is never used" for n in (26, 28, 38, 40)},
     # docs path resolution and git-source safety
     **{f"{_DOCS_CONFIG}load_project__mutmut_{n}": _NO_MARK for n in (14, 19, 20)},
@@ -154,6 +154,9 @@ EQUIVALENT: dict[str, str] = {
     **{f"{_CATALOG}_query__mutmut_{n}": _CHROMA_PAIRS for n in (55, 58, 65)},
     # skills thresholds, fallback, change detection
     f"{_SKILLS}__cosines__mutmut_8": "einsum's 'IJ,J->I' is the same contraction as 'ij,j->i'",
+    **{f"{_SKILLS}\u01c1SkillSearch\u01c1__init____mutmut_{n}": "_rank_failed_at is read only while _rank_failed is "
+       "set, and _give_up_rank sets both" for n in (8, 9)},
+    f"{_SKILLS}\u01c1SkillSearch\u01c1__init____mutmut_10": "None for False: _fallback_told is only tested for truth",
     f"{_SKILLS}\u01c1SkillSearch\u01c1_order__mutmut_35": _STABLE,
     f"{_SKILLS}\u01c1SkillSearch\u01c1_order__mutmut_44": _STABLE,
     f"{_SKILLS}__matrix__mutmut_10": "pyarrow's to_numpy tests zero_copy_only only for truth: None is False",

@@ -116,3 +116,22 @@ def test_a_new_duplicate_in_an_earlier_root_wins(tmp_path: Path, seed_root: Path
     assert counts(result) == (0, 1, 4, 0)
     assert [Path(s["path"]).parent for s in result["skipped"]] == [other / "pdf-merge"]
     assert index.rows()["pdf-merge"]["path"] == str(seed_root / "pdf-merge")
+
+
+def test_an_edit_between_the_read_and_the_parse_stores_what_was_hashed(
+        seed_index: SkillIndex, seed_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan parses the bytes it hashed: a file saved again meanwhile is not stored under the old digest
+    (the next scan would take it for unchanged), it is found changed by the next scan."""
+    real = scan.parse_skill
+    write_skill(seed_root, "calculate", "数学计算器")
+
+    def saved_meanwhile(folder: Path, *args: object) -> Skill:
+        write_skill(seed_root, folder.name, "edited while the scan ran")
+        return real(folder, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scan, "parse_skill", saved_meanwhile)
+    assert counts(seed_index.scan()) == (0, 1, 3, 0)
+    assert seed_index.rows()["calculate"]["description"] == "数学计算器", "what was read and hashed"
+    monkeypatch.undo()
+    assert counts(seed_index.scan()) == (0, 1, 3, 0)
+    assert seed_index.rows()["calculate"]["description"] == "edited while the scan ran"

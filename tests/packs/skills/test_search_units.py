@@ -762,3 +762,33 @@ def test_a_forked_child_gets_a_query_pool_and_lock_of_its_own() -> None:
     finally:
         held.release()
         inherited.shutdown(wait=False)
+
+
+def test_the_rank_model_on_a_clock_started_seconds_ago(tmp_path: Path, seed_root: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The monotonic clock counts from boot: a machine (a microVM, a new container host) up for seconds uses the
+    rank model at once, and one that failed is tried again after exactly RANK_RETRY_SECONDS."""
+    import types
+
+    clock = [10.0]
+    monkeypatch.setattr(search_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    index = make_index(tmp_path, [seed_root], rank_model=USE, rank_weight=1.0)
+    searcher = index.searcher
+    assert searcher.rank_state() == "in use (weight 1)"
+    assert searcher.rank_record().key == USE
+    index.settings.rank_model = "no-such-model"
+    assert searcher.rank_record() is None and searcher._rank_failed_at == 10.0
+    index.settings.rank_model = USE
+    clock[0] = 10.0 + RANK_RETRY_SECONDS - 0.5
+    assert searcher.rank_record() is None
+    clock[0] = 10.0 + RANK_RETRY_SECONDS
+    assert searcher.rank_record().key == USE, "tried again once RANK_RETRY_SECONDS have passed"
+
+
+def test_a_registry_that_cannot_be_read_names_its_error_as_the_reason(tmp_path: Path, seed_root: Path) -> None:
+    index = make_index(tmp_path, [seed_root], rank_model=USE, rank_weight=1.0)
+    registry = index.embeddings.registry.path
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    registry.write_bytes(b"not a database" * 100)
+    assert index.searcher.rank_record() is None
+    assert index.searcher.rank_state().startswith("failed (file is not a database); "), index.searcher.rank_state()
