@@ -270,8 +270,11 @@ class GitRepoLoader:
         code, stdout, stderr = self._run(_git("-C", str(folder), "log", "-1", "--format=%H %ct"))
         commit, _, stamp = stdout.strip().partition(" ")
         if code != 0 or not commit:
-            last = stderr.strip().splitlines()[-1] if stderr.strip() else "no commit"
-            raise SourceError(f"{self.source.url}: the clone has no commit to read ({last}); check the repository and `branch:`")
+            # git's "fatal:" line says what is wrong; a line after it only explains (at a mount point: "Stopping at
+            # filesystem boundary ...").
+            lines = stderr.strip().splitlines() or ["no commit"]
+            said = next((line for line in lines if line.startswith("fatal: ")), lines[-1])
+            raise SourceError(f"{self.source.url}: the clone has no commit to read ({said}); check the repository and `branch:`")
         return commit, float(stamp or time.time())
 
 
