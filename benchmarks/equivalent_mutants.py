@@ -147,7 +147,7 @@ EQUIVALENT: dict[str, str] = {
        "(get_or_create): the same collection" for n in (2, 3)},
     **{f"{_CATALOG}_write_chroma__mutmut_{n}": "with no embeddings given Chroma embeds the documents through the "
        "collection's ServiceEmbeddingFunction: the same model's embed_documents, the same vectors"
-       for n in (42, 93, 110, 114)},
+       for n in (42, 53, 57, 93, 110, 114)},
     f"{_CATALOG}_query__mutmut_38": "Chroma's query includes distances by default",
     f"{_CATALOG}_query__mutmut_43": "Chroma answers at most what the collection holds: asking 2 of 1 (or of 0) gives "
                                     "the same as asking 1",

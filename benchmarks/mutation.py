@@ -7,7 +7,8 @@ naming the modules and the tests. mutmut runs, for each mutant, only the tests t
 mutated function. Tests that drive a module through a child process (``agentloom stitch serve``,
 ``agentloom serve``) cannot reach it in mutmut's sense: such functions count as "no tests".
 
-Too slow for CI (hours on 2 cores); after changing a named module, run its group alone:
+Too slow for CI (under an hour on 2 cores, most of it the skills and Flowise catalog groups); after changing a named
+module, run its group alone:
 ``MUTATION_GROUPS=stitch python -m benchmarks mutation`` (the other groups keep their sections).
 ``MUTATION_KEEP=DIR`` keeps each group's copy in ``DIR/<group>`` (``mutmut show NAME`` there shows a
 survivor's change); otherwise the copies are deleted. With ``MUTATION_RETEST=1`` as well, a group
@@ -81,7 +82,7 @@ GROUPS = (
     Group("Flowise build_flow validation", ("agentloom/packs/flowise/builder.py",),
           ("tests/packs/flowise/test_builder.py", "tests/packs/flowise/test_planner.py",
            "tests/packs/flowise/test_flowdata.py", "tests/packs/flowise/test_tools.py"), "forkserver"),
-    # Apart from build_flow: nearly every catalog test refreshes, embedding node texts (seconds per test).
+    # Apart from build_flow: nearly every catalog test refreshes (its texts embedded once per run: tests/mutation_run.py).
     Group("Flowise catalog refresh", ("agentloom/packs/flowise/catalog.py",),
           ("tests/packs/flowise/test_catalog.py", "tests/packs/flowise/test_builder.py"), "forkserver"),
 )
@@ -195,12 +196,14 @@ def _commit() -> str:
 
 def _write(sections: list[str], version: str, seconds: float, groups: int) -> None:
     done = "" if len(sections) == groups else f" ({len(sections)} of {groups} groups measured)"
+    whole = sum(float(m) for m in re.findall(r"; ([\d.]+) min; measured", "".join(sections)))  # first runs, not re-tests
     header = (
         "# Mutation testing\n\n"
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}\n"
         f"- machine: {machine()}\n"
         f"- commit: {_commit()} (each group says when and on which commit it was measured)\n"
-        f"- command: `python -m benchmarks mutation` ({version}; this run {seconds / 60:.0f} min{done}); "
+        f"- command: `python -m benchmarks mutation` ({version}; this run {seconds / 60:.0f} min{done}; the groups' "
+        f"times below add up to {whole:.0f} min); "
         "`MUTATION_GROUPS=word[,word]` runs only the groups whose names contain a word\n"
         f"- goal: at least {GOAL:.0%} of each named module's mutants killed. A mutant that makes the tests run "
         "past their time limit (an endless loop) counts as killed, as in mutmut's own score. \"No tests\": no selected test "
@@ -255,6 +258,9 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="agentloom-mutation-") as tmp:
                 counts, survivors, seconds = run_group(group, Path(tmp))
         print(f"{group.name}: {dict(counts)} in {seconds:.0f} s", file=sys.stderr, flush=True)
+        if not (count and again) and all(set(c) == {"not checked"} for c in counts.values()):
+            print(f"{group.name}: mutmut checked no mutant, most likely because a test failed on the unmutated code; "
+                  f"`mutmut run` in the group's copy (MUTATION_KEEP) shows which", file=sys.stderr, flush=True)
         rows = "\n".join(_row(m, c) for m, c in sorted(counts.items()))
         shown = "\n".join(f"- `{s}`" for s in survivors) or "- none"
         if again and count:
