@@ -87,6 +87,8 @@ GROUPS = (
           ("tests/packs/flowise/test_catalog.py", "tests/packs/flowise/test_builder.py"), "forkserver"),
 )
 
+# A section's first run, "; 16.1 min; measured 2026-11-27 01:11 UTC on c82817b": minutes, then when and where.
+_FIRST_RUN = re.compile(r"; ([\d.]+) min; measured ([^.,]+ on \w+)")
 _RESULT = re.compile(r"^\s*(agentloom\.[\w.]+?)\.(?:x\u01c1[^:]*|[A-Za-z_]\w*?)__mutmut_\d+: (.+)$")
 
 
@@ -196,7 +198,7 @@ def _commit() -> str:
 
 def _write(sections: list[str], version: str, seconds: float, groups: int) -> None:
     done = "" if len(sections) == groups else f" ({len(sections)} of {groups} groups measured)"
-    whole = sum(float(m) for m in re.findall(r"; ([\d.]+) min; measured", "".join(sections)))  # first runs, not re-tests
+    whole = sum(float(m.group(1)) for m in _FIRST_RUN.finditer("".join(sections)))  # first runs, not re-tests
     header = (
         "# Mutation testing\n\n"
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}\n"
@@ -267,8 +269,8 @@ def main() -> None:
             when = (f"run stopped before its end, counted {now}; its survivors as it left them (tests added since may "
                     "kill some: `MUTATION_RETEST=1` re-tests them)")
         elif again:  # the first run's time and date stay; the re-test is said after them
-            first = re.search(r"; ([\d.]+ min); measured ([^.]+ on \w+)", earlier.get(group.name, ""))
-            when = (f"{first.group(1) if first else '?'}; measured {first.group(2) if first else '?'}, its survivors "
+            first = _FIRST_RUN.search(earlier.get(group.name, ""))
+            when = (f"{first.group(1) + ' min' if first else '?'}; measured {first.group(2) if first else '?'}, its survivors "
                     f"re-tested {now} ({seconds / 60:.1f} min)")
         else:
             when = f"{seconds / 60:.1f} min; measured {now}"

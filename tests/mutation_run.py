@@ -79,12 +79,14 @@ def _memoise_embeddings() -> None:
     from agentloom.embeddings.providers.local import LocalProvider
     from agentloom.embeddings.providers.packaged import PackagedProvider
 
+    embed = _memo(LocalProvider.embed, lambda p: [p.record.key, p.record.config, p.dimensions, p._batch_size, p._threads])
+
+    @functools.wraps(LocalProvider.embed)
     def local(self: LocalProvider, texts: Sequence[str]) -> Any:
         self._ready()  # loads (and fails) as an unmemoised call would
         return embed(self, texts)
 
-    embed = _memo(LocalProvider.embed, lambda p: [p.record.key, p.record.config, p.dimensions, p._batch_size, p._threads])
-    LocalProvider.embed = functools.wraps(LocalProvider.embed)(local)  # type: ignore[method-assign]
+    LocalProvider.embed = local  # type: ignore[method-assign]
     PackagedProvider._encode = _memo(  # type: ignore[method-assign]  # called after _ready loaded the model
         PackagedProvider._encode, lambda p: [p.record.key, p.record.config, p.dimensions, p._settings.embeddings.model_dump()])
 
