@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from agentloom.core.breakers import DependencyFailure
 from agentloom.server.messages import argument_errors, unknown_tool, validation_summary
 from agentloom.server.toolcache import ToolCache, cacheable, registration_key
+from agentloom.server.work import serving
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,8 @@ class LoomServer(MCPServer):
             raise ToolError(argument_errors(name, tool.parameters, None, unknown))
         direct = {tool.context_kwarg: context} if tool.context_kwarg else {}
         try:
-            result = await tool.fn_metadata.call_fn(tool.fn, tool.is_async, validated, direct)
+            with serving(context):
+                result = await tool.fn_metadata.call_fn(tool.fn, tool.is_async, validated, direct)
         except (MCPError, ToolError):
             raise  # AgentloomError is a ToolError: its message is meant for the client as it is
         except DependencyFailure as exc:

@@ -21,7 +21,9 @@ stdin cannot steal protocol bytes), and ``MCPServer._lowlevel_server``, which
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
@@ -64,10 +66,32 @@ class ScreenedLines:
             async for line in self._lines:
                 message, reply = decode(line)
                 reply = reply or check_envelope(message)
+                del message  # not held while the SDK parses the line again (a large text is in both)
                 if reply is None:
                     yield line
                 else:
                     await self._rejected.send(reply)
+        client_gone()
+
+
+EXIT_AFTER = 1.5  # seconds from the end of stdin to the end of the process, whatever still runs
+
+
+def client_gone() -> None:
+    """stdin ended: the client closed it or died. The SDK now cancels the running calls (each
+    stops and undoes its work, see server/work.py) and the server returns; should anything keep
+    the process alive past ``EXIT_AFTER`` (a call that cannot stop, a library's thread), it ends
+    anyway, so a client that restarts its server never leaves one behind burning a core."""
+    log.info("stdin closed (the client has gone): cancelling running calls; exiting within %.1f s", EXIT_AFTER)
+
+    def leave() -> None:
+        log.warning("still running %.1f s after stdin closed: exiting now", EXIT_AFTER)
+        logging.shutdown()
+        os._exit(0)
+
+    timer = threading.Timer(EXIT_AFTER, leave)
+    timer.daemon = True
+    timer.start()
 
 
 def _claimed_stdin() -> tuple[Any, Callable[[], None] | None]:

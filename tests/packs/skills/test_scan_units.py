@@ -193,7 +193,7 @@ def test_scan_counts_rows_markers_progress_and_log(
                       "total": 4}
     assert isinstance(seconds, float) and 0 < seconds < 120 and round(seconds, 3) == seconds
     # The skipped folder is done once checked; the batch's last skill (folders sorted) names the batch.
-    assert calls == [(1, 5, "checked skill folders"), (5, 5, "git-commit")]
+    assert calls == [(1, 5, "checked skill folders"), (5, 5, "5 of 5 skills indexed (last: git-commit)")]
     assert index.scan_progress == (5, 5)
     last = dict(index.last_scan)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", last.pop("at"))
@@ -214,7 +214,7 @@ def test_scan_counts_rows_markers_progress_and_log(
     calls.clear()
     again = index.scan(progress=lambda done, total, label: calls.append((done, total, label)))
     assert (again["added"], again["updated"], again["unchanged"], again["removed"]) == (0, 1, 3, 0)
-    assert calls == [(4, 5, "checked skill folders"), (5, 5, "calculate")]
+    assert calls == [(4, 5, "checked skill folders"), (5, 5, "5 of 5 skills indexed (last: calculate)")]
     assert index.scan_progress == (5, 5)
     assert f"skills: scan done in {again['seconds']:.2f} s: 0 added, 1 updated, 3 unchanged, 0 removed, 1 skipped" \
         in messages(caplog)
@@ -228,7 +228,8 @@ def test_scan_writes_in_batches_of_32(tmp_path: Path) -> None:
     calls: list[tuple[int, int, str]] = []
     result = index.scan(progress=lambda done, total, label: calls.append((done, total, label)))
     assert (result["added"], result["total"]) == (33, 33)
-    assert calls == [(0, 33, "checked skill folders"), (32, 33, "s31"), (33, 33, "s32")]
+    assert calls == [(0, 33, "checked skill folders"), (32, 33, "32 of 33 skills indexed (last: s31)"),
+                     (33, 33, "33 of 33 skills indexed (last: s32)")]
     assert sorted(index.rows()) == [f"s{i:02d}" for i in range(33)]
     assert all(read_marker(root / f"s{i:02d}") is not None for i in range(33))
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import anyio.from_thread
-import anyio.to_thread
-from mcp.server.mcpserver import Context
 from typing_extensions import TypedDict
 
 from agentloom.core.breakers import BreakerRegistry
+from agentloom.core.work import current
 from agentloom.server.packs import HostServices, Pack, PackContext
+from agentloom.server.work import run_work
 
 
 class CheckResult(TypedDict):
@@ -63,19 +62,13 @@ def setup(ctx: PackContext) -> Core:
 
 
 @pack.tool(title="Server health", read_only=True)
-async def health(core: Core, ctx: Context, check_model: bool = True) -> HealthResult:
+async def health(core: Core, check_model: bool = True) -> HealthResult:
     """Report the server's health: dependencies importable, data directory writable, the
     embedding model loading, each pack loaded or skipped (with the reason) and its stores
     reachable, and the state of every circuit breaker. `status` is ok, degraded (only
     optional checks failed) or error."""
-    steps = 0
-
-    def progress(message: str) -> None:  # the first run may export the model: say so
-        nonlocal steps
-        steps += 1
-        anyio.from_thread.run(ctx.report_progress, steps, None, message)
-
-    report = await anyio.to_thread.run_sync(lambda: core.host.health(check_model=check_model, progress=progress))
+    # the first run may build the model: its messages become progress notifications
+    report = await run_work("health", lambda: core.host.health(check_model=check_model, progress=current().note))
     return report  # type: ignore[return-value]
 
 

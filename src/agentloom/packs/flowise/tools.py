@@ -7,14 +7,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-import anyio.from_thread
-import anyio.to_thread
-from mcp.server.mcpserver import Context
 from typing_extensions import NotRequired, TypedDict
 
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.health import Check
+from agentloom.core.work import current_step
 from agentloom.server.packs import Pack, PackContext
+from agentloom.server.work import run_work
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -180,7 +179,7 @@ def health(state: Flowise) -> list[Check]:
 
 
 async def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+    return await run_work(f"flowise {getattr(fn, '__name__', 'call')}", lambda: fn(*args, **kwargs))
 
 
 def _check_search(query: str, limit: int) -> None:
@@ -288,17 +287,11 @@ def _session(state: Flowise, request: str, outcome: str, reply: Any, started: fl
 
 
 @pack.tool(idempotent=True)
-async def flowise_refresh_catalog(state: Flowise, ctx: Context, force: bool = False) -> Refreshed:
+async def flowise_refresh_catalog(state: Flowise, force: bool = False) -> Refreshed:
     """Fetch Flowise's node catalog and templates when older than 24 h (force: now) and index what changed.
     Counts new, updated, removed and deprecated nodes. When Flowise is unreachable the cache is kept (stale)."""
 
-    def progress(done: int, total: int, message: str) -> None:
-        try:
-            anyio.from_thread.run(ctx.report_progress, done, total, message)
-        except Exception:  # noqa: BLE001 - progress is best effort (direct calls have no request)
-            pass
-
-    return await _run(state.catalog.refresh, force, progress)
+    return await _run(state.catalog.refresh, force, current_step)
 
 
 @pack.tool(read_only=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import NotFoundError
+from agentloom.core.work import Cancelled, count, current
 from agentloom.core.timestamps import iso
 from agentloom.packs.skills.skillfile import MARKER, SKILL_FILE, Skill, SkillFormatError, file_digest, parse_skill
 
@@ -120,7 +121,10 @@ class Scanner:
         folders = [f for root in roots for f in skill_folders(root)]
         total = len(folders)
         index.scan_progress = (0, total)
-        for folder in folders:
+        work = current()
+        for checked, folder in enumerate(folders):
+            if checked % 50 == 0:
+                work.step(0, total, f"checking skill folders ({count(checked)} of {count(total)})")
             skill = self._check(folder, rows, seen, record, counts)
             if skill is not None:
                 todo.append(skill)
@@ -128,7 +132,14 @@ class Scanner:
         index.scan_progress = (done, total)
         if progress is not None:
             progress(done, total, "checked skill folders")
-        self._write(record, todo, rows, counts, done, total, progress)
+        try:
+            self._write(record, todo, rows, counts, done, total, progress)
+        except Cancelled:
+            kept = counts["added"] + counts["updated"]
+            message = (f"skills indexing cancelled: {count(kept)} of {count(len(todo))} new or changed skills were "
+                       "indexed and are kept; run skills_index again to index the rest.")
+            log.info("skills: %s", message)
+            raise Cancelled(message) from None
         gone = self._remove_gone(rows, seen, roots)
         counts["removed"] = len(gone)
         if (todo or gone) and index.settings.compact:
@@ -202,7 +213,8 @@ class Scanner:
         table = index.table()
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
-            vectors = index.embeddings.embed_documents([s.embedding_text() for s in batch], record.key)
+            vectors = index.embeddings.embed_documents([s.embedding_text() for s in batch], record.key,
+                                                       lambda *_: current().check())
             now = now_ms()
             data = [
                 {
@@ -226,7 +238,7 @@ class Scanner:
             done += len(batch)
             index.scan_progress = (done, total)
             if progress is not None:
-                progress(done, total, batch[-1].name)
+                progress(done, total, f"{count(done)} of {count(total)} skills indexed (last: {batch[-1].name})")
 
     def _remove_gone(self, rows: dict[str, dict[str, Any]], seen: dict[str, Path], roots: list[Path]) -> list[str]:
         """Delete the rows whose folder was not found in a scanned root or has no SKILL.md any more."""

@@ -6,14 +6,13 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio.from_thread
-import anyio.to_thread
-from mcp.server.mcpserver import Context
 from typing_extensions import NotRequired, TypedDict
 
 from agentloom.core.health import Check
+from agentloom.core.work import current_step
 from agentloom.packs.skills.store import SkillIndex
 from agentloom.server.packs import Pack, PackContext
+from agentloom.server.work import run_work
 
 log = logging.getLogger("agentloom.packs.skills")
 
@@ -113,7 +112,7 @@ async def _run(fn: Any, *args: Any) -> Any:
     index = getattr(fn, "__self__", None)
     if isinstance(index, SkillIndex):
         index.wake()
-    return await anyio.to_thread.run_sync(lambda: fn(*args))
+    return await run_work(f"skills {fn.__name__}", lambda: fn(*args))
 
 
 @pack.tool(read_only=True)
@@ -133,18 +132,12 @@ async def skills_get(index: SkillIndex, name: str) -> SkillDetail:
 
 
 @pack.tool(idempotent=True)
-async def skills_index(index: SkillIndex, ctx: Context, path: str | None = None) -> IndexResult:
+async def skills_index(index: SkillIndex, path: str | None = None) -> IndexResult:
     """(Re)index every skills root, or one folder (a skill folder or a folder of skills). Unchanged skills are
     skipped; changed ones re-embedded; deleted folders removed. Returns the counts; reports progress."""
 
-    def progress(done: int, total: int, message: str) -> None:
-        try:
-            anyio.from_thread.run(ctx.report_progress, done, total, message)
-        except Exception:  # noqa: BLE001 - progress is best effort (direct calls have no request)
-            pass
-
     target = Path(path).expanduser() if path else None
-    result = await _run(index.scan, target, progress)
+    result = await _run(index.scan, target, current_step)
     return {k: result[k] for k in ("added", "updated", "unchanged", "removed", "skipped", "total", "model", "seconds")}  # type: ignore[return-value]
 
 

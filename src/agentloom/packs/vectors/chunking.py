@@ -16,7 +16,8 @@ import math
 import re
 import unicodedata
 import weakref
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,6 +36,7 @@ _WIDE = "\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U0001
 _PSEUDO_TOKEN = re.compile(rf"[{_WIDE}]|[^\s{_WIDE}]{{1,4}}")
 _CLOSERS = "\"'”’»)\\]」』"
 _SEGMENT_CHARS = 32_768  # one huge encode is slower than a batch of segments (which also runs in parallel)
+SECTION_CHARS = 262_144  # chunk_sections: a long text is chunked this much at a time
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,38 @@ def chunk_text(
         if left < right:  # a run of whitespace-only tokens (some tokenizers have them) is no chunk
             chunks.append(Chunk(len(chunks), text[left:right], left, right, tokens))
     return chunks
+
+
+def chunk_sections(
+    text: str, *, tokenizer: Tokenizer | None, chunk_tokens: int, overlap_tokens: int, max_tokens: int,
+    section_chars: int = SECTION_CHARS,
+) -> Iterator[list[Chunk]]:
+    """The chunks of `text`, a section of about `section_chars` at a time, so that a long text (a
+    book) costs memory for one section and the caller can stop or report between sections.
+
+    Sections end at a paragraph break where one is near (else a line break or a space), the cut
+    :func:`chunk_text` prefers anyway; no chunk spans two sections. Indexes and offsets are the
+    whole text's. A text of at most `section_chars` gives exactly ``chunk_text(text)``.
+    """
+    start, index = 0, 0
+    while start < len(text):
+        end = _section_end(text, start, section_chars)
+        chunks = chunk_text(text[start:end], tokenizer=tokenizer, chunk_tokens=chunk_tokens,
+                            overlap_tokens=overlap_tokens, max_tokens=max_tokens)
+        yield [replace(c, index=index + i, start=c.start + start, end=c.end + start) for i, c in enumerate(chunks)]
+        index += len(chunks)
+        start = end
+
+
+def _section_end(text: str, start: int, size: int) -> int:
+    if len(text) - start <= size:
+        return len(text)
+    lo, hi = start + size // 2, start + size
+    for separator in ("\n\n", "\n", " "):
+        cut = text.rfind(separator, lo, hi)
+        if cut >= 0:
+            return cut + len(separator)
+    return hi  # no whitespace in half a section: a hard cut
 
 
 def _validate(chunk_tokens: int, overlap_tokens: int, max_tokens: int) -> None:

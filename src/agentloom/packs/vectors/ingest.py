@@ -1,9 +1,8 @@
 """Adding many documents at once: files from folders, or a list of texts.
 
-Work goes in windows of about ``WINDOW_CHUNKS`` chunks: the documents of a window are read
-and chunked, their chunks embedded together (full batches: one small file at a time left
-the model mostly idle, 0.74x of plain sentence-transformers), then each document is
-committed on its own, all or nothing (store.py).
+Work goes in windows of about ``WINDOW_CHARACTERS`` of text: the documents of a window are
+read and checked, then written together (store.write embeds their chunks in full batches: one
+small file at a time left the model mostly idle) and committed all or nothing.
 
 **Which document a file is.** A file's id is its path relative to the outermost allowed
 folder holding it (files.Roots.file_id), and the file's resolved path is recorded as
@@ -27,7 +26,7 @@ from agentloom.packs.vectors.store import VectorStore
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
 
-WINDOW_CHUNKS = 256
+WINDOW_CHARACTERS = 262_144
 MAX_DOCUMENTS = 1000  # per vector_add_documents call
 
 
@@ -70,8 +69,8 @@ def file_windows(
                 continue
             window.documents.append(document)
             window.paths[document.document_id] = str(found.path)
-            size += len(document.chunks)
-            if size >= WINDOW_CHUNKS:
+            size += len(document.text)
+            if size >= WINDOW_CHARACTERS:
                 yield window
                 window, size = FileWindow([], {}, []), 0
     if window.documents or window.skipped:
@@ -143,11 +142,11 @@ def text_windows(
     windows: list[list[NewDocument]] = [[]]
     size = 0
     for document in prepared:
-        if size >= WINDOW_CHUNKS:
+        if size >= WINDOW_CHARACTERS:
             windows.append([])
             size = 0
         windows[-1].append(document)
-        size += len(document.chunks)
+        size += len(document.text)
     return windows
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,12 +70,21 @@ def check_metadata(metadata: Mapping[str, Any] | None, field: str = "metadata") 
 
 @dataclass(frozen=True)
 class NewDocument:
-    """A checked document cut into chunks, not yet embedded or written."""
+    """A checked document, not yet chunked, embedded or written: its chunks come a section at a
+    time (``sections``), so a large text never has all of its chunks, or vectors, in memory."""
 
     document_id: str
     metadata: dict[str, Any]
-    chunks: list[Chunk]
+    text: str
+    split: Callable[[str], Iterator[list[Chunk]]]  # the chunker, set for the model and chunk sizes
     warning: str | None = None  # e.g. chunk_size capped at what the model reads
+
+    def sections(self) -> Iterator[list[Chunk]]:
+        return self.split(self.text)
+
+    @property
+    def chunks(self) -> list[Chunk]:
+        return [chunk for section in self.sections() for chunk in section]
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,11 @@ class VectorSettings(BaseModel):
         "working directory, unless that is the filesystem root or the home folder; [] for the client's roots only). "
         "A JSON list or paths separated by os.pathsep.",
     )
+    max_text_mb: float = Field(
+        20.0, gt=0,
+        description="Largest text one call may add, in megabytes of UTF-8 (all documents of a bulk add together); "
+        "vector_add_files has no such limit.",
+    )
     stale_write_seconds: float = Field(
         3600.0, gt=0,
         description="Remote mode: an unfinished write older than this is abandoned and its chunks removed "

@@ -38,8 +38,10 @@ one after it). They are never shown, never crowd out current chunks, and do not 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import re
 import threading
 import time
 import uuid
@@ -49,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from agentloom.core.dependency import first_line
 from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
 from agentloom.core.timestamps import iso
+from agentloom.core.work import current
 from agentloom.embeddings import EmbeddingService
 from agentloom.packs.vectors.connection import ChromaConnection
 from agentloom.packs.vectors.records import (
@@ -66,9 +69,13 @@ from agentloom.packs.vectors.settings import VectorSettings
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
 
+    from agentloom.packs.vectors.chunking import Chunk
+
 log = logging.getLogger(__name__)
 
 _DUMMY = [0.0]  # manifest rows carry no meaningful vector
+EMBED_WINDOW = 256  # chunks embedded and written together: full model batches, bounded memory
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class VectorStore:
@@ -76,7 +83,8 @@ class VectorStore:
         self.settings = settings
         self.connection = connection
         self.embeddings = embeddings
-        self._write_lock = threading.Lock()  # one document write at a time: generations stay ordered
+        self._write_lock = threading.Lock()  # guards generations, the manifest and _writing
+        self._writing: set[tuple[str, str]] = set()  # (collection, document id) of writes not yet committed
         # Embedded Chroma has one writer (this process), so current generations can be remembered;
         # a server may have other writers, so there every search asks the manifest.
         self._generations: dict[tuple[str, str], int | None] | None = {} if settings.mode == "embedded" else None
@@ -181,11 +189,12 @@ class VectorStore:
 
     def describe(self, collection: Collection) -> dict[str, Any]:
         meta = dict(collection.metadata or {})
-        documents = len(self._on_manifest(lambda m: m.get(where={"collection": collection.name}, include=[]))["ids"])
+        # Committed documents only: the chunks of a write still running (or rolled back) are not counted.
+        rows = self._on_manifest(lambda m: m.get(where={"collection": collection.name}, include=["metadatas"]))
         return {
             "name": collection.name,
-            "chunk_count": self.connection.call(collection.count),
-            "document_count": documents,
+            "chunk_count": sum(int(m["chunk_count"]) for m in rows["metadatas"]),
+            "document_count": len(rows["ids"]),
             "embedding_model": meta.pop("embedding_model", None),
             "embedding_dimensions": meta.pop("embedding_dimensions", None),
             "created_at": iso(meta.pop("created_at")) if "created_at" in meta else None,
@@ -289,7 +298,7 @@ class VectorStore:
                 f"chunk_overlap ({overlap}) must be smaller than the chunks model {model_key!r} can read "
                 f"({max_tokens - 2} tokens, its input limit less two special tokens); lower chunk_overlap."
             )
-        from agentloom.packs.vectors.chunking import chunk_text  # numpy: not on the server's start path
+        from agentloom.packs.vectors.chunking import chunk_sections  # numpy: not on the server's start path
 
         readable = max_tokens - 2
         warning = None
@@ -303,14 +312,20 @@ class VectorStore:
             if (model_key, size) not in self._capped:
                 self._capped.add((model_key, size))
                 log.warning("vectors: %s", warning)
-        chunks = chunk_text(
-            text,
+        surrogate = _SURROGATE.search(text)
+        if surrogate is not None:
+            raise AgentloomError(
+                f"text has an unpaired surrogate ({surrogate.group()!r}) at character {surrogate.start()}, which no "
+                "tokenizer accepts: send valid Unicode (encode the text as UTF-8 before sending it)."
+            )
+        split = functools.partial(
+            chunk_sections,
             tokenizer=self.embeddings.tokenizer(model_key),
             chunk_tokens=min(size, readable),
             overlap_tokens=overlap,
             max_tokens=max_tokens,
         )
-        return NewDocument(doc_id, user, chunks, warning)
+        return NewDocument(doc_id, user, text, split, warning)
 
     def add_document(
         self,
@@ -335,14 +350,15 @@ class VectorStore:
         documents: list[NewDocument],
         *,
         must_exist: bool = False,
+        progress: Callable[[int, int], None] | None = None,
     ) -> list[dict[str, Any]]:
-        """Embed and store several documents together: their chunks in full embedding batches and
-        few Chroma writes, then one manifest write that commits them all (see the module docstring).
-        A failure before that write leaves every previous version whole."""
+        """Chunk, embed and store several documents, then commit them all with one manifest write
+        (see the module docstring). Chunks go ``EMBED_WINDOW`` at a time: embedded in full batches,
+        written to Chroma, then let go, so memory does not grow with the text. ``progress(chunks,
+        characters)`` after each embedding batch; the current work (``core.work``) may stop it there.
+        A failure or a cancel before the commit removes what was written: previous versions stay whole."""
         if not documents:
             return []
-        texts = [c.text for d in documents for c in d.chunks]
-        vectors = self.embeddings.embed_documents(texts, model_key)
         name = collection.name
         ids_in_call = [d.document_id for d in documents]
         with self._write_lock:
@@ -351,45 +367,44 @@ class VectorStore:
                 raise NotFoundError(
                     f"document {missing[0]!r} not found in collection {name!r}; add it with vector_add_document."
                 )
+            busy = [d for d in ids_in_call if (name, d) in self._writing]
+            if busy:
+                raise AgentloomError(
+                    f"document {busy[0]!r} is being written by another call right now; retry when that call ends."
+                )
+            self._writing.update((name, d) for d in ids_in_call)
             now = time.time()
             # Unique, not previous + 1: a crash may have left chunks of an uncommitted "next" generation.
             generation = max([time.time_ns()] + [p.generation + 1 for p in previous.values()])
-            created = {d: previous[d].created_at if d in previous else now for d in ids_in_call}
-            rows = [row for d in documents
-                    for row in self._chunk_rows(d, created[d.document_id], model_key, generation, now)]
-            manifest = [
-                {
-                    "collection": name,
-                    "document_id": d.document_id,
-                    "generation": generation,
-                    "chunk_count": len(d.chunks),
-                    "created_at": created[d.document_id],
-                    "updated_at": now,
-                    "embedding_model": model_key,
-                    "metadata_json": json.dumps(d.metadata, sort_keys=True),
-                }
-                for d in documents
-            ]
+        created = {d: previous[d].created_at if d in previous else now for d in ids_in_call}
+        try:
             try:
-                batch = self.max_batch()
-                for start in range(0, len(rows), batch):
-                    part = rows[start : start + batch]
-                    self.connection.call(
-                        lambda part=part, start=start: collection.add(
-                            ids=[r[0] for r in part],
-                            embeddings=vectors[start : start + len(part)],
-                            documents=[r[1] for r in part],
-                            metadatas=[r[2] for r in part],
+                counts = self._add_chunks(collection, model_key, documents, generation, created, now, progress)
+                manifest = [
+                    {
+                        "collection": name,
+                        "document_id": d.document_id,
+                        "generation": generation,
+                        "chunk_count": counts[d.document_id],
+                        "created_at": created[d.document_id],
+                        "updated_at": now,
+                        "embedding_model": model_key,
+                        "metadata_json": json.dumps(d.metadata, sort_keys=True),
+                    }
+                    for d in documents
+                ]
+                current().check()  # the last moment a cancel keeps the previous versions
+                with self._write_lock:
+                    # The commit point: one write flips every document of the call to the new generation.
+                    self._on_manifest(
+                        lambda m: m.upsert(
+                            ids=[manifest_id(name, d) for d in ids_in_call],
+                            embeddings=[_DUMMY] * len(manifest),
+                            metadatas=manifest,
                         )
                     )
-                # The commit point: one write flips every document of the call to the new generation.
-                self._on_manifest(
-                    lambda m: m.upsert(
-                        ids=[manifest_id(name, d) for d in ids_in_call],
-                        embeddings=[_DUMMY] * len(manifest),
-                        metadatas=manifest,
-                    )
-                )
+                    for d in ids_in_call:
+                        self._remember(name, d, generation)
             except Exception as exc:
                 # Roll back this generation; the previous ones (if any) are still current.
                 self._drop(collection, {"$and": [{"document_id": {"$in": ids_in_call}}, {"generation": generation}]})
@@ -400,16 +415,17 @@ class VectorStore:
                         "is unchanged. Check the metadata keys and values."
                     ) from None
                 raise
-            for d in ids_in_call:
-                self._remember(name, d, generation)
             # Every other generation of these documents: previous versions, and what crashed writes left.
             self._drop(collection, {"$and": [{"document_id": {"$in": ids_in_call}}, {"generation": {"$ne": generation}}]})
+        finally:
+            with self._write_lock:
+                self._writing.difference_update((name, d) for d in ids_in_call)
         self._notify(name)
         return [
             {
                 "document_id": d.document_id,
-                "chunk_count": len(d.chunks),
-                "chunk_ids": [chunk_id(d.document_id, generation, c.index) for c in d.chunks],
+                "chunk_count": counts[d.document_id],
+                "chunk_ids": [chunk_id(d.document_id, generation, i) for i in range(counts[d.document_id])],
                 "replaced": d.document_id in previous,
                 "embedding_model": model_key,
                 **({"warning": d.warning} if d.warning else {}),
@@ -417,9 +433,60 @@ class VectorStore:
             for d in documents
         ]
 
+    def _add_chunks(
+        self, collection: Collection, model_key: str, documents: list[NewDocument], generation: int,
+        created: Mapping[str, float], now: float, progress: Callable[[int, int], None] | None,
+    ) -> dict[str, int]:
+        """Write every chunk of the documents under ``generation`` (not yet current); chunks per document."""
+        counts = dict.fromkeys((d.document_id for d in documents), 0)
+        pending: list[tuple[str, str, dict[str, Any]]] = []
+        chunks = characters = reached = 0  # chunks written; characters chunked, and written
+        work = current()
+
+        def embedded(done: int, _total: int) -> None:
+            # within a window: its characters counted in proportion to the chunks embedded
+            if progress is not None:
+                progress(chunks + done, round(reached + (characters - reached) * done / len(pending)))
+            work.check()
+
+        def flush() -> None:
+            nonlocal chunks, reached
+            vectors = self.embeddings.embed_documents([r[1] for r in pending], model_key, embedded)
+            batch = self.max_batch()
+            for start in range(0, len(pending), batch):
+                part = pending[start : start + batch]
+                self.connection.call(
+                    lambda part=part, start=start: collection.add(
+                        ids=[r[0] for r in part],
+                        embeddings=vectors[start : start + len(part)],
+                        documents=[r[1] for r in part],
+                        metadatas=[r[2] for r in part],
+                    )
+                )
+            chunks += len(pending)
+            reached = characters
+            pending.clear()
+            work.check()
+
+        before = 0  # characters of the documents already chunked
+        for document in documents:
+            for section in document.sections():
+                work.check()
+                pending.extend(self._chunk_rows(document, section, created[document.document_id], model_key,
+                                                generation, now))
+                counts[document.document_id] += len(section)
+                characters = before + (section[-1].end if section else 0)
+                if len(pending) >= EMBED_WINDOW:
+                    flush()
+            before += len(document.text)
+            characters = before
+        if pending:
+            flush()
+        return counts
+
     @staticmethod
     def _chunk_rows(
-        document: NewDocument, created: float, key: str, generation: int, now: float
+        document: NewDocument, chunks: list[Chunk], created: float, key: str, generation: int, now: float
     ) -> list[tuple[str, str, dict[str, Any]]]:
         return [
             (
@@ -438,7 +505,7 @@ class VectorStore:
                     "generation": generation,
                 },
             )
-            for c in document.chunks
+            for c in chunks
         ]
 
     def _drop(self, collection: Collection, where: dict[str, Any]) -> None:
@@ -484,6 +551,10 @@ class VectorStore:
     def delete_document(self, collection_name: str, document_id: str) -> dict[str, Any]:
         collection = self.collection(collection_name)
         with self._write_lock:
+            if (collection_name, document_id) in self._writing:
+                raise AgentloomError(
+                    f"document {document_id!r} is being written by another call right now; delete it when that call ends."
+                )
             record = self.document(collection_name, document_id)
             if record is None:
                 raise NotFoundError(f"document {document_id!r} not found in collection {collection_name!r}.")

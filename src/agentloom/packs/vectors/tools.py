@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
-import anyio.to_thread
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
+from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
+from agentloom.core.work import count, current
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.roots import client_roots
+from agentloom.server.work import run_work
 
 if TYPE_CHECKING:
     from agentloom.packs.vectors.search import Searcher
+    from agentloom.packs.vectors.settings import VectorSettings
     from agentloom.packs.vectors.store import VectorStore
 
 log = logging.getLogger(__name__)
@@ -205,7 +210,38 @@ def health(vectors: Vectors) -> list[Check]:
 
 
 async def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+    return await run_work(getattr(fn, "__name__", "vectors"), lambda: fn(*args, **kwargs))
+
+
+def check_size(settings: VectorSettings, texts: list[str], what: str) -> None:
+    """Refuse text over ``max_text_mb`` at once, before any work (counting characters first: no copy)."""
+    limit = int(settings.max_text_mb * 1_000_000)
+    characters = sum(len(t) for t in texts)
+    if characters * 4 <= limit:
+        return  # fits even at 4 bytes a character
+    size = characters if characters > limit else sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+    if size > limit:
+        shown = f"{'at least ' if size == characters and characters > limit else ''}{size / 1e6:,.1f} MB"
+        raise AgentloomError(
+            f"{what} is {shown} of UTF-8, over this server's limit of {settings.max_text_mb:g} MB per call. "
+            "Split it over several calls, add it from a file with vector_add_files, or raise the limit: "
+            "setting max_text_mb (AGENTLOOM_VECTORS__MAX_TEXT_MB=50, or max_text_mb = 50 under "
+            "[pack_settings.vectors] in agentloom.toml)."
+        )
+
+
+def chunk_progress(total: int) -> Callable[[int, int], None]:
+    """store.write's progress callback for one document of ``total`` characters."""
+    work = current()
+    started = time.monotonic()
+
+    def report(chunks: int, characters: int) -> None:
+        rate = chunks / max(time.monotonic() - started, 1e-3)
+        estimate = max(round(chunks * total / characters), chunks) if characters else chunks
+        work.step(characters, total, f"embedded {count(chunks)} of about {count(estimate)} chunks "
+                  f"({characters / 1e6:,.1f} of {total / 1e6:,.1f} M characters, {rate:,.0f} chunks/s)")
+
+    return report
 
 
 @pack.tool(idempotent=False)
@@ -245,7 +281,17 @@ async def vector_add_document(
     counts; include_chunk_ids adds the chunk ids."""
     from agentloom.packs.vectors.ingest import compact
 
-    added = await _run(vectors.store.add_document, collection, text, document_id, metadata, chunk_size, chunk_overlap)
+    store = vectors.store
+    check_size(store.settings, [text], "text")
+
+    def add() -> dict[str, Any]:
+        target = store.collection(collection)
+        key = store.collection_model(target)
+        current().note(f"splitting {len(text) / 1e6:,.1f} M characters into chunks")
+        document = store.prepare(key, text, document_id, metadata, chunk_size, chunk_overlap)
+        return store.write(target, key, [document], progress=chunk_progress(len(text)))[0]
+
+    added = await run_work(f"vector_add_document into {collection!r}", add)
     return compact(added, include_chunk_ids)  # type: ignore[return-value]
 
 
@@ -260,15 +306,29 @@ async def vector_add_documents(
     from agentloom.packs.vectors.ingest import compact, text_windows
 
     store = vectors.store
-    target = await _run(store.collection, collection)
-    key = await _run(store.collection_model, target)
+    check_size(store.settings, [d.text for d in documents], "documents (all texts together)")
     items = [d.model_dump() for d in documents]
-    windows = await _run(text_windows, store, key, items)
-    written: list[AddedDocument] = []
-    for window in windows:
-        for result in await _run(store.write, target, key, window):
-            written.append(compact(result, include_chunk_ids))  # type: ignore[arg-type]
-            await ctx.report_progress(len(written), len(items), result["document_id"])
+
+    def add() -> list[AddedDocument]:
+        work = current()
+        target = store.collection(collection)
+        key = store.collection_model(target)
+        written: list[AddedDocument] = []
+        for window in text_windows(store, key, items):
+            size = sum(len(d.text) for d in window) or 1
+
+            def report(chunks: int, characters: int) -> None:
+                # progress in documents (a window's share as it goes), as the docstring says
+                work.step(len(written) + len(window) * min(characters / size, 0.99), len(items),
+                          f"{count(len(written))} of {count(len(items))} documents stored; "
+                          f"embedding the next {count(len(window))} ({count(chunks)} chunks so far)")
+
+            for result in store.write(target, key, window, progress=report):
+                written.append(compact(result, include_chunk_ids))  # type: ignore[arg-type]
+            work.step(len(written), len(items), f"{count(len(written))} of {count(len(items))} documents stored")
+        return written
+
+    written = await run_work(f"vector_add_documents into {collection!r}", add)
     replaced = sum(d["replaced"] for d in written)
     warnings = {d.pop("warning") for d in written if "warning" in d}
     reply: AddedDocuments = {"added": len(written) - replaced, "replaced": replaced,
@@ -298,22 +358,36 @@ async def vector_add_files(
     from agentloom.packs.vectors.ingest import file_windows
 
     store = vectors.store
-    target = await _run(store.collection, collection)  # an unknown or invalid collection is refused, not "skipped"
-    key = await _run(store.collection_model, target)
     roots = allowed_roots(await client_roots(ctx), store.settings.file_roots, Path.cwd())
-    files = await _run(lambda: list(expand(paths, patterns, roots)))
     added: list[AddedFile] = []
     skipped: list[SkippedFile] = []
     warning: str | None = None
-    windows = file_windows(store, target, key, files, metadata)
-    while (window := await _run(next, windows, None)) is not None:
-        skipped += [{"path": s.path, "reason": s.reason} for s in window.skipped]
-        for result in await _run(store.write, target, key, window.documents):
-            doc_id = result["document_id"]
-            added.append({"document_id": doc_id, "path": window.paths[doc_id], "chunk_count": result["chunk_count"],
-                          "replaced": result["replaced"]})
-            warning = result.get("warning", warning)
-            await ctx.report_progress(len(added) + len(skipped), len(files), doc_id)
+    key = ""
+
+    def add() -> None:
+        nonlocal warning, key
+        work = current()
+        target = store.collection(collection)  # an unknown or invalid collection is refused, not "skipped"
+        key = store.collection_model(target)
+        work.note("listing files")
+        files = list(expand(paths, patterns, roots))
+        for window in file_windows(store, target, key, files, metadata):
+            skipped.extend({"path": s.path, "reason": s.reason} for s in window.skipped)
+            seen = len(added) + len(skipped)
+
+            def report(chunks: int, _characters: int) -> None:
+                work.step(seen, len(files), f"{count(seen)} of {count(len(files))} files done; "
+                          f"embedding the next {count(len(window.documents))} ({count(chunks)} chunks so far)")
+
+            for result in store.write(target, key, window.documents, progress=report):
+                doc_id = result["document_id"]
+                added.append({"document_id": doc_id, "path": window.paths[doc_id], "chunk_count": result["chunk_count"],
+                              "replaced": result["replaced"]})
+                warning = result.get("warning", warning)
+            done = len(added) + len(skipped)
+            work.step(done, len(files), f"{count(done)} of {count(len(files))} files done")
+
+    await run_work(f"vector_add_files into {collection!r}", add)
     replaced = sum(d["replaced"] for d in added)
     reply: AddedFiles = {"added": len(added) - replaced, "replaced": replaced,
                          "total_chunks": sum(d["chunk_count"] for d in added), "embedding_model": key,
@@ -360,7 +434,16 @@ async def vector_update_document(
     either the old or the new version, never a mix, and a failure keeps the old version whole."""
     from agentloom.packs.vectors.ingest import compact
 
-    added = await _run(vectors.store.add_document, collection, text, document_id, metadata, must_exist=True)
+    store = vectors.store
+    check_size(store.settings, [text], "text")
+
+    def update() -> dict[str, Any]:
+        target = store.collection(collection)
+        key = store.collection_model(target)
+        document = store.prepare(key, text, document_id, metadata)
+        return store.write(target, key, [document], must_exist=True, progress=chunk_progress(len(text)))[0]
+
+    added = await run_work(f"vector_update_document {document_id!r}", update)
     return compact(added, include_chunk_ids)  # type: ignore[return-value]
 
 
