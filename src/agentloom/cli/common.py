@@ -38,7 +38,12 @@ M = TypeVar("M", bound="BaseModel")
 T = TypeVar("T")
 
 DataDir = Annotated[
-    Path | None, typer.Option("--data-dir", help="Data directory (default ./.agentloom, or AGENTLOOM_DATA_DIR).")
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="Data directory (default: AGENTLOOM_DATA_DIR, else ./.agentloom when it exists, else the user data "
+        "directory; `agentloom doctor` shows which).",
+    ),
 ]
 PacksOpt = Annotated[
     str | None, typer.Option("--packs", help="Comma-separated packs to enable (default: every installed pack).")
