@@ -113,3 +113,10 @@ def test_invalid_configuration_is_reported_without_a_traceback(server_env: dict[
     result = agentloom(server_env, "serve")
     assert result.returncode == 2
     assert "port" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_version(server_env: dict[str, str]) -> None:
+    from agentloom import __version__
+
+    result = agentloom(server_env, "--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"agentloom {__version__}\n", "")

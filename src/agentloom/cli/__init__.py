@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 from importlib.metadata import entry_points
+from typing import Annotated
 
 import typer
 
@@ -27,6 +28,25 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from agentloom import __version__
+
+        typer.echo(f"agentloom {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    pass
+
+
 app.command()(serve)
 app.command()(doctor)
 app.command()(packs)
@@ -58,7 +78,7 @@ def main() -> None:
 
     # `agentloom serve` is what MCP clients launch, and start-up time counts there: the
     # packs' command lines are imported only when the command could be one of them.
-    if sys.argv[1:2] and sys.argv[1] in CORE_COMMANDS:
+    if sys.argv[1:2] and (sys.argv[1] in CORE_COMMANDS or sys.argv[1] == "--version"):
         app()
         return
     add_pack_commands(app)
