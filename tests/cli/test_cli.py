@@ -120,3 +120,15 @@ def test_version(server_env: dict[str, str]) -> None:
 
     result = agentloom(server_env, "--version")
     assert (result.returncode, result.stdout, result.stderr) == (0, f"agentloom {__version__}\n", "")
+
+
+def test_an_unknown_command_suggests_the_nearest(server_env: dict[str, str]) -> None:
+    listed = agentloom(server_env, "list")
+    assert listed.returncode == 2 and "No such command 'list'. Did you mean 'packs'?" in listed.stderr
+    version = agentloom(server_env, "version")
+    assert "No such command 'version'. Did you mean '--version'?" in version.stderr
+    removed = agentloom(server_env, "models", "rm", "1")
+    assert removed.returncode == 2 and "No such command 'rm'. Did you mean 'remove'?" in removed.stderr
+    unknown = agentloom(server_env, "frobnicate")
+    assert unknown.returncode == 2 and "No such command 'frobnicate'. The commands are " in unknown.stderr
+    assert "doctor, " in unknown.stderr and "serve" in unknown.stderr

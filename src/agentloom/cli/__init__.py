@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from agentloom.cli.doctor import doctor, packs
+from agentloom.cli.help import SuggestingGroup
 from agentloom.cli.models import models_app
 from agentloom.cli.serve import serve
 
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 app = typer.Typer(
     name="agentloom",
+    cls=SuggestingGroup,
     help="Real tools for AI agents over MCP, and the engine that runs their workflows.",
     no_args_is_help=True,
     add_completion=False,

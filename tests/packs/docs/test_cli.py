@@ -116,3 +116,12 @@ def test_status_shows_times_in_the_one_format(tmp_path: Path) -> None:
     metadata_path.write_text(json.dumps(metadata))
     (source,) = json.loads(run(project, "status", "--json").stdout)["docsets"][0]["sources"]
     assert source["last_fetched"] == "2024-03-01T12:00:00.000Z" and source["files"] == 1
+
+
+def test_an_unknown_command_suggests_the_nearest(tmp_path: Path) -> None:
+    listed = run(tmp_path, "list")
+    assert listed.returncode == 2
+    assert "No such command 'list'. Did you mean 'status'?" in listed.stderr
+    unknown = run(tmp_path, "frobnicate")
+    assert unknown.returncode == 2
+    assert "No such command 'frobnicate'. The commands are init, new, refresh, status." in unknown.stderr

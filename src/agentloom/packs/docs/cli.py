@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from agentloom.cli.help import SuggestingGroup
 from agentloom.core.errors import AgentloomError
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="agentic-knowledge",
+    cls=SuggestingGroup,
     help="Manage the documentation sets of .knowledge/config.yaml: start one (new), download web sources "
     "(init), refresh them, show their status.",
     no_args_is_help=True,
@@ -32,7 +34,7 @@ app = typer.Typer(
 
 ProjectOpt = Annotated[
     Path | None,
-    typer.Option("--project-dir", "-C", help="Search for .knowledge/config.yaml from here upward (default: .)."),
+    typer.Option("--project-dir", "-C", metavar="DIR", help="Search for .knowledge/config.yaml from here upward (default: .)."),
 ]
 
 
@@ -185,7 +187,7 @@ def _shell_word(text: str) -> str:
 @app.command()
 def new(ctx: typer.Context, project_dir: Annotated[
     Path | None,
-    typer.Option("--project-dir", "-C", help="The project folder to write .knowledge/config.yaml in (default: .)."),
+    typer.Option("--project-dir", "-C", metavar="DIR", help="The project folder to write .knowledge/config.yaml in (default: .)."),
 ] = None) -> None:
     """Write a commented starter .knowledge/config.yaml: one docset for this project's own docs (its docs/ folder, else the project folder) and commented examples of the other kinds. Never replaces an existing file."""  # noqa: E501 - one paragraph in --help
     _write_starter(ctx, project_dir)
