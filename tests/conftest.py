@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.ci_skips", "tests.mutation_run"]
+
+# agentloom's data directory defaults to the user data directory when nothing sets one: no test may
+# write into the real one. platformdirs reads XDG_DATA_HOME on Linux; spawned processes inherit it.
+_USER_DATA = tempfile.mkdtemp(prefix="agentloom-tests-xdg-data-")
+os.environ["XDG_DATA_HOME"] = _USER_DATA
+atexit.register(shutil.rmtree, _USER_DATA, ignore_errors=True)
 
 
 def _shared() -> Path:

@@ -10,9 +10,11 @@ from tests.conftest import PYTHON, free_port
 from tests.server.testpacks import install_testpacks
 
 
-def agentloom(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def agentloom(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**env, "COLUMNS": "250"}  # rich tables wrap at the terminal width
-    return subprocess.run([PYTHON, "-m", "agentloom", *args], env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [PYTHON, "-m", "agentloom", *args], env=env, capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
 def test_doctor_passes_with_healthy_packs(server_env: dict[str, str]) -> None:
@@ -51,6 +53,30 @@ def test_doctor_fails_when_the_data_directory_is_not_writable(server_env: dict[s
     assert "AGENTLOOM_DATA_DIR" in checks["data directory writable"]["detail"]
 
 
+def test_doctor_says_which_data_directory_is_used_and_why(server_env: dict[str, str], tmp_path: Path) -> None:
+    del server_env["AGENTLOOM_DATA_DIR"]
+    server_env["XDG_DATA_HOME"] = str(tmp_path / "user-data")
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def data_dir_check(*args: str) -> str:
+        result = agentloom(server_env, "doctor", "--json", "--packs", "core", *args, cwd=project)
+        assert result.returncode == 0, result.stdout + result.stderr
+        checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+        return str(checks["data directory writable"]["detail"])
+
+    # Started where a desktop client starts it (no .agentloom there): the user data directory, not ./.agentloom.
+    detail = data_dir_check()
+    assert detail.startswith(f"{tmp_path / 'user-data' / 'agentloom'} (the user data directory")
+    assert not (project / ".agentloom").exists()
+    (project / ".agentloom").mkdir()
+    detail = data_dir_check()
+    assert detail == f"{project / '.agentloom'} (the project's .agentloom, found in the working directory)"
+    assert data_dir_check("--data-dir", str(tmp_path / "flag")).endswith("(set by --data-dir)")
+    server_env["AGENTLOOM_DATA_DIR"] = str(tmp_path / "env")
+    assert data_dir_check() == f"{tmp_path / 'env'} (set by AGENTLOOM_DATA_DIR)"
+
+
 def test_packs_lists_loaded_and_skipped(server_env: dict[str, str], tmp_path: Path) -> None:
     server_env["PYTHONPATH"] = str(install_testpacks(tmp_path / "site"))
     result = agentloom(server_env, "packs")
@@ -87,3 +113,22 @@ def test_invalid_configuration_is_reported_without_a_traceback(server_env: dict[
     result = agentloom(server_env, "serve")
     assert result.returncode == 2
     assert "port" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_version(server_env: dict[str, str]) -> None:
+    from agentloom import __version__
+
+    result = agentloom(server_env, "--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"agentloom {__version__}\n", "")
+
+
+def test_an_unknown_command_suggests_the_nearest(server_env: dict[str, str]) -> None:
+    listed = agentloom(server_env, "list")
+    assert listed.returncode == 2 and "No such command 'list'. Did you mean 'packs'?" in listed.stderr
+    version = agentloom(server_env, "version")
+    assert "No such command 'version'. Did you mean '--version'?" in version.stderr
+    removed = agentloom(server_env, "models", "rm", "1")
+    assert removed.returncode == 2 and "No such command 'rm'. Did you mean 'remove'?" in removed.stderr
+    unknown = agentloom(server_env, "frobnicate")
+    assert unknown.returncode == 2 and "No such command 'frobnicate'. The commands are " in unknown.stderr
+    assert "doctor, " in unknown.stderr and "serve" in unknown.stderr

@@ -14,9 +14,12 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-def test_defaults() -> None:
+def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))
     s = Settings()
-    assert s.data_dir == Path(".agentloom")
+    # Not ./.agentloom: desktop MCP clients start servers in /, and /.agentloom is no place for data.
+    assert s.data_dir == tmp_path / "user-data" / "agentloom"
+    assert s.data_dir_origin.startswith("the user data directory")
     assert s.packs is None and s.pack_enabled("anything")
     assert (s.breakers.failure_threshold, s.breakers.reset_timeout_seconds) == (3, 300)
 
@@ -29,6 +32,25 @@ def test_environment_with_nested_keys_and_comma_lists(monkeypatch: pytest.Monkey
     assert s.packs == ["vectors", "docs"]
     assert s.pack_enabled("vectors") and not s.pack_enabled("docs") and not s.pack_enabled("skills")
     assert s.breakers.failure_threshold == 5
+
+
+def test_a_projects_agentloom_folder_is_used_when_it_exists(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))
+    (tmp_path / ".agentloom").mkdir()
+    s = Settings()
+    assert s.data_dir == tmp_path / ".agentloom"
+    assert s.data_dir_origin == "the project's .agentloom, found in the working directory"
+
+
+def test_the_data_directorys_origin_names_the_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / ".agentloom").mkdir()  # a setting wins over the project's folder
+    (tmp_path / "agentloom.toml").write_text('data_dir = "from-file"\n')
+    assert Settings().data_dir_origin == "set by data_dir in agentloom.toml"
+    monkeypatch.setenv("AGENTLOOM_DATA_DIR", "from-env")
+    assert (Settings().data_dir, Settings().data_dir_origin) == (Path("from-env"), "set by AGENTLOOM_DATA_DIR")
+    s = Settings(data_dir=Path("from-cli"))
+    assert (s.data_dir, s.data_dir_origin) == (Path("from-cli"), "set by --data-dir")
+    assert s.model_copy(update={"port": 9000}).data_dir_origin == "set by --data-dir"
 
 
 def test_toml_file_below_environment_and_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -3,10 +3,10 @@ argument, the problem and the fix, and never carries pydantic's dump."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from agentloom.server.messages import argument_errors, describe_type, nearest, unknown_tool, validation_summary
 
@@ -184,3 +184,36 @@ def test_an_argument_the_schema_does_not_describe_is_still_named_with_a_json_val
 def test_a_value_whose_repr_is_sixty_one_characters_is_cut() -> None:
     error = error_of(Search, {"query": "q", "limit": "z" * 59})  # repr is 61 characters
     assert argument_errors("search", SCHEMA, error) == f"search: `limit`: expected an integer, got '{'z' * 56}...."
+
+
+class Unions(BaseModel):
+    metadata: dict[str, str | int | float | bool] | None = None
+    scores: list[int | str] = []
+    either: int | bool = 0
+    limited: Annotated[int, Field(ge=1)] | Annotated[str, Field(min_length=2)] = 1
+    inner: Search | None = None
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"metadata": {"a": {"b": 1}}}, "`metadata.a`: nested objects are not allowed; values must be strings, numbers or booleans"),
+    ({"metadata": {"a": None}}, "`metadata.a`: null is not allowed; values must be strings, numbers or booleans"),
+    ({"scores": [1, [2]]}, "`scores.1`: nested arrays are not allowed; items must be integers or strings"),
+    ({"either": {}}, "`either`: objects are not allowed; expected an integer or true or false"),
+    ({"either": "abc"}, "`either`: expected an integer or true or false, got 'abc'"),
+    # Not only "not this type": the limit is what the caller needs, at the value's place.
+    ({"limited": 0}, "`limited`: input should be greater than or equal to 1 (got 0)"),
+    ({"scores": [1.5]}, "`scores.0`: input should be a valid integer, got a number with a fractional part (got 1.5)"),
+    ({"metadata": "x"}, "`metadata`: expected an object or null, got 'x'"),
+])
+def test_a_value_fitting_no_type_of_a_union_is_one_problem(data: dict[str, Any], message: str) -> None:
+    assert argument_errors("t", Unions.model_json_schema(), error_of(Unions, data)) == f"t: {message}."
+
+
+def test_union_errors_inside_a_referenced_model_are_found_through_its_definition() -> None:
+    class Outer(BaseModel):
+        items: list[Unions]
+
+    error = error_of(Outer, {"items": [{"metadata": {"k": [1]}}]})
+    assert argument_errors("t", Outer.model_json_schema(), error) == (
+        "t: `items.0.metadata.k`: nested arrays are not allowed; values must be strings, numbers or booleans."
+    )

@@ -11,10 +11,12 @@ from __future__ import annotations
 import importlib
 import logging
 from importlib.metadata import entry_points
+from typing import Annotated
 
 import typer
 
 from agentloom.cli.doctor import doctor, packs
+from agentloom.cli.help import SuggestingGroup
 from agentloom.cli.models import models_app
 from agentloom.cli.serve import serve
 
@@ -22,11 +24,31 @@ log = logging.getLogger(__name__)
 
 app = typer.Typer(
     name="agentloom",
+    cls=SuggestingGroup,
     help="Real tools for AI agents over MCP, and the engine that runs their workflows.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from agentloom import __version__
+
+        typer.echo(f"agentloom {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    pass
+
+
 app.command()(serve)
 app.command()(doctor)
 app.command()(packs)
@@ -58,7 +80,7 @@ def main() -> None:
 
     # `agentloom serve` is what MCP clients launch, and start-up time counts there: the
     # packs' command lines are imported only when the command could be one of them.
-    if sys.argv[1:2] and sys.argv[1] in CORE_COMMANDS:
+    if sys.argv[1:2] and (sys.argv[1] in CORE_COMMANDS or sys.argv[1] == "--version"):
         app()
         return
     add_pack_commands(app)

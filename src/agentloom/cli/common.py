@@ -38,12 +38,18 @@ M = TypeVar("M", bound="BaseModel")
 T = TypeVar("T")
 
 DataDir = Annotated[
-    Path | None, typer.Option("--data-dir", help="Data directory (default ./.agentloom, or AGENTLOOM_DATA_DIR).")
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        metavar="DIR",
+        help="Data directory (default: AGENTLOOM_DATA_DIR, else ./.agentloom when it exists, else the user data "
+        "directory; `agentloom doctor` shows which).",
+    ),
 ]
 PacksOpt = Annotated[
-    str | None, typer.Option("--packs", help="Comma-separated packs to enable (default: every installed pack).")
+    str | None, typer.Option("--packs", metavar="NAMES", help="Comma-separated packs to enable (default: every installed pack).")
 ]
-DisableOpt = Annotated[str | None, typer.Option("--disable", help="Comma-separated packs to leave out.")]
+DisableOpt = Annotated[str | None, typer.Option("--disable", metavar="NAMES", help="Comma-separated packs to leave out.")]
 
 def fail(message: str, fix: str | None = None, *, code: int = 1) -> NoReturn:
     """Print ``error: message`` (and ``  fix: ...``) to stderr and exit with ``code``."""

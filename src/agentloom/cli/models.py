@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from agentloom.cli.common import DataDir, fail, json_text, load_settings
+from agentloom.cli.help import SuggestingGroup
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 # The registry is imported inside the commands: `agentloom serve` starts without it.
 PROVIDER_KINDS = ("local", "openai", "ollama")  # = agentloom.embeddings.records.PROVIDER_KINDS (a test checks)
 
-models_app = typer.Typer(help="Embedding models: list, add, switch the default, prepare.", no_args_is_help=True)
+models_app = typer.Typer(cls=SuggestingGroup, help="Embedding models: list, add, switch the default, prepare.", no_args_is_help=True)
 
 LIST = "`agentloom models list`"
 KINDS = "|".join(PROVIDER_KINDS)
@@ -138,7 +139,7 @@ def add_model(
     model_key: Annotated[
         str, typer.Argument(metavar="KEY", help="Model name as the provider knows it, e.g. text-embedding-3-small.")
     ],
-    provider: Annotated[str, typer.Option(help="Provider name (created when --kind is given).")],
+    provider: Annotated[str, typer.Option(metavar="NAME", help="Provider name (created when --kind is given).")],
     dimensions: Annotated[
         int, typer.Option(parser=_dimensions, metavar="N", help="Vector size the model returns, e.g. 384.")
     ],
@@ -146,13 +147,13 @@ def add_model(
         str | None,
         typer.Option(parser=_kind, metavar=KINDS, help="Provider kind: creates the provider, or updates it."),
     ] = None,
-    base_url: Annotated[str | None, typer.Option(help="Provider base URL, e.g. https://api.openai.com/v1.")] = None,
+    base_url: Annotated[str | None, typer.Option(metavar="URL", help="Provider base URL, e.g. https://api.openai.com/v1.")] = None,
     api_key_env: Annotated[
-        str | None, typer.Option(help="Environment variable holding the API key (kept out of the database).")
+        str | None, typer.Option(metavar="VAR", help="Environment variable holding the API key (kept out of the database).")
     ] = None,
     model_path: Annotated[str | None, typer.Option(help="Local model folder (sentence-transformers layout).")] = None,
     timeout: Annotated[
-        float | None, typer.Option(parser=_timeout, metavar="S", help="Request timeout in seconds (API providers).")
+        float | None, typer.Option(parser=_timeout, metavar="SECONDS", help="Request timeout in seconds (API providers).")
     ] = None,
     default: Annotated[bool, typer.Option("--default", help="Make it the default model.")] = False,
     data_dir: DataDir = None,
@@ -269,8 +270,8 @@ def disable(model: ModelRef, as_json: JsonOpt = False, data_dir: DataDir = None)
 @models_app.command("update")
 def update(
     model: ModelRef,
-    dimensions: Annotated[str | None, typer.Option(parser=_dimensions, help="Vector size the model returns.")] = None,
-    timeout: Annotated[str | None, typer.Option(parser=_timeout, help="Request timeout in seconds (API providers).")] = None,
+    dimensions: Annotated[str | None, typer.Option(parser=_dimensions, metavar="N", help="Vector size the model returns.")] = None,
+    timeout: Annotated[str | None, typer.Option(parser=_timeout, metavar="SECONDS", help="Request timeout in seconds (API providers).")] = None,
     model_path: Annotated[str | None, typer.Option(help="Local model folder (sentence-transformers layout).")] = None,
     as_json: JsonOpt = False,
     data_dir: DataDir = None,

@@ -13,8 +13,8 @@ from agentloom.cli.common import DataDir, DisableOpt, PacksOpt, load_settings
 
 def serve(
     http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")] = False,
-    host: Annotated[str | None, typer.Option(help="HTTP host (default 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="HTTP port (default 8765).")] = None,
+    host: Annotated[str | None, typer.Option(metavar="HOST", help="HTTP host (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(metavar="PORT", help="HTTP port (default 8765).")] = None,
     packs: PacksOpt = None,
     disable: DisableOpt = None,
     data_dir: DataDir = None,

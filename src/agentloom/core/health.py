@@ -32,7 +32,9 @@ def modules_importable(modules: tuple[str, ...] = CORE_MODULES) -> list[Check]:
     return checks
 
 
-def directory_writable(path: Path) -> Check:
+def directory_writable(path: Path, origin: str | None = None) -> Check:
+    """Whether ``path`` is a folder agentloom can write to; ``origin`` says why it is the data directory."""
+    why = f" ({origin})" if origin else ""
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
@@ -41,9 +43,9 @@ def directory_writable(path: Path) -> Check:
         return Check(
             "data directory writable",
             False,
-            f"{path}: {exc.strerror or exc}. Set AGENTLOOM_DATA_DIR to a writable folder.",
+            f"{path}{why}: {exc.strerror or exc}. Set AGENTLOOM_DATA_DIR to a writable folder.",
         )
-    return Check("data directory writable", True, str(path.resolve()))
+    return Check("data directory writable", True, f"{path.resolve()}{why}")
 
 
 def summary(checks: list[Check]) -> str:

@@ -4,6 +4,10 @@ Sources, highest priority first: explicit arguments (CLI flags), ``AGENTLOOM_*``
 environment variables, the TOML file named by ``AGENTLOOM_CONFIG_FILE`` (or
 ``./agentloom.toml`` when it exists), then defaults. Nested keys use ``__`` in the
 environment: ``AGENTLOOM_BREAKERS__FAILURE_THRESHOLD=5``.
+
+The data directory, unless one of those sources sets it, is the project's ``.agentloom``
+when the working directory has one, else the user data directory (``~/.local/share/agentloom``
+on Linux): desktop MCP clients start servers in ``/``, where ``./.agentloom`` is no place for data.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, field_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -24,6 +28,8 @@ from pydantic_settings import (
 
 CONFIG_FILE_ENV = "AGENTLOOM_CONFIG_FILE"
 DEFAULT_CONFIG_FILE = Path("agentloom.toml")
+PROJECT_DATA_DIR = Path(".agentloom")
+DATA_DIR_ENV = "AGENTLOOM_DATA_DIR"
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -31,6 +37,15 @@ T = TypeVar("T", bound=BaseModel)
 def _default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "agentloom"
+
+
+def _default_data_dir() -> Path:
+    """The project's ``.agentloom`` when the working directory has one, else the user data directory."""
+    if PROJECT_DATA_DIR.is_dir():
+        return PROJECT_DATA_DIR.absolute()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("agentloom", appauthor=False))
 
 
 class BreakerSettings(BaseModel):
@@ -79,7 +94,11 @@ class Settings(BaseSettings):
         extra="ignore",
     )
 
-    data_dir: Path = Field(Path(".agentloom"), description="Where every pack keeps its data.")
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Where every pack keeps its data (default: ./.agentloom when it exists, else the user data "
+        "directory).",
+    )
     cache_dir: Path = Field(default_factory=_default_cache_dir, description="Shared caches (the ONNX model).")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     packs: Annotated[list[str] | None, NoDecode] = Field(
@@ -95,6 +114,29 @@ class Settings(BaseSettings):
     )
 
     _split = field_validator("packs", "disabled_packs", mode="before")(_split_names)
+    _data_dir_origin: str = PrivateAttr("")
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**values)
+        self._data_dir_origin = self._find_data_dir_origin(values.get("data_dir") is not None)
+
+    @property
+    def data_dir_origin(self) -> str:
+        """Why :attr:`data_dir` is what it is, in the user's terms: the setting that chose it, or which default
+        applies (``agentloom doctor`` and the ``health`` tool show it)."""
+        return self._data_dir_origin
+
+    def _find_data_dir_origin(self, given: bool) -> str:
+        if given:  # only the command line passes it as an argument
+            return "set by --data-dir"
+        if "data_dir" in self.model_fields_set:
+            if any(key.upper() == DATA_DIR_ENV for key in os.environ):
+                return f"set by {DATA_DIR_ENV}"
+            return f"set by data_dir in {os.environ.get(CONFIG_FILE_ENV) or DEFAULT_CONFIG_FILE}"
+        if self.data_dir == PROJECT_DATA_DIR.absolute():
+            return "the project's .agentloom, found in the working directory"
+        return (f"the user data directory, the default when {DATA_DIR_ENV} is unset and the working directory "
+                "has no .agentloom")
 
     @classmethod
     def settings_customise_sources(

@@ -141,7 +141,7 @@ class Host:
     # -- health ------------------------------------------------------------------
     def health(self, *, check_model: bool = True, progress: Callable[[str], None] | None = None) -> dict[str, object]:
         checks: list[Check] = modules_importable()
-        checks.append(directory_writable(self.settings.data_dir))
+        checks.append(directory_writable(self.settings.data_dir, self.settings.data_dir_origin))
         if check_model:
             model = self.embeddings.check(progress)
             checks.append(Check(f"embedding model {model['model'] or '(default)'}", bool(model["ok"]), str(model["detail"])))

@@ -63,13 +63,16 @@ def argument_errors(
     unknown = list(unknown)
     missing: list[str] = []
     wrong: list[str] = []
-    for item in error.errors(include_url=False) if error is not None else []:
+    items = error.errors(include_url=False) if error is not None else []
+    for item in _union_misses(items, schema):
         loc = [str(part) for part in item["loc"]]
         name = loc[0] if loc else "arguments"
         if item["type"] == "extra_forbidden" and len(loc) == 1:
             unknown.append(name)
         elif item["type"] == "missing" and len(loc) == 1:
             missing.append(name)
+        elif item["type"] == _UNION_MISS:
+            wrong.append(f"`{'.'.join(loc)}`: {item['msg']}")
         else:
             where = ".".join(loc) or "arguments"
             expected = describe_type(properties.get(name, {})) if len(loc) == 1 else None
@@ -91,6 +94,100 @@ def argument_errors(
     if wrong:
         lines.append(f"{tool}: " + "; ".join(wrong) + ".")
     return "\n".join(lines) or f"{tool}: invalid arguments."
+
+
+_UNION_MISS = "agentloom_union_miss"
+_PLURALS = {"string": "strings", "integer": "integers", "number": "numbers", "boolean": "booleans",
+            "array": "arrays", "object": "objects", "null": "null"}
+_NOT_ALLOWED = {dict: "nested objects are not allowed", list: "nested arrays are not allowed",
+                type(None): "null is not allowed"}
+
+
+def _union_misses(items: list[Any], schema: dict[str, Any]) -> list[Any]:
+    """A value that fits no type of a union gives pydantic one error per type (`metadata.a.str`,
+    `metadata.a.int`, ...). When each says only "not this type", they become one error at the value's
+    place naming the types allowed there; otherwise the others (a limit, a validator's message) stay,
+    at the value's place, without the type errors."""
+    places: list[tuple[Any, ...] | None] = []
+    unions: dict[tuple[Any, ...], tuple[dict[str, Any], str | None]] = {}
+    for item in items:
+        loc = tuple(item["loc"])
+        found = _schema_at(schema, loc[:-1]) if len(loc) >= 2 and isinstance(loc[-1], str) else None
+        members = (found[0].get("anyOf") or found[0].get("oneOf") or []) if found else []
+        if found and len([m for m in members if m.get("type") != "null"]) >= 2:
+            places.append(loc[:-1])
+            unions[loc[:-1]] = found
+        else:
+            places.append(None)
+    result: list[Any] = []
+    done: set[tuple[Any, ...]] = set()
+    for item, place in zip(items, places, strict=True):
+        if place is None:
+            result.append(item)
+        elif place not in done:
+            done.add(place)
+            group = [i for i, p in zip(items, places, strict=True) if p == place]
+            others = [i for i in group if not _is_type_error(i)]
+            if others:
+                result += [{**i, "loc": place} for i in others]
+            else:
+                node, parent = unions[place]
+                message = _union_miss(item.get("input"), node, parent, nested=len(place) > 1)
+                result.append({"type": _UNION_MISS, "loc": place, "input": item.get("input"), "msg": message})
+    return result
+
+
+def _is_type_error(item: Any) -> bool:
+    return str(item["type"]).endswith(("_type", "_parsing"))
+
+
+def _union_miss(value: Any, node: dict[str, Any], parent: str | None, nested: bool) -> str:
+    kinds = [m.get("type") for m in node.get("anyOf") or node.get("oneOf") or []]
+    if parent and all(isinstance(k, str) and k in _PLURALS for k in kinds):
+        if "number" in kinds:  # an integer is a number
+            kinds = [k for k in kinds if k != "integer"]
+        allowed = list(dict.fromkeys(_PLURALS[k] for k in kinds))
+        expected = f"{parent} must be " + (", ".join(allowed[:-1]) + f" or {allowed[-1]}" if len(allowed) > 1 else allowed[0])
+    else:
+        expected = f"expected {describe_type(node)}"
+    problem = _NOT_ALLOWED.get(type(value))
+    if problem is None:
+        return f"{expected}, got {_short(value)}"
+    return f"{problem if nested else problem.removeprefix('nested ')}; {expected}"
+
+
+def _schema_at(schema: dict[str, Any], path: tuple[Any, ...]) -> tuple[dict[str, Any], str | None] | None:
+    """The JSON schema of the value at ``path`` in the arguments, and what holds it: ``values`` of an
+    object with free keys, ``items`` of an array, or None for a named field."""
+    node: dict[str, Any] = schema
+    parent: str | None = None
+    for part in path:
+        step: tuple[dict[str, Any], str | None] | None = None
+        for option in _options(_resolve(node, schema), schema):
+            if isinstance(part, int) and isinstance(option.get("items"), dict):
+                step = (option["items"], "items")
+            elif isinstance(part, str) and part in option.get("properties", {}):
+                step = (option["properties"][part], None)
+            elif isinstance(part, str) and isinstance(option.get("additionalProperties"), dict):
+                step = (option["additionalProperties"], "values")
+            if step:
+                break
+        if step is None:
+            return None
+        node, parent = step
+    return _resolve(node, schema), parent
+
+
+def _options(node: dict[str, Any], root: dict[str, Any]) -> list[dict[str, Any]]:
+    members = node.get("anyOf") or node.get("oneOf")
+    return [_resolve(m, root) for m in members] if members else [node]
+
+
+def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return dict(root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {}))
+    return node
 
 
 def validation_summary(error: ValidationError) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -13,8 +14,10 @@ from tests.packs.docs.repos import Repo
 CLI = str(Path(PYTHON).with_name("agentic-knowledge"))
 
 
-def run(cwd: Path, *args: str, command: tuple[str, ...] = (CLI,)) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+def run(
+    cwd: Path, *args: str, command: tuple[str, ...] = (CLI,), env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
 
 
 def test_init_refresh_status(tmp_path: Path) -> None:
@@ -116,3 +119,40 @@ def test_status_shows_times_in_the_one_format(tmp_path: Path) -> None:
     metadata_path.write_text(json.dumps(metadata))
     (source,) = json.loads(run(project, "status", "--json").stdout)["docsets"][0]["sources"]
     assert source["last_fetched"] == "2024-03-01T12:00:00.000Z" and source["files"] == 1
+
+
+def test_an_unknown_command_suggests_the_nearest(tmp_path: Path) -> None:
+    listed = run(tmp_path, "list")
+    assert listed.returncode == 2
+    assert "No such command 'list'. Did you mean 'status'?" in listed.stderr
+    unknown = run(tmp_path, "frobnicate")
+    assert unknown.returncode == 2
+    assert "No such command 'frobnicate'. The commands are init, new, refresh, status." in unknown.stderr
+
+
+def test_the_project_folder_is_taken_from_the_docs_settings_as_the_server_takes_it(tmp_path: Path) -> None:
+    project, elsewhere, other = tmp_path / "project", tmp_path / "elsewhere", tmp_path / "other"
+    config = write_config(project, "docsets:\n  - name: mine\n")
+    write_config(other, "docsets:\n  - name: theirs\n")
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
+    env["AGENTLOOM_DOCS__PROJECT_DIR"] = str(project)  # what an MCP client's `env` sets for the server
+
+    status = run(elsewhere, "status", "--json", env=env)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["config"] == config.as_posix()
+    via_agentloom = run(elsewhere, "docs", "status", "--json", command=(PYTHON, "-m", "agentloom"), env=env)
+    assert json.loads(via_agentloom.stdout)["config"] == config.as_posix()
+    flag = run(elsewhere, "status", "--json", "-C", str(other), env=env)  # the flag wins
+    assert json.loads(flag.stdout)["docsets"][0]["docset"] == "theirs"
+
+    del env["AGENTLOOM_DOCS__PROJECT_DIR"]
+    env["AGENTLOOM_DOCS__CONFIG_FILE"] = str(other / ".knowledge" / "config.yaml")
+    named = run(elsewhere, "status", "--json", env=env)
+    assert json.loads(named.stdout)["docsets"][0]["docset"] == "theirs"
+
+    env["AGENTLOOM_DOCS__PROJECT_DIR"] = str(tmp_path / "missing")
+    del env["AGENTLOOM_DOCS__CONFIG_FILE"]
+    new = run(elsewhere, "new", env=env)
+    assert new.returncode == 2
+    assert f"AGENTLOOM_DOCS__PROJECT_DIR: {tmp_path / 'missing'} is not a folder" in new.stderr

@@ -24,3 +24,16 @@ async def test_vectors_over_stdio(server_env: dict[str, str]) -> None:
     assert found["results"][0]["document_id"] == "n1" and found["results"][0]["score"] > 0.5
     checks = {c["name"]: c for c in health["checks"]}
     assert any(name.startswith("vector store (embedded Chroma") and c["ok"] for name, c in checks.items())
+
+
+async def test_nested_metadata_is_refused_in_one_line_naming_the_allowed_types(server_env: dict[str, str]) -> None:
+    from tests.server.clients import error
+
+    async with stdio_client_session(server_env, "--packs", "vectors") as client:
+        await client.call_tool("vector_create_collection", {"name": "notes"})
+        message = await error(client, "vector_add_document", collection="notes", document_id="n1", text="x",
+                              metadata={"a": {"b": 1}, "tags": ["x"], "ok": 1})
+    assert message == (
+        "vector_add_document: `metadata.a`: nested objects are not allowed; values must be strings, numbers or "
+        "booleans; `metadata.tags`: nested arrays are not allowed; values must be strings, numbers or booleans."
+    )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from agentloom.cli.help import SuggestingGroup
 from agentloom.core.errors import AgentloomError
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="agentic-knowledge",
+    cls=SuggestingGroup,
     help="Manage the documentation sets of .knowledge/config.yaml: start one (new), download web sources "
     "(init), refresh them, show their status.",
     no_args_is_help=True,
@@ -32,15 +34,35 @@ app = typer.Typer(
 
 ProjectOpt = Annotated[
     Path | None,
-    typer.Option("--project-dir", "-C", help="Search for .knowledge/config.yaml from here upward (default: .)."),
+    typer.Option(
+        "--project-dir", "-C", metavar="DIR",
+        help="Search for .knowledge/config.yaml from here upward (default: AGENTLOOM_DOCS__PROJECT_DIR, else .).",
+    ),
 ]
+
+
+def _where(project_dir: Path | None) -> tuple[Path | None, Path | None]:
+    """The folder to search from and the configuration file named outright, as the MCP server takes them:
+    --project-dir, else the docs pack's settings (AGENTLOOM_DOCS__PROJECT_DIR and AGENTLOOM_DOCS__CONFIG_FILE,
+    or [pack_settings.docs] in agentloom.toml), else the working directory."""
+    if project_dir is not None:
+        return project_dir, None
+    from agentloom.cli.common import load_settings
+    from agentloom.packs.docs.settings import DocsSettings
+
+    try:
+        settings = load_settings().for_pack("docs", DocsSettings)
+    except AgentloomError as exc:
+        raise _usage_error(str(exc)) from None
+    return settings.project_dir, settings.config_file
 
 
 def _project(project_dir: Path | None) -> Project:
     from agentloom.packs.docs.discovery import ConfigWatcher
 
+    start, config_file = _where(project_dir)
     try:
-        return ConfigWatcher(project_dir).current()
+        return ConfigWatcher(start, config_path=config_file).current()
     except AgentloomError as exc:
         raise _usage_error(str(exc)) from None
 
@@ -136,10 +158,12 @@ def _write_starter(ctx: typer.Context, project_dir: Path | None) -> None:
     from agentloom.packs.docs.discovery import find_config
     from agentloom.packs.docs.starter import config_path, write_starter
 
-    root = (project_dir or Path.cwd()).absolute()
+    start = _where(project_dir)[0]
+    root = (start or Path.cwd()).absolute()
     command = _command(ctx)
     if not root.is_dir():
-        raise _usage_error(f"--project-dir: {root} is not a folder; create it first or name another one")
+        given = "--project-dir" if project_dir is not None else "AGENTLOOM_DOCS__PROJECT_DIR"
+        raise _usage_error(f"{given}: {root} is not a folder; create it first or name another one")
     target = config_path(root)
     if target.exists() or target.is_symlink():
         typer.echo(
@@ -185,7 +209,8 @@ def _shell_word(text: str) -> str:
 @app.command()
 def new(ctx: typer.Context, project_dir: Annotated[
     Path | None,
-    typer.Option("--project-dir", "-C", help="The project folder to write .knowledge/config.yaml in (default: .)."),
+    typer.Option("--project-dir", "-C", metavar="DIR", help="The project folder to write .knowledge/config.yaml in "
+                 "(default: AGENTLOOM_DOCS__PROJECT_DIR, else .)."),
 ] = None) -> None:
     """Write a commented starter .knowledge/config.yaml: one docset for this project's own docs (its docs/ folder, else the project folder) and commented examples of the other kinds. Never replaces an existing file."""  # noqa: E501 - one paragraph in --help
     _write_starter(ctx, project_dir)
@@ -207,7 +232,8 @@ def init(
     if docset is None:
         from agentloom.packs.docs.discovery import find_config
 
-        found = find_config((project_dir or Path.cwd()).absolute())
+        start, config_file = _where(project_dir)
+        found = config_file if config_file is not None else find_config((start or Path.cwd()).absolute())
         if found is None:
             _write_starter(ctx, project_dir)
             return

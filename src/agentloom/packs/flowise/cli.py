@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from agentloom.cli.common import AsJson, DataDir, answer, pack_services
+from agentloom.cli.help import SuggestingGroup
 
 if TYPE_CHECKING:
     from agentloom.packs.flowise.tools import Flowise
 
-app = typer.Typer(help="Flowise chatflow builder: its node catalog and templates.", no_args_is_help=True)
+app = typer.Typer(cls=SuggestingGroup, help="Flowise chatflow builder: its node catalog and templates.", no_args_is_help=True)
 
 def _state(data_dir: Path | None) -> Flowise:
     from agentloom.packs.flowise.settings import FlowiseSettings

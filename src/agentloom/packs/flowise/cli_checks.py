@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from agentloom.cli.common import AsJson, DataDir, fail
+from agentloom.cli.help import SuggestingGroup
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise import checklists
 
@@ -40,7 +41,7 @@ NEEDS: Path | None = _ROOT / "benchmarks" / "data" / "flowise_node_needs.json" i
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 ChecklistsOpt = Annotated[Path | None, typer.Option(
-    "--checklists", help="The checklists folder (default: docs/checklists of this checkout).")]
+    "--checklists", metavar="DIR", help="The checklists folder (default: docs/checklists of this checkout).")]
 
 
 @dataclass
@@ -315,7 +316,7 @@ def check_cmd(
 
 
 # -- checklists --------------------------------------------------------------------------
-checklist_app = typer.Typer(help="Manual test checklists of the flowise pack (docs/checklists): list, record a run.",
+checklist_app = typer.Typer(cls=SuggestingGroup, help="Manual test checklists of the flowise pack (docs/checklists): list, record a run.",
                             no_args_is_help=True)
 
 
@@ -361,9 +362,9 @@ def list_cmd(checklists_dir: ChecklistsOpt = None, as_json: AsJson = False) -> N
 @checklist_app.command("record")
 def record_cmd(
     story: Annotated[str, typer.Argument(help="The story, a checklist's file name without .md (e.g. search).")],
-    tester: Annotated[str | None, typer.Option("--tester", help="Who ran it (default: your login name).")] = None,
+    tester: Annotated[str | None, typer.Option("--tester", metavar="NAME", help="Who ran it (default: your login name).")] = None,
     result: Annotated[list[str] | None, typer.Option(
-        "--result", help="ID=pass|fail, once per scenario; without any, each scenario is asked for.")] = None,
+        "--result", metavar="ID=pass|fail", help="ID=pass|fail, once per scenario; without any, each scenario is asked for.")] = None,
     notes: Annotated[str | None, typer.Option("--notes", help="Notes on the run.")] = None,
     checklists_dir: ChecklistsOpt = None,
 ) -> None:

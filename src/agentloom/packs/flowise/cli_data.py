@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from agentloom.cli.common import AsJson, DataDir, answer, fail
+from agentloom.cli.help import SuggestingGroup
 from agentloom.core.errors import AgentloomError
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ T = TypeVar("T")
 SHOWN = 10
 
 app = typer.Typer(
+    cls=SuggestingGroup,
     help="Inspect and clean what the Flowise pack keeps in its ChromaDB (catalog, designs, sessions); "
     "every delete shows its selection and asks first.",
     no_args_is_help=True,
@@ -109,9 +111,9 @@ def stats_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
 
 @app.command("prune")
 def prune_cmd(
-    older_than: Annotated[str, typer.Option("--older-than", help=f"Delete records older than this. {AGE_HELP}")],
+    older_than: Annotated[str, typer.Option("--older-than", metavar="AGE", help=f"Delete records older than this. {AGE_HELP}")],
     collection: Annotated[str | None, typer.Option(
-        "--collection", help="Only this one: sdd_artifacts, failed_artifacts or sessions (default: all three).")] = None,
+        "--collection", metavar="NAME", help="Only this one: sdd_artifacts, failed_artifacts or sessions (default: all three).")] = None,
     yes: Yes = False,
     dry_run: DryRun = False,
     data_dir: DataDir = None,
@@ -129,7 +131,7 @@ def prune_cmd(
 @app.command("prune-failed")
 def prune_failed_cmd(
     pattern: Annotated[str | None, typer.Option(
-        "--pattern", help="Only failures whose reason or request matches this regular expression, case-insensitive, "
+        "--pattern", metavar="REGEX", help="Only failures whose reason or request matches this regular expression, case-insensitive, "
         "anywhere in the text (a plain word matches as a substring). Default: every failure.")] = None,
     yes: Yes = False,
     dry_run: DryRun = False,
@@ -147,9 +149,9 @@ def prune_failed_cmd(
 
 @app.command("sessions-clear")
 def sessions_clear_cmd(
-    older_than: Annotated[str | None, typer.Option("--older-than", help=f"Sessions older than this. {AGE_HELP}")] = None,
+    older_than: Annotated[str | None, typer.Option("--older-than", metavar="AGE", help=f"Sessions older than this. {AGE_HELP}")] = None,
     status: Annotated[str | None, typer.Option(
-        "--status", help="Sessions with this outcome: created, reused, rejected or failed.")] = None,
+        "--status", metavar="OUTCOME", help="Sessions with this outcome: created, reused, rejected or failed.")] = None,
     yes: Yes = False,
     dry_run: DryRun = False,
     data_dir: DataDir = None,
@@ -200,7 +202,7 @@ def seed_cmd(
 @app.command("reset")
 def reset_cmd(
     collection: Annotated[str | None, typer.Option(
-        "--collection", help="Only this one: nodes, templates, sdd_artifacts, failed_artifacts or sessions "
+        "--collection", metavar="NAME", help="Only this one: nodes, templates, sdd_artifacts, failed_artifacts or sessions "
         "(default: all five).")] = None,
     yes: Yes = False,
     dry_run: DryRun = False,

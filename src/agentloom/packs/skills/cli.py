@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentloom.cli.common import AsJson, DataDir, answer, pack_services
+from agentloom.cli.help import SuggestingGroup
 
 if TYPE_CHECKING:
     from agentloom.packs.skills.store import SkillIndex
 
-app = typer.Typer(help="Agent Skills search: index skill folders into LanceDB and find the right one.", no_args_is_help=True)
+app = typer.Typer(cls=SuggestingGroup, help="Agent Skills search: index skill folders into LanceDB and find the right one.", no_args_is_help=True)
 
 def _index(data_dir: Path | None) -> SkillIndex:
     from agentloom.packs.skills.settings import SkillSettings

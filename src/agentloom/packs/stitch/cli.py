@@ -7,16 +7,17 @@ from typing import Annotated
 import typer
 
 from agentloom.cli.common import DataDir, load_settings
+from agentloom.cli.help import SuggestingGroup
 
-app = typer.Typer(help="Stitch: run React Flow graphs with external workers.", no_args_is_help=True)
+app = typer.Typer(cls=SuggestingGroup, help="Stitch: run React Flow graphs with external workers.", no_args_is_help=True)
 
 
 @app.command("serve")
 def serve(
-    host: Annotated[str, typer.Option(help="Interface to listen on; anything but loopback needs STITCH_API_KEY.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    host: Annotated[str, typer.Option(metavar="HOST", help="Interface to listen on; anything but loopback needs STITCH_API_KEY.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on.")] = 8000,
     database: Annotated[
-        str | None, typer.Option("--database", help="sqlite:///file.db or postgresql://user@host/db (default: SQLite in the data dir).")
+        str | None, typer.Option("--database", metavar="URL", help="sqlite:///file.db or postgresql://user@host/db (default: SQLite in the data dir).")
     ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Server processes sharing the port (all state is in the database).")] = 1,
     data_dir: DataDir = None,
