@@ -12,6 +12,7 @@ SUITES = {
     "embeddings-int8": "benchmarks.embeddings_int8",
     "embeddings-default": "benchmarks.embeddings_default",
     "vectors": "benchmarks.vectors",
+    "long-work": "benchmarks.long_work",
     "docs": "benchmarks.docs",
     "stitch": "benchmarks.stitch",
     "console": "benchmarks.console",

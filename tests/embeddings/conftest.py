@@ -73,6 +73,7 @@ class ServerState:
     mode: str = "ok"  # ok | shuffle | error:<status> | wrong_dims | slow
     api_key: str | None = "sk-test-secret-key-123"
     delay: float = 0.0
+    record: bool = True  # keep every request in `requests` (off for tests that send thousands)
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -95,8 +96,9 @@ class _Handler(BaseHTTPRequestHandler):
         state: ServerState = self.server.state
         length = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(length) or b"{}")
-        with state.lock:
-            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+        if state.record:
+            with state.lock:
+                state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
         if state.delay:
             time.sleep(state.delay)
         if state.mode.startswith("error:"):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentloom.cli.common import DataDir, DisableOpt, PacksOpt, load_settings
+from agentloom.cli.progress import Quiet, with_progress
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -30,6 +31,7 @@ def doctor(
     packs: PacksOpt = None,
     disable: DisableOpt = None,
     data_dir: DataDir = None,
+    quiet: Quiet = False,
 ) -> None:
     """Check dependencies, the data directory, the embedding model, packs and stores.
 
@@ -38,10 +40,12 @@ def doctor(
     from rich.console import Console
     from rich.table import Table
 
+    from agentloom.core.work import current
+
     host = _host(packs, disable, data_dir)
     console = Console(stderr=False)
-    with console.status("Checking (the first run prepares the embedding model)..."):
-        report = host.health()
+    # The first run builds the embedding model: its steps show on the progress bar.
+    report = with_progress("checking", lambda: host.health(progress=current().note), quiet=quiet)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:

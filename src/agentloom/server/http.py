@@ -62,9 +62,14 @@ SUPPORTED_VERSIONS = (*reversed(MODERN_PROTOCOL_VERSIONS), *reversed(HANDSHAKE_P
 """Newest first, as error messages list them."""
 
 
+# The SDK's default (4 MiB) refuses a text that stdio takes; this admits the largest a pack accepts by
+# default (vector_add_document: 20 MB) even with every character JSON-escaped (at worst 6 bytes).
+MAX_BODY = 128 * 1024 * 1024
+
+
 def http_app(server: MCPServer, host: str) -> ASGIApp:
     """The ASGI app serving ``server`` at ``/mcp``."""
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host, max_request_body_size=MAX_BODY)
     manager = server.session_manager
     return ProtocolGuard(app, manager.security_settings, manager.max_request_body_size)
 

@@ -36,7 +36,7 @@ _WIDE = "\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U0001
 _PSEUDO_TOKEN = re.compile(rf"[{_WIDE}]|[^\s{_WIDE}]{{1,4}}")
 _CLOSERS = "\"'”’»)\\]」』"
 _SEGMENT_CHARS = 32_768  # one huge encode is slower than a batch of segments (which also runs in parallel)
-SECTION_CHARS = 262_144  # chunk_sections: a long text is chunked this much at a time
+SECTION_CHARS = 131_072  # chunk_sections: a long text is chunked this much at a time
 
 
 @dataclass(frozen=True)
