@@ -1,0 +1,164 @@
+"""What ``tools/list`` says of a tool, said once: every agent reads it in every conversation.
+
+pydantic's JSON schemas carry what a model does not need to call a tool right: a ``title`` on
+every property and model ("Chatflow Id" beside ``chatflow_id``), ``anyOf`` with a null branch for
+each optional value, ``additionalProperties: true`` (the default), ``default: null`` on arguments
+that are not required, and ``$defs`` for models used once. :func:`compact_schema` rewrites them
+into the equivalent shorter form: a value accepted (or returned) before is accepted after, and
+nothing else is, so the SDK client's check of structured output against ``outputSchema`` and the
+server's argument check are unchanged. :func:`compact_annotations` leaves out hints that say what
+the MCP specification already assumes, and :func:`clean_description` removes the indentation a
+docstring keeps from the code.
+
+A change here changes what is listed: bump :data:`FORMAT`, which keys the tool cache
+(``toolcache``), so definitions saved by an older rule are not listed again.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from mcp_types import ToolAnnotations
+
+FORMAT = 1
+
+# Keys whose value is a map of names to schemas, not a schema: a property may be called "title".
+_NAME_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+_DEF_PREFIX = "#/$defs/"
+
+
+def clean_description(text: str | None) -> str:
+    """A docstring as a model reads it: no indentation from the code, no blank edges."""
+    return inspect.cleandoc(text or "")
+
+
+def compact_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``schema`` without pydantic's redundancy; equivalent for validation."""
+    if schema is None:
+        return None
+    defs: dict[str, Any] = dict(schema.get("$defs", {}))
+    uses = _count_refs(schema)
+    inline = {name for name in defs if uses.get(name, 0) == 1 and not _reaches(name, name, defs, set())}
+    out = _compact(schema, defs, inline, ())
+    kept = {name: body for name, body in out.pop("$defs", {}).items() if name not in inline}
+    if kept:
+        out["$defs"] = kept
+    return out
+
+
+def compact_annotations(annotations: ToolAnnotations | None) -> ToolAnnotations | None:
+    """The hints that differ from the specification's defaults (readOnlyHint false, destructiveHint
+    true, idempotentHint false, openWorldHint true); destructive and idempotent mean something only
+    for a tool that is not read-only."""
+    if annotations is None:
+        return None
+    read_only = bool(annotations.read_only_hint)
+    keep: dict[str, Any] = {"title": annotations.title}
+    if read_only:
+        keep["read_only_hint"] = True
+    else:
+        if annotations.destructive_hint is False:
+            keep["destructive_hint"] = False
+        if annotations.idempotent_hint:
+            keep["idempotent_hint"] = True
+    if annotations.open_world_hint is False:
+        keep["open_world_hint"] = False
+    return ToolAnnotations(**{k: v for k, v in keep.items() if v is not None})
+
+
+def _compact(node: Any, defs: dict[str, Any], inline: set[str], seen: tuple[str, ...]) -> Any:
+    if isinstance(node, list):
+        return [_compact(item, defs, inline, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_DEF_PREFIX) and ref[len(_DEF_PREFIX):] in inline:
+        name = ref[len(_DEF_PREFIX):]
+        if name not in seen:
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            return _compact({**defs[name], **siblings}, defs, inline, (*seen, name))
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if (key == "additionalProperties" and value is True) or (key == "items" and value == {}):
+            continue  # what JSON Schema assumes without them
+        if key in _NAME_MAPS and isinstance(value, dict):
+            out[key] = {name: _compact(sub, defs, inline, seen) for name, sub in value.items()}
+        else:
+            out[key] = _compact(value, defs, inline, seen)
+    if "properties" in out:
+        required = set(out.get("required", []))
+        for name, prop in out["properties"].items():
+            if name not in required and isinstance(prop, dict) and "default" in prop and prop["default"] is None:
+                del prop["default"]  # not given means null: saying so adds nothing
+    return _merge_null(out)
+
+
+def _merge_null(node: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf: [{type: T, ...}, {type: null}]`` as ``type: [T, null]`` when the branches combine
+    losslessly: each branch has a plain type, and at most one has keywords of its own (keywords such
+    as ``items`` or ``properties`` apply only to values of their type). An enum or null is an enum
+    with null among its values."""
+    options = node.get("anyOf")
+    if not isinstance(options, list) or len(options) < 2 or "type" in node or "enum" in node:
+        return node
+    if len(options) == 2 and {"type": "null"} in options:
+        other = options[1 - options.index({"type": "null"})]
+        if isinstance(other, dict) and set(other) <= {"enum", "type"} and isinstance(other.get("enum"), list):
+            if isinstance(other.get("type"), str) and all(_is_type(v, other["type"]) for v in other["enum"]):
+                rest = {k: v for k, v in node.items() if k != "anyOf"}
+                return {"enum": [*other["enum"], None], **rest}
+    types: list[str] = []
+    extra: dict[str, Any] = {}
+    for option in options:
+        if not isinstance(option, dict) or not isinstance(option.get("type"), str):
+            return node
+        rest = {k: v for k, v in option.items() if k != "type"}
+        if any(k in rest for k in ("enum", "const", "anyOf", "oneOf", "allOf", "not", "$ref", "if")):
+            return node
+        if rest and extra:
+            return node
+        if option["type"] in types:
+            return node
+        types.append(option["type"])
+        extra = extra or rest
+    merged = {k: v for k, v in node.items() if k != "anyOf"}
+    return {"type": types, **extra, **merged}
+
+
+def _is_type(value: Any, kind: str) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    return False
+
+
+def _count_refs(node: Any, counts: dict[str, int] | None = None) -> dict[str, int]:
+    counts = {} if counts is None else counts
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_DEF_PREFIX):
+            counts[ref[len(_DEF_PREFIX):]] = counts.get(ref[len(_DEF_PREFIX):], 0) + 1
+        for value in node.values():
+            _count_refs(value, counts)
+    elif isinstance(node, list):
+        for item in node:
+            _count_refs(item, counts)
+    return counts
+
+
+def _reaches(start: str, target: str, defs: dict[str, Any], visited: set[str]) -> bool:
+    """Whether the definition ``start`` refers, directly or not, to ``target`` (a recursive model)."""
+    for name in _count_refs(defs.get(start, {})):
+        if name == target:
+            return True
+        if name not in visited:
+            visited.add(name)
+            if _reaches(name, target, defs, visited):
+                return True
+    return False
