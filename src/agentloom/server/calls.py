@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from agentloom.core.breakers import DependencyFailure
 from agentloom.server.messages import argument_errors, unknown_tool, validation_summary
-from agentloom.server.schemas import clean_description, compact_annotations, compact_schema
+from agentloom.server.schemas import clean_description, compact_annotations, compact_output_schema, compact_schema
 from agentloom.server.toolcache import ToolCache, cacheable, registration_key
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class LoomServer(MCPServer):
         if tool.fn_metadata.output_schema is not None:
             # Read live by the SDK (output validation uses the model, not this schema); the Tool's
             # cached copy is dropped so that tools/list shows the compact one.
-            tool.fn_metadata.output_schema = compact_schema(tool.fn_metadata.output_schema)
+            tool.fn_metadata.output_schema = compact_output_schema(tool.fn_metadata.output_schema)
             tool.__dict__.pop("output_schema", None)
         return tool
 

@@ -26,6 +26,7 @@ FORMAT = 1
 # Keys whose value is a map of names to schemas, not a schema: a property may be called "title".
 _NAME_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
 _DEF_PREFIX = "#/$defs/"
+_IMPLIED = {"object": ("properties", "additionalProperties"), "array": ("items",)}  # keywords that say the type
 
 
 def clean_description(text: str | None) -> str:
@@ -44,6 +45,39 @@ def compact_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     kept = {name: body for name, body in out.pop("$defs", {}).items() if name not in inline}
     if kept:
         out["$defs"] = kept
+    return out
+
+
+def compact_output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An output schema as :func:`compact_schema`, and without what only a validator needs: which
+    keys are ``required``, and ``type`` where ``properties`` or ``items`` already say object or
+    array (the root keeps ``type: object``, which MCP asks for). Every reply that matched still
+    matches; a model reads the reply itself, and the description says what is optional."""
+    out = compact_schema(schema)
+    if out is None:
+        return None
+    lean = _lean(out)
+    lean["type"] = out.get("type", "object")
+    return lean
+
+
+def _lean(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_lean(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "required" and isinstance(value, list):
+            continue
+        if key in _NAME_MAPS and isinstance(value, dict):
+            out[key] = {name: _lean(sub) for name, sub in value.items()}
+        else:
+            out[key] = _lean(value)
+    kind = out.get("type")
+    implied = _IMPLIED.get(kind, ()) if isinstance(kind, str) else ()
+    if any(k in out for k in implied):
+        del out["type"]
     return out
 
 
@@ -93,7 +127,14 @@ def _compact(node: Any, defs: dict[str, Any], inline: set[str], seen: tuple[str,
         for name, prop in out["properties"].items():
             if name not in required and isinstance(prop, dict) and "default" in prop and prop["default"] is None:
                 del prop["default"]  # not given means null: saying so adds nothing
-    return _merge_null(out)
+    out = _merge_null(out)
+    kind = out.get("type")
+    if isinstance(kind, str) and isinstance(out.get("enum"), list) and all(_is_type(v, kind) for v in out["enum"]):
+        del out["type"]  # the values say it
+    if isinstance(kind, list) and "integer" in kind and "number" in kind:
+        kept = [k for k in kind if k != "integer"]  # an integer is a number
+        out["type"] = kept[0] if len(kept) == 1 else kept
+    return out
 
 
 def _merge_null(node: dict[str, Any]) -> dict[str, Any]:

@@ -64,10 +64,8 @@ def setup(ctx: PackContext) -> Core:
 
 @pack.tool(title="Server health", read_only=True)
 async def health(core: Core, ctx: Context, check_model: bool = True) -> HealthResult:
-    """Report the server's health: dependencies importable, data directory writable, the
-    embedding model loading, each pack loaded or skipped (with the reason) and its stores
-    reachable, and the state of every circuit breaker. `status` is ok, degraded (only
-    optional checks failed) or error."""
+    """Server health: dependencies, data directory, embedding model (unless check_model is false),
+    each pack (or why it was skipped) and its stores, circuit breakers."""
     steps = 0
 
     def progress(message: str) -> None:  # the first run may export the model: say so
@@ -81,6 +79,6 @@ async def health(core: Core, ctx: Context, check_model: bool = True) -> HealthRe
 
 @pack.tool(title="Reset a circuit breaker", idempotent=True)
 async def breaker_reset(core: Core, name: str) -> BreakerResult:
-    """Close the circuit breaker of one dependency now (for example after fixing it) instead
-    of waiting for its retry time. `health` lists the breakers and their names."""
+    """Close a dependency's circuit breaker now (e.g. after a fix) instead of waiting for its retry;
+    `health` lists them."""
     return core.breakers.reset(name).as_dict()  # type: ignore[return-value]
