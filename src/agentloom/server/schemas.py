@@ -17,6 +17,7 @@ A change here changes what is listed: bump :data:`FORMAT`, which keys the tool c
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 from mcp_types import ToolAnnotations
@@ -26,12 +27,22 @@ FORMAT = 1
 # Keys whose value is a map of names to schemas, not a schema: a property may be called "title".
 _NAME_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
 _DEF_PREFIX = "#/$defs/"
+_KEEPS_ITS_LINE = re.compile(r"\s|[-*+] |\d+[.)] |>")  # indented, a list item, a quote
 _IMPLIED = {"object": ("properties", "additionalProperties"), "array": ("items",)}  # keywords that say the type
 
 
 def clean_description(text: str | None) -> str:
-    """A docstring as a model reads it: no indentation from the code, no blank edges."""
-    return inspect.cleandoc(text or "")
+    """A docstring as a model reads it: no indentation from the code, no blank edges, and each
+    paragraph on one line (the docstring's wrapping is the code's line length, not meaning). A
+    line that starts a list item or is indented stays on its own line."""
+    lines = inspect.cleandoc(text or "").split("\n")
+    out: list[str] = []
+    for line in lines:
+        if out and out[-1] and line and not _KEEPS_ITS_LINE.match(line):
+            out[-1] += " " + line
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 def compact_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -42,6 +53,8 @@ def compact_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     uses = _count_refs(schema)
     inline = {name for name in defs if uses.get(name, 0) == 1 and not _reaches(name, name, defs, set())}
     out = _compact(schema, defs, inline, ())
+    if out.get("properties") == {} and out.get("additionalProperties") is False and "required" not in out:
+        del out["properties"]  # MCP's own form for a tool without arguments: {type: object, additionalProperties: false}
     kept = {name: body for name, body in out.pop("$defs", {}).items() if name not in inline}
     if kept:
         out["$defs"] = kept

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context
+from pydantic import WithJsonSchema
 from typing_extensions import TypedDict
 
 from agentloom.core.breakers import BreakerRegistry
@@ -43,7 +44,11 @@ class HealthResult(TypedDict):
     version: str
     checks: list[CheckResult]
     packs: list[PackResult]
-    breakers: list[BreakerResult]
+    # Checked as BreakerResult; listed once, in breaker_reset's output schema (tools/list says each thing once).
+    breakers: Annotated[
+        list[BreakerResult],
+        WithJsonSchema({"type": "array", "items": {"type": "object"}, "description": "each as breaker_reset returns"}),
+    ]
 
 
 pack = Pack("core", "Server health and circuit breakers")
@@ -65,7 +70,7 @@ def setup(ctx: PackContext) -> Core:
 @pack.tool(title="Server health", read_only=True)
 async def health(core: Core, ctx: Context, check_model: bool = True) -> HealthResult:
     """Server health: dependencies, data directory, embedding model (unless check_model is false),
-    each pack (or why it was skipped) and its stores, circuit breakers."""
+    packs (or why one was skipped) and their stores, circuit breakers."""
     steps = 0
 
     def progress(message: str) -> None:  # the first run may export the model: say so
@@ -79,6 +84,6 @@ async def health(core: Core, ctx: Context, check_model: bool = True) -> HealthRe
 
 @pack.tool(title="Reset a circuit breaker", idempotent=True)
 async def breaker_reset(core: Core, name: str) -> BreakerResult:
-    """Close a dependency's circuit breaker now (e.g. after a fix) instead of waiting for its retry;
-    `health` lists them."""
+    """Close a dependency's circuit breaker now instead of waiting for its retry; `health` lists
+    them."""
     return core.breakers.reset(name).as_dict()  # type: ignore[return-value]

@@ -107,8 +107,8 @@ async def flowise_find_design(state: Flowise, request: str) -> Found:
 
 @pack.tool()
 async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, reason: str | None = None) -> Reused:
-    """approve=true: create the chatflow from the stored design (reply as flowise_build_flow's).
-    approve=false: record the user's `reason` (required), then do a full design."""
+    """approve=true: create the chatflow from the stored design (reply as flowise_build_flow's);
+    false: record the user's `reason` (required), then do a full design."""
 
     def reuse() -> Reused:
         started = time.perf_counter()

@@ -200,7 +200,7 @@ def _ready(state: Flowise) -> str | None:
 @pack.tool(read_only=True)
 async def flowise_search_nodes(state: Flowise, query: str, category: str | None = None, limit: int = 5) -> NodeSearch:
     """Flowise nodes for a need ("split PDFs"), best first; `category` narrows to one (Chat Models,
-    Memory, Tools, ...). Deprecated ones rank lower. Pass the names to flowise_build_flow."""
+    Memory, Tools, ...); deprecated ones rank lower. Pass the names to flowise_build_flow."""
     _check_search(query, limit)
 
     def search() -> NodeSearch:
@@ -255,8 +255,7 @@ async def flowise_build_flow(
 ) -> Built:
     """Create a chatflow from a template_id or from node names (wired by type). model: a chat model
     node (chatAnthropic) or a model name; memory_type: a memory node (bufferWindowMemory); request:
-    the user's words, for the log. The user then picks `credentials` and fills `fill` in the Flowise
-    UI; `issues`: other validation problems."""
+    the user's words, for the log. The user then picks `credentials` and fills `fill` in Flowise."""
 
     def build() -> Built:
         started = time.perf_counter()
@@ -288,8 +287,8 @@ def _session(state: Flowise, request: str, outcome: str, reply: Any, started: fl
 
 @pack.tool(idempotent=True)
 async def flowise_refresh_catalog(state: Flowise, ctx: Context, force: bool = False) -> Refreshed:
-    """Fetch and index Flowise's node catalog and templates if older than 24 h (or `force`). If
-    Flowise is unreachable the cache is kept (stale)."""
+    """Fetch and index Flowise's node catalog and templates if older than 24 h (or `force`); while
+    Flowise is unreachable the cache stays (stale)."""
 
     def progress(done: int, total: int, message: str) -> None:
         try:

@@ -118,8 +118,8 @@ def stitch_create_flow(
         "The React Flow graph: {nodes: [{id, type: Worker|UX|Splitter|Collector, data}], edges: [{id, source, target}]}. "
         "A Worker needs data.webhookUrl, a Splitter data.arrayPath; a UX node may set data.prompt."))],
 ) -> CreatedFlow:
-    """Save a new flow, for stitch_start_run. A graph the server refuses (unknown node types,
-    dangling edges, cycles, ...) is an error naming each problem."""
+    """Save a new flow, for stitch_start_run; the server checks the graph (node types, edges, no
+    cycles)."""
     flow = stitch.call("POST", "/flows", {"name": name, "graph": graph})
     return {"id": flow["id"], "name": flow["name"], "version": flow["version"], "nodes": len(flow["graph"]["nodes"])}
 
@@ -152,8 +152,8 @@ def stitch_list_runs(
 
 @pack.tool(read_only=True, open_world=True)
 def stitch_run_status(stitch: StitchClient, run_id: str, include_outputs: bool = False) -> RunStatus:
-    """A run's status and each node's: errors, a waiting gate's prompt, path counts per status on
-    fan-out nodes, outputs if include_outputs."""
+    """A run's status and each node's (error, a waiting gate's prompt, fan-out path counts; outputs
+    if include_outputs)."""
     return _summary(stitch.call("GET", client.path("runs", client.run_id(run_id))), include_outputs)
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NotRequired
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, WithJsonSchema
 from typing_extensions import TypedDict
 
 from agentloom.core.health import Check
@@ -40,8 +40,13 @@ class CollectionInfo(TypedDict):
     metadata: dict[str, Any]
 
 
+def _listed_once(tool: str) -> WithJsonSchema:
+    """A list checked as its items' TypedDict, whose schema tools/list shows once, in ``tool``'s output schema."""
+    return WithJsonSchema({"type": "array", "items": {"type": "object"}, "description": f"each as {tool} returns"})
+
+
 class CollectionList(TypedDict):
-    collections: list[CollectionInfo]
+    collections: Annotated[list[CollectionInfo], _listed_once("vector_create_collection")]
 
 
 class Deleted(TypedDict):
@@ -62,7 +67,7 @@ class AddedDocuments(TypedDict):
     added: int
     replaced: int
     total_chunks: int
-    documents: list[AddedDocument]
+    documents: Annotated[list[AddedDocument], _listed_once("vector_add_document")]
     warning: NotRequired[str]  # chunk_size beyond what the model reads: capped (said once, not per document)
 
 
@@ -284,7 +289,7 @@ async def vector_add_files(
     """Add files, or the files of folders matching `patterns` (default *.md, *.markdown, *.txt,
     *.rst), inside the client's roots or the server's file_roots (default: its working directory).
     Document id: the path relative to that root (e.g. "docs/guide.md"); adding a file again
-    replaces it. Files not added are listed with why."""
+    replaces it."""
     from agentloom.packs.vectors.files import allowed_roots, expand
     from agentloom.packs.vectors.ingest import file_windows
 
@@ -326,10 +331,10 @@ async def vector_search(
     one_per_document: bool = False,
     min_score: float | None = None,
 ) -> SearchResult:
-    """Chunks closest to `query`, best first, score 0-1 (cosine). filter: {"field": value} or
-    {"field": {"$ne"|"$gt"|"$gte"|"$lt"|"$lte"|"$in"|"$contains": v}}, combined by {"$and"|"$or": [...]};
-    created_at and updated_at take ISO dates. document_contains: a substring of the chunk. hybrid:
-    also rank by keywords (BM25)."""
+    """Chunks closest to `query`, best first, score 0-1 (cosine). filter: {field: value} or
+    {field: {$ne|$gt|$gte|$lt|$lte|$in|$contains: v}}, combined by {$and|$or: [...]}; created_at and
+    updated_at take ISO dates. document_contains: a substring of the chunk. hybrid: also rank by
+    keywords (BM25)."""
     return await _run(vectors.searcher.search, collection, query, n, filter, document_contains, hybrid,
                       one_per_document, min_score)
 
