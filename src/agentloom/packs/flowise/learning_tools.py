@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any
 
+from pydantic import ConfigDict, with_config
 from typing_extensions import NotRequired, TypedDict
 
 from agentloom.core.errors import AgentloomError
@@ -43,6 +44,14 @@ class Found(TypedDict):
     message: NotRequired[str]
 
 
+def _own_keys_listed(schema: dict[str, Any]) -> None:
+    """tools/list says each thing once: an approved design's reply is flowise_build_flow's, whose output
+    schema lists it; this one lists only its own keys (a reply is still checked against every key)."""
+    schema["properties"] = {k: v for k, v in schema.get("properties", {}).items() if k in ("notes", "recorded", "next")}
+    schema["description"] = "approve=true: flowise_build_flow's reply, with notes"
+
+
+@with_config(ConfigDict(json_schema_extra=_own_keys_listed))
 class Reused(TypedDict):
     chatflow_id: NotRequired[str]
     name: NotRequired[str]
@@ -107,8 +116,8 @@ async def flowise_find_design(state: Flowise, request: str) -> Found:
 
 @pack.tool()
 async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, reason: str | None = None) -> Reused:
-    """approve=true: create the chatflow from the stored design (reply as flowise_build_flow's);
-    false: record the user's `reason` (required), then do a full design."""
+    """approve=true: create the chatflow from the stored design; false: record the user's `reason`
+    (required), then do a full design."""
 
     def reuse() -> Reused:
         started = time.perf_counter()
