@@ -161,7 +161,7 @@ def _merge_null(node: dict[str, Any]) -> dict[str, Any]:
     if len(options) == 2 and {"type": "null"} in options:
         other = options[1 - options.index({"type": "null"})]
         if isinstance(other, dict) and set(other) <= {"enum", "type"} and isinstance(other.get("enum"), list):
-            if isinstance(other.get("type"), str) and all(_is_type(v, other["type"]) for v in other["enum"]):
+            if "type" not in other or all(_is_type(v, other["type"]) for v in other["enum"]):
                 rest = {k: v for k, v in node.items() if k != "anyOf"}
                 return {"enum": [*other["enum"], None], **rest}
     types: list[str] = []
