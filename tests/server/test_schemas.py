@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 import jsonschema
 import pytest
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
-from agentloom.server.schemas import clean_description, compact_annotations, compact_output_schema, compact_schema
+from agentloom.server.schemas import (
+    clean_description,
+    compact_annotations,
+    compact_output_schema,
+    compact_schema,
+)
 
 
 class Inner(BaseModel):
@@ -84,6 +89,7 @@ def test_a_compact_schema_drops_titles_null_branches_and_one_use_defs() -> None:
     assert lean["properties"]["metadata"]["additionalProperties"] == {"type": ["string", "number", "boolean"]}
     assert "default" not in lean["properties"]["inners"]  # not given means null
     assert lean["properties"]["name"]["description"] == "The name."
+    assert lean["properties"]["flag"] == {"type": "boolean"}  # a flag is off unless given
     assert set(lean["$defs"]) == {"Inner", "Tree"}  # used twice, and recursive
     once = compact_schema(Reply.__annotations__ and TypeAdapter(Reply).json_schema())
     assert once is not None and "$defs" not in once and "properties" in once["properties"]["items"]["items"]
@@ -111,7 +117,7 @@ def test_an_output_schema_lists_keys_and_types_and_still_matches_every_reply() -
     assert compact_output_schema(None) is None
 
 
-def test_annotations_keep_only_what_differs_from_the_specification_s_defaults() -> None:
+def test_annotations_keep_what_differs_from_the_specification_and_what_makes_a_client_careful() -> None:
     def compact(**hints: bool) -> dict[str, Any]:
         result = compact_annotations(ToolAnnotations(**hints))
         return result.model_dump(by_alias=True, exclude_none=True) if result else {}
@@ -119,10 +125,16 @@ def test_annotations_keep_only_what_differs_from_the_specification_s_defaults() 
     assert compact(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False) == {
         "readOnlyHint": True, "openWorldHint": False,
     }
-    assert compact(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True) == {
-        "destructiveHint": False, "idempotentHint": True,
+    assert compact(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True) == {
+        "readOnlyHint": True,
     }
-    assert compact(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True) == {}
+    assert compact(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False) == {
+        "destructiveHint": False, "idempotentHint": True, "openWorldHint": False,
+    }
+    # The specification's defaults, but a client reading a missing hint as false would not ask first.
+    assert compact(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True) == {
+        "destructiveHint": True, "openWorldHint": True,
+    }
     assert compact_annotations(None) is None
 
 

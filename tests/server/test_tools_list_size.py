@@ -14,7 +14,7 @@ from tests.server.clients import call, stdio_client_session
 
 BUDGET = 28_000  # bytes
 PACKS = {"core", "docs", "flowise", "skills", "stitch", "vectors"}  # every pack agentloom ships
-CODE_INDENT = re.compile(r"^[ \t]+\S", re.M)  # a line indented like the code a docstring came from
+CODE_INDENT = re.compile(r"^[ \t]+\S", re.MULTILINE)  # a line indented like the code a docstring came from
 
 
 async def test_tools_list_with_every_pack_fits_the_budget_and_reads_as_prose(server_env: dict[str, str]) -> None:

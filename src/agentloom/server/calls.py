@@ -31,7 +31,12 @@ from pydantic import ValidationError
 
 from agentloom.core.breakers import DependencyFailure
 from agentloom.server.messages import argument_errors, unknown_tool, validation_summary
-from agentloom.server.schemas import clean_description, compact_annotations, compact_output_schema, compact_schema
+from agentloom.server.schemas import (
+    clean_description,
+    compact_annotations,
+    compact_output_schema,
+    compact_schema,
+)
 from agentloom.server.toolcache import ToolCache, cacheable, registration_key
 
 log = logging.getLogger(__name__)

@@ -2,16 +2,18 @@
 
 pydantic's JSON schemas carry what a model does not need to call a tool right: a ``title`` on
 every property and model ("Chatflow Id" beside ``chatflow_id``), ``anyOf`` with a null branch for
-each optional value, ``additionalProperties: true`` (the default), ``default: null`` on arguments
-that are not required, and ``$defs`` for models used once. :func:`compact_schema` rewrites them
-into the equivalent shorter form: a value accepted (or returned) before is accepted after, and
-nothing else is, so the SDK client's check of structured output against ``outputSchema`` and the
-server's argument check are unchanged. :func:`compact_annotations` leaves out hints that say what
-the MCP specification already assumes, and :func:`clean_description` removes the indentation a
-docstring keeps from the code.
+each optional value, ``additionalProperties: true`` (the default), ``default: null`` (or false, for
+a flag) on arguments that are not required, and ``$defs`` for models used once.
+:func:`compact_schema` rewrites them into the equivalent shorter form: a value accepted before is
+accepted after, and nothing else is, so the server's argument check and what a client may send
+are unchanged. :func:`compact_output_schema` also leaves out what only a validator reads (which
+keys are ``required``, a ``type`` that ``properties`` or ``items`` already say): every reply still
+matches, which the SDK client checks on each call. :func:`compact_annotations` leaves out hints
+the MCP specification already assumes, and :func:`clean_description` the indentation and line
+wrapping a docstring keeps from the code.
 
 A change here changes what is listed: bump :data:`FORMAT`, which keys the tool cache
-(``toolcache``), so definitions saved by an older rule are not listed again.
+(``toolcache``), so definitions saved under an older rule are not listed again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from mcp_types import ToolAnnotations
 
-FORMAT = 1
+FORMAT = 2
 
 # Keys whose value is a map of names to schemas, not a schema: a property may be called "title".
 _NAME_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
@@ -96,21 +98,22 @@ def _lean(node: Any) -> Any:
 
 def compact_annotations(annotations: ToolAnnotations | None) -> ToolAnnotations | None:
     """The hints that differ from the specification's defaults (readOnlyHint false, destructiveHint
-    true, idempotentHint false, openWorldHint true); destructive and idempotent mean something only
-    for a tool that is not read-only."""
+    true, idempotentHint false, openWorldHint true), except that a tool that changes things keeps
+    destructiveHint and openWorldHint even when true: a client that reads a missing hint as false
+    would otherwise be less careful than the specification means. destructive and idempotent say
+    nothing of a read-only tool."""
     if annotations is None:
         return None
-    read_only = bool(annotations.read_only_hint)
     keep: dict[str, Any] = {"title": annotations.title}
-    if read_only:
+    if annotations.read_only_hint:
         keep["read_only_hint"] = True
+        if annotations.open_world_hint is False:
+            keep["open_world_hint"] = False
     else:
-        if annotations.destructive_hint is False:
-            keep["destructive_hint"] = False
+        keep["destructive_hint"] = annotations.destructive_hint
         if annotations.idempotent_hint:
             keep["idempotent_hint"] = True
-    if annotations.open_world_hint is False:
-        keep["open_world_hint"] = False
+        keep["open_world_hint"] = annotations.open_world_hint
     return ToolAnnotations(**{k: v for k, v in keep.items() if v is not None})
 
 
@@ -138,8 +141,10 @@ def _compact(node: Any, defs: dict[str, Any], inline: set[str], seen: tuple[str,
     if "properties" in out:
         required = set(out.get("required", []))
         for name, prop in out["properties"].items():
-            if name not in required and isinstance(prop, dict) and "default" in prop and prop["default"] is None:
-                del prop["default"]  # not given means null: saying so adds nothing
+            if name in required or not isinstance(prop, dict) or "default" not in prop:
+                continue
+            if prop["default"] is None or (prop["default"] is False and prop.get("type") == "boolean"):
+                del prop["default"]  # not given means null, or a flag that is off: saying so adds nothing
     out = _merge_null(out)
     kind = out.get("type")
     if isinstance(kind, str) and isinstance(out.get("enum"), list) and all(_is_type(v, kind) for v in out["enum"]):
@@ -160,10 +165,10 @@ def _merge_null(node: dict[str, Any]) -> dict[str, Any]:
         return node
     if len(options) == 2 and {"type": "null"} in options:
         other = options[1 - options.index({"type": "null"})]
-        if isinstance(other, dict) and set(other) <= {"enum", "type"} and isinstance(other.get("enum"), list):
-            if "type" not in other or all(_is_type(v, other["type"]) for v in other["enum"]):
-                rest = {k: v for k, v in node.items() if k != "anyOf"}
-                return {"enum": [*other["enum"], None], **rest}
+        plain_enum = isinstance(other, dict) and set(other) <= {"enum", "type"} and isinstance(other.get("enum"), list)
+        if plain_enum and ("type" not in other or all(_is_type(v, other["type"]) for v in other["enum"])):
+            rest = {k: v for k, v in node.items() if k != "anyOf"}
+            return {"enum": [*other["enum"], None], **rest}
     types: list[str] = []
     extra: dict[str, Any] = {}
     for option in options:

@@ -70,7 +70,7 @@ def setup(ctx: PackContext) -> Core:
 @pack.tool(title="Server health", read_only=True)
 async def health(core: Core, ctx: Context, check_model: bool = True) -> HealthResult:
     """Server health: dependencies, data directory, embedding model (unless check_model is false),
-    packs (or why one was skipped) and their stores, circuit breakers."""
+    each pack and its stores, circuit breakers."""
     steps = 0
 
     def progress(message: str) -> None:  # the first run may export the model: say so

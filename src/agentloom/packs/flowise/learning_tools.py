@@ -98,9 +98,8 @@ async def flowise_save_artifact(
 
 @pack.tool(read_only=True)
 async def flowise_find_design(state: Flowise, request: str) -> Found:
-    """Before designing a chatflow, find earlier designs of similar requests (similarity > 0.70;
-    well rated first). `missing` and `deprecated` name nodes the catalog lacks. Then
-    flowise_reuse_design."""
+    """Before designing a chatflow, find earlier designs of similar requests (similarity > 0.70).
+    `missing` and `deprecated` name nodes the catalog lacks. Then flowise_reuse_design."""
 
     def find() -> Found:
         catalog = state.catalog.state()

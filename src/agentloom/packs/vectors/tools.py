@@ -288,8 +288,7 @@ async def vector_add_files(
 ) -> AddedFiles:
     """Add files, or the files of folders matching `patterns` (default *.md, *.markdown, *.txt,
     *.rst), inside the client's roots or the server's file_roots (default: its working directory).
-    Document id: the path relative to that root (e.g. "docs/guide.md"); adding a file again
-    replaces it."""
+    Document id: the path relative to that root; adding a file again replaces it."""
     from agentloom.packs.vectors.files import allowed_roots, expand
     from agentloom.packs.vectors.ingest import file_windows
 
