@@ -48,3 +48,19 @@ def _assert_lean(tool: str, schema: Any, names: bool = False) -> None:
             assert "title" not in schema or not isinstance(schema["title"], str), f"{tool}: {schema}"
         for key, value in schema.items():
             _assert_lean(tool, value, names=key in ("properties", "$defs") and not names)
+
+
+async def test_the_tools_setting_lists_only_the_chosen_tools_and_names_a_pattern_that_chose_none(
+    server_env: dict[str, str],
+) -> None:
+    server_env["AGENTLOOM_TOOLS"] = "skills_*"  # the flag wins over the variable
+    async with stdio_client_session(server_env, "--tools", "vector_search, skills_s*,nosuch_*") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        health = await call(client, "health", check_model=False)
+        refused = await client.call_tool("vector_add_document", {"collection": "c", "text": "t"})
+    assert names == {"health", "breaker_reset", "vector_search", "skills_search"}  # core's are always listed
+    assert {p["name"]: p["tools"] for p in health["packs"]}["vectors"] == ["vector_search"]
+    assert refused.is_error and "Unknown tool 'vector_add_document'" in refused.content[0].text  # type: ignore[union-attr]
+    (check,) = [c for c in health["checks"] if c["name"] == "tools setting"]
+    assert check == {"name": "tools setting", "ok": False, "detail": "'nosuch_*' matches no tool of the loaded packs",
+                     "required": False}

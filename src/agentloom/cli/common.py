@@ -44,6 +44,10 @@ PacksOpt = Annotated[
     str | None, typer.Option("--packs", help="Comma-separated packs to enable (default: every installed pack).")
 ]
 DisableOpt = Annotated[str | None, typer.Option("--disable", help="Comma-separated packs to leave out.")]
+ToolsOpt = Annotated[
+    str | None,
+    typer.Option("--tools", help="Comma-separated tools to list, names or globs such as 'vector_*' (default: all)."),
+]
 
 def fail(message: str, fix: str | None = None, *, code: int = 1) -> NoReturn:
     """Print ``error: message`` (and ``  fix: ...``) to stderr and exit with ``code``."""
