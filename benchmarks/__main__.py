@@ -20,6 +20,7 @@ SUITES = {
     "chunker": "benchmarks.chunker",
     "flowise": "benchmarks.flowise",
     "flowise-learning": "benchmarks.flowise_learning",
+    "tools-list": "benchmarks.tools_list",
     "mutation": "benchmarks.mutation",  # about an hour; writes MUTATION.md; only when named
 }
 EXPLICIT_ONLY = {"mutation"}

@@ -61,6 +61,8 @@ def test_unknown_tool_suggests_and_counts() -> None:
 
 @pytest.mark.parametrize(("schema", "words"), [
     ({"enum": ["a", 1]}, "one of 'a', 1"),
+    ({"enum": ["a", None]}, "one of 'a', null"),  # tools/list's form of an optional enum
+    ({"type": ["array", "null"], "items": {"type": "string"}}, "an array of strings or null"),
     ({"const": "x"}, "'x'"),
     ({"anyOf": [{"type": "string"}, {"type": "null"}]}, "a string or null"),
     ({"oneOf": [{"type": "integer"}, {"type": "integer"}]}, "an integer"),

@@ -50,6 +50,10 @@ PacksOpt = Annotated[
     str | None, typer.Option("--packs", metavar="NAMES", help="Comma-separated packs to enable (default: every installed pack).")
 ]
 DisableOpt = Annotated[str | None, typer.Option("--disable", metavar="NAMES", help="Comma-separated packs to leave out.")]
+ToolsOpt = Annotated[
+    str | None,
+    typer.Option("--tools", metavar="NAMES", help="Comma-separated tools to list, names or globs such as 'vector_*' (default: all)."),
+]
 
 def fail(message: str, fix: str | None = None, *, code: int = 1) -> NoReturn:
     """Print ``error: message`` (and ``  fix: ...``) to stderr and exit with ``code``."""

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from agentloom.cli.common import DataDir, DisableOpt, PacksOpt, load_settings
+from agentloom.cli.common import DataDir, DisableOpt, PacksOpt, ToolsOpt, load_settings
 
 
 def serve(
@@ -17,12 +17,13 @@ def serve(
     port: Annotated[int | None, typer.Option(metavar="PORT", help="HTTP port (default 8765).")] = None,
     packs: PacksOpt = None,
     disable: DisableOpt = None,
+    tools: ToolsOpt = None,
     data_dir: DataDir = None,
 ) -> None:
     """Run the MCP server with every enabled pack. Logs go to stderr; stdout carries only protocol."""
     from agentloom.core.logs import configure_logging, stdout_to_stderr
 
-    settings = load_settings(host=host, port=port, packs=packs, disabled_packs=disable, data_dir=data_dir)
+    settings = load_settings(host=host, port=port, packs=packs, disabled_packs=disable, tools=tools, data_dir=data_dir)
     configure_logging(settings.log_level)
     # Claim the port before anything else, so a busy port is the first and only thing said.
     listener = _listen(settings.host, settings.port) if http else None

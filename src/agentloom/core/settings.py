@@ -12,6 +12,7 @@ on Linux): desktop MCP clients start servers in ``/``, where ``./.agentloom`` is
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from pathlib import Path
@@ -105,6 +106,11 @@ class Settings(BaseSettings):
         None, description="Packs to enable (comma-separated); unset enables every installed pack."
     )
     disabled_packs: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Packs never loaded.")
+    tools: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description="Tools to list (comma-separated names or globs, e.g. vector_search,skills_*); unset lists every "
+        "tool of the enabled packs. Every tools/list costs an agent tokens in every conversation.",
+    )
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
     breakers: BreakerSettings = Field(default_factory=BreakerSettings)
@@ -113,7 +119,7 @@ class Settings(BaseSettings):
         default_factory=dict, description="Per-pack tables, `[pack_settings.<name>]` in the TOML file."
     )
 
-    _split = field_validator("packs", "disabled_packs", mode="before")(_split_names)
+    _split = field_validator("packs", "disabled_packs", "tools", mode="before")(_split_names)
     _data_dir_origin: str = PrivateAttr("")
 
     def __init__(self, **values: Any) -> None:
@@ -164,6 +170,9 @@ class Settings(BaseSettings):
         if name in self.disabled_packs:
             return False
         return self.packs is None or name in self.packs
+
+    def tool_enabled(self, name: str) -> bool:
+        return self.tools is None or any(fnmatch.fnmatchcase(name, pattern) for pattern in self.tools)
 
     def for_pack(self, name: str, model: type[T]) -> T:
         """A pack's own settings: its TOML table overlaid with ``AGENTLOOM_<NAME>__<KEY>`` variables.

@@ -31,6 +31,12 @@ from pydantic import ValidationError
 
 from agentloom.core.breakers import DependencyFailure
 from agentloom.server.messages import argument_errors, unknown_tool, validation_summary
+from agentloom.server.schemas import (
+    clean_description,
+    compact_annotations,
+    compact_output_schema,
+    compact_schema,
+)
 from agentloom.server.toolcache import ToolCache, cacheable, registration_key
 from agentloom.server.work import serving
 
@@ -51,10 +57,19 @@ class LoomServer(MCPServer):
         The schema says ``additionalProperties: false`` and :meth:`call_tool` enforces it by
         name; a stricter pydantic model per tool would cost start-up time for the same check.
         With a tool cache, a definition saved by an earlier start is listed as it is and the
-        SDK registration waits for the tool's first call (``toolcache``)."""
+        SDK registration waits for the tool's first call (``toolcache``).
+
+        What is listed is said once (``schemas``): the description without the docstring's
+        indentation, schemas without pydantic's titles and other redundancy, annotations
+        without the specification's defaults."""
         name = options.get("name") or fn.__name__
         cache = self._tool_cache if cacheable(fn) else None
         key = registration_key(fn, options) if cache is not None else ""
+        options = {
+            **options,
+            "description": clean_description(options.get("description") or fn.__doc__),
+            "annotations": compact_annotations(options.get("annotations")),
+        }
         definition = cache.get(key) if cache is not None else None
         if definition is not None:
             self._deferred[name] = (fn, options, definition)
@@ -68,7 +83,12 @@ class LoomServer(MCPServer):
         self.add_tool(fn, **options)
         tool = self._tool_manager.get_tool(options.get("name") or fn.__name__)
         assert tool is not None
-        tool.parameters = {**tool.parameters, "additionalProperties": False}
+        tool.parameters = compact_schema({**tool.parameters, "additionalProperties": False}) or {}
+        if tool.fn_metadata.output_schema is not None:
+            # Read live by the SDK (output validation uses the model, not this schema); the Tool's
+            # cached copy is dropped so that tools/list shows the compact one.
+            tool.fn_metadata.output_schema = compact_output_schema(tool.fn_metadata.output_schema)
+            tool.__dict__.pop("output_schema", None)
         return tool
 
     def _tool(self, name: str) -> Tool | None:

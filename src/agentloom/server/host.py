@@ -88,6 +88,8 @@ class Host:
                 self.reports.append(PackReport(ep.name, "disabled", "disabled by configuration", origin=ep.value))
                 continue
             self.reports.append(self._load_pack(ep))
+        for pattern in self.unmatched_tools():
+            log.error("tools setting: %r matches no tool of the loaded packs", pattern)
         for wanted in self.settings.packs or []:
             if wanted not in names:
                 known = ", ".join(sorted(names)) or "none"
@@ -111,8 +113,10 @@ class Host:
             if clashes:
                 raise PackLoadError(f"tool names already registered by another pack: {', '.join(clashes)}")
             loaded = pack.start(PackContext(ep.name, self.settings, self.breakers, self.embeddings, self))
-            # Tools are added only after setup succeeded, so a failing pack leaves none behind.
-            for spec in loaded.tools:
+            # Tools are added only after setup succeeded, so a failing pack leaves none behind. The
+            # tools setting chooses among them (the core pack's are always listed: health says what is).
+            chosen = [t for t in loaded.tools if ep.name == CORE_PACK or self.settings.tool_enabled(t.name)]
+            for spec in chosen:
                 self.server.add_strict_tool(
                     spec.fn,
                     name=spec.name,
@@ -126,13 +130,20 @@ class Host:
             log.error("pack %s skipped: %s", ep.name, reason, exc_info=log.isEnabledFor(logging.DEBUG))
             return PackReport(ep.name, "failed", reason, origin=ep.value)
         self.packs[ep.name] = loaded
-        log.info("pack %s loaded: %d tools", ep.name, len(pack.tools))
-        return PackReport(ep.name, "loaded", None, [t.name for t in pack.tools], ep.value)
+        log.info("pack %s loaded: %d tools", ep.name, len(chosen))
+        return PackReport(ep.name, "loaded", None, [t.name for t in chosen], ep.value)
 
     def _enabled(self, name: str) -> bool:
         if name == CORE_PACK:
             return name not in self.settings.disabled_packs
         return self.settings.pack_enabled(name)
+
+    def unmatched_tools(self) -> list[str]:
+        """Names or globs of the tools setting that choose no tool (a typo lists nothing)."""
+        import fnmatch
+
+        offered = [t.name for p in self.packs.values() for t in p.tools]
+        return [p for p in self.settings.tools or [] if not fnmatch.filter(offered, p)]
 
     @property
     def tool_names(self) -> set[str]:
@@ -149,6 +160,8 @@ class Host:
             if report.status in ("failed", "not-installed"):
                 required = report.name not in self._extras_missing
                 checks.append(Check(f"pack {report.name}", False, report.reason or "failed", required=required))
+        for pattern in self.unmatched_tools():
+            checks.append(Check("tools setting", False, f"{pattern!r} matches no tool of the loaded packs", required=False))
         for name, pack in self.packs.items():
             try:
                 checks.extend(pack.checks())

@@ -40,15 +40,15 @@ def unknown_tool(name: str, known: Sequence[str]) -> str:
 
 def describe_type(schema: dict[str, Any]) -> str:
     if "enum" in schema:
-        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+        return "one of " + ", ".join("null" if v is None else repr(v) for v in schema["enum"])  # null: JSON, not None
     if "const" in schema:
         return repr(schema["const"])
     options = schema.get("anyOf") or schema.get("oneOf")
     if options:
         return " or ".join(dict.fromkeys(describe_type(o) for o in options))
     kind = schema.get("type")
-    if isinstance(kind, list):
-        return " or ".join(_TYPE_WORDS.get(k, k) for k in kind)
+    if isinstance(kind, list):  # each type with the keywords that apply to it (items of an array)
+        return " or ".join(describe_type({**schema, "type": k}) if k in _TYPE_WORDS else k for k in kind)
     if kind == "array" and isinstance(schema.get("items"), dict) and schema["items"].get("type"):
         return f"an array of {describe_type(schema['items']).removeprefix('a ').removeprefix('an ')}s"
     return _TYPE_WORDS.get(str(kind), "a JSON value")

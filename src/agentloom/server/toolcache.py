@@ -11,8 +11,9 @@ The file is ``<cache_dir>/tools/<fingerprint>.json``. The fingerprint covers eve
 of agentloom (path, size, mtime) and the SDK and pydantic files that make schemas, so any change
 of code means a new file; tools of packs from other distributions are never cached (their code
 is not in the fingerprint). Each entry is also keyed by what the registration was given (name,
-title, description, annotations, function), so a definition is reused only for the same
-registration. An unreadable or unwritable cache costs only the time it would have saved.
+title, description, annotations, function) and by the version of the rules that compact what is
+listed (``schemas.FORMAT``), so a definition is reused only for the same registration made the
+same way. An unreadable or unwritable cache costs only the time it would have saved.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from mcp_types import Tool as ToolDefinition
+
+from agentloom.server import schemas
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +55,10 @@ def cacheable(fn: Any) -> bool:
 
 
 def registration_key(fn: Any, options: dict[str, Any]) -> str:
-    """What a definition depends on besides the code: the registration's own arguments."""
+    """What a definition depends on besides the code: the registration's own arguments, and the
+    rules that turn them into what is listed (``schemas.FORMAT``: descriptions, schemas, hints)."""
     plain = {k: (v.model_dump(mode="json") if hasattr(v, "model_dump") else v) for k, v in options.items()}
-    blob = json.dumps([fn.__module__, fn.__qualname__, fn.__doc__, plain], sort_keys=True, default=str)
+    blob = json.dumps([schemas.FORMAT, fn.__module__, fn.__qualname__, fn.__doc__, plain], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 

@@ -96,7 +96,8 @@ async def test_list_docsets_is_one_json_array(project: Path, tmp_path: Path) -> 
     }
     assert docsets[1]["version"] == "3.4"
     schema = tools["list_docsets"].output_schema
-    assert schema is not None and schema["properties"]["docsets"]["type"] == "array"
+    # tools/list leaves out a type that `items` already says (server/schemas.py)
+    assert schema is not None and schema["properties"]["docsets"]["items"]["properties"]["local_path"] == {"type": "string"}
     assert result.structured_content == {"docsets": docsets}
     assert tools["list_docsets"].annotations.read_only_hint
     assert tools["search_docs"].input_schema["required"] == ["docset", "keywords"]

@@ -22,7 +22,8 @@ async def test_stitch_over_stdio(server: StitchServer, worker: Worker, server_en
                 "stitch_complete", "stitch_retry", "stitch_cancel_run"} <= set(tools)
         assert tools["stitch_list_runs"].annotations.read_only_hint is True
         assert tools["stitch_cancel_run"].annotations.destructive_hint is True
-        assert tools["stitch_create_flow"].annotations.read_only_hint is False
+        assert tools["stitch_create_flow"].annotations.read_only_hint in (False, None)  # absent means false (MCP)
+        assert tools["stitch_create_flow"].annotations.open_world_hint is True
         assert tools["stitch_list_runs"].input_schema["properties"]["limit"]["maximum"] == 100
         assert all(t.output_schema for name, t in tools.items() if name.startswith("stitch_"))
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
+from pydantic import WithJsonSchema
 from typing_extensions import TypedDict
 
 from agentloom.core.breakers import BreakerRegistry
@@ -42,7 +43,11 @@ class HealthResult(TypedDict):
     version: str
     checks: list[CheckResult]
     packs: list[PackResult]
-    breakers: list[BreakerResult]
+    # Checked as BreakerResult; listed once, in breaker_reset's output schema (tools/list says each thing once).
+    breakers: Annotated[
+        list[BreakerResult],
+        WithJsonSchema({"type": "array", "items": {"type": "object"}, "description": "each as breaker_reset returns"}),
+    ]
 
 
 pack = Pack("core", "Server health and circuit breakers")
@@ -63,10 +68,8 @@ def setup(ctx: PackContext) -> Core:
 
 @pack.tool(title="Server health", read_only=True)
 async def health(core: Core, check_model: bool = True) -> HealthResult:
-    """Report the server's health: dependencies importable, data directory writable, the
-    embedding model loading, each pack loaded or skipped (with the reason) and its stores
-    reachable, and the state of every circuit breaker. `status` is ok, degraded (only
-    optional checks failed) or error."""
+    """Server health: dependencies, data directory, embedding model (unless check_model is false),
+    each pack and its stores, circuit breakers."""
     # the first run may build the model: its messages become progress notifications
     report = await run_work("health", lambda: core.host.health(check_model=check_model, progress=current().note))
     return report  # type: ignore[return-value]
@@ -74,6 +77,6 @@ async def health(core: Core, check_model: bool = True) -> HealthResult:
 
 @pack.tool(title="Reset a circuit breaker", idempotent=True)
 async def breaker_reset(core: Core, name: str) -> BreakerResult:
-    """Close the circuit breaker of one dependency now (for example after fixing it) instead
-    of waiting for its retry time. `health` lists the breakers and their names."""
+    """Close a dependency's circuit breaker now instead of waiting for its retry; `health` lists
+    them."""
     return core.breakers.reset(name).as_dict()  # type: ignore[return-value]

@@ -155,6 +155,5 @@ async def search_docs(
 # under "docsets" (an output schema must describe an object).
 @pack.tool(read_only=True)
 async def list_docsets(docsets: Docsets, ctx: Context) -> Annotated[CallToolResult, DocsetList]:
-    """List the configured docsets as a JSON array: name, version, aliases, local_path (the folder
-    holding their files), description and web_sources."""
+    """The configured docsets; local_path is the folder holding a docset's files."""
     return await docsets.result(ctx)

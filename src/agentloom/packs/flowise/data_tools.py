@@ -26,8 +26,7 @@ class DataStats(TypedDict):
 
 @pack.tool(read_only=True)
 async def flowise_data_stats(state: Flowise) -> DataStats:
-    """What the pack stores, per collection (nodes, templates, sdd_artifacts, failed_artifacts, sessions): count,
-    bytes on disk, oldest and newest entry. Read-only; cleaning up is done by the user with `agentloom flowise data`."""
+    """What the pack stores, per collection; the user cleans up with `agentloom flowise data`."""
     from agentloom.packs.flowise.data import stats
 
     def collect() -> DataStats:

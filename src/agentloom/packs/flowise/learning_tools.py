@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any
 
+from pydantic import ConfigDict, with_config
 from typing_extensions import NotRequired, TypedDict
 
 from agentloom.core.errors import AgentloomError
@@ -43,6 +44,14 @@ class Found(TypedDict):
     message: NotRequired[str]
 
 
+def _own_keys_listed(schema: dict[str, Any]) -> None:
+    """tools/list says each thing once: an approved design's reply is flowise_build_flow's, whose output
+    schema lists it; this one lists only its own keys (a reply is still checked against every key)."""
+    schema["properties"] = {k: v for k, v in schema.get("properties", {}).items() if k in ("notes", "recorded", "next")}
+    schema["description"] = "approve=true: flowise_build_flow's reply, with notes"
+
+
+@with_config(ConfigDict(json_schema_extra=_own_keys_listed))
 class Reused(TypedDict):
     chatflow_id: NotRequired[str]
     name: NotRequired[str]
@@ -72,9 +81,9 @@ async def flowise_save_artifact(
     success: bool = True,
     reason: str | None = None,
 ) -> Saved:
-    """Store a finished design bundle with the user's request (embedded for flowise_find_design). `design`
-    is compact: {nodes: [node names], connections: [[from, to], ...], config: {node: {input: value}}}.
-    success=false stores it among failures, with the `reason` (required then); failures are never offered."""
+    """Store a finished design bundle and the user's request, for flowise_find_design. design:
+    {nodes: [names], connections: [[from, to], ...], config: {node: {input: value}}}. success=false
+    (needs `reason`) keeps it as a failure, never offered."""
     from agentloom.packs.flowise.learning import check_design
 
     compact = check_design(design)
@@ -89,9 +98,8 @@ async def flowise_save_artifact(
 
 @pack.tool(read_only=True)
 async def flowise_find_design(state: Flowise, request: str) -> Found:
-    """Before designing a chatflow, look for an earlier design of a similar request (cosine similarity > 0.70):
-    the best one, or the top 3 when they score within 5 %; 4-5 star designs rank higher, 1-2 lower. Nodes the
-    current catalog lacks or deprecates are named. Then flowise_reuse_design(artifact_id, approve)."""
+    """Before designing a chatflow, find earlier designs of similar requests (similarity > 0.70).
+    `missing` and `deprecated` name nodes the catalog lacks. Then flowise_reuse_design."""
 
     def find() -> Found:
         catalog = state.catalog.state()
@@ -107,8 +115,8 @@ async def flowise_find_design(state: Flowise, request: str) -> Found:
 
 @pack.tool()
 async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, reason: str | None = None) -> Reused:
-    """approve=true: create the chatflow from the stored design (the reply is flowise_build_flow's).
-    approve=false: record the user's `reason` (required) and go on with a full design."""
+    """approve=true: create the chatflow from the stored design; false: record the user's `reason`
+    (required), then do a full design."""
 
     def reuse() -> Reused:
         started = time.perf_counter()
@@ -134,7 +142,7 @@ async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, 
 
 @pack.tool(idempotent=True)
 async def flowise_rate(state: Flowise, artifact_id: str, stars: int) -> Rated:
-    """Rate a stored design 1-5 stars: 4-5 make flowise_find_design offer it first, 1-2 last."""
+    """Rate a stored design 1-5 stars: flowise_find_design offers 4-5 first, 1-2 last."""
     return await _run(state.learning.rate, artifact_id, stars)  # type: ignore[no-any-return]
 
 

@@ -198,8 +198,8 @@ def _ready(state: Flowise) -> str | None:
 
 @pack.tool(read_only=True)
 async def flowise_search_nodes(state: Flowise, query: str, category: str | None = None, limit: int = 5) -> NodeSearch:
-    """Flowise nodes for a need ("remember the chat", "split PDFs"), best first; `category` narrows to one
-    (Chat Models, Memory, Tools, ...). Deprecated nodes rank lower and say so. Pass the names to flowise_build_flow."""
+    """Flowise nodes for a need ("split PDFs"), best first; `category` narrows to one (Chat Models,
+    Memory, Tools, ...); deprecated ones rank lower. Pass the names to flowise_build_flow."""
     _check_search(query, limit)
 
     def search() -> NodeSearch:
@@ -252,11 +252,9 @@ async def flowise_build_flow(
     memory_type: str | None = None,
     request: str | None = None,
 ) -> Built:
-    """Create a chatflow in Flowise from a template_id or from node names (connected by type, laid out
-    left to right). Optional: name; model (a chat model node such as chatAnthropic, or a model name);
-    temperature; memory_type (a memory node such as bufferWindowMemory); request (the user's words, kept
-    with the session). Returns the chatflow id; then the user picks `credentials` and fills the settings in
-    `fill` (files, index names) in the Flowise UI; `issues` lists anything else Flowise's validation reports."""
+    """Create a chatflow from a template_id or from node names (wired by type). model: a chat model
+    node (chatAnthropic) or a model name; memory_type: a memory node (bufferWindowMemory); request:
+    the user's words, for the log. The user then picks `credentials` and fills `fill` in Flowise."""
 
     def build() -> Built:
         started = time.perf_counter()
@@ -288,15 +286,15 @@ def _session(state: Flowise, request: str, outcome: str, reply: Any, started: fl
 
 @pack.tool(idempotent=True)
 async def flowise_refresh_catalog(state: Flowise, force: bool = False) -> Refreshed:
-    """Fetch Flowise's node catalog and templates when older than 24 h (force: now) and index what changed.
-    Counts new, updated, removed and deprecated nodes. When Flowise is unreachable the cache is kept (stale)."""
+    """Fetch and index Flowise's node catalog and templates if older than 24 h (or `force`); while
+    Flowise is unreachable the cache stays (stale)."""
 
     return await _run(state.catalog.refresh, force, current_step)
 
 
 @pack.tool(read_only=True)
 async def flowise_list_chatflows(state: Flowise) -> ChatflowList:
-    """The chatflows on the Flowise server: id, name, last update."""
+    """The chatflows on the Flowise server."""
 
     def listing() -> ChatflowList:
         flows = state.client.list_chatflows()

@@ -117,11 +117,9 @@ async def _run(fn: Any, *args: Any) -> Any:
 
 @pack.tool(read_only=True)
 async def skills_search(index: SkillIndex, query: str, limit: int = 5, threshold: float | None = None) -> SearchResult:
-    """Find the skills that fit a request (any language), best first, at most `limit`. `score` is the cosine
-    similarity (0-1) of the embedding model named in `model`; `threshold` drops lower scores (default: the
-    model's own). In mode "hybrid" a second model helps order the results, so scores need not decrease.
-    Then call skills_get(name) for the chosen skill's instructions. When the model fails, results come from
-    keyword matching and `fallback` is true."""
+    """Skills that fit a request (any language), best first. score: cosine similarity (0-1) of
+    `model`; `threshold` drops lower ones (default: the model's); `fallback`: keyword matching (the
+    model failed). Then skills_get(name)."""
     return await _run(index.search, query, limit, threshold)
 
 
@@ -133,8 +131,8 @@ async def skills_get(index: SkillIndex, name: str) -> SkillDetail:
 
 @pack.tool(idempotent=True)
 async def skills_index(index: SkillIndex, path: str | None = None) -> IndexResult:
-    """(Re)index every skills root, or one folder (a skill folder or a folder of skills). Unchanged skills are
-    skipped; changed ones re-embedded; deleted folders removed. Returns the counts; reports progress."""
+    """(Re)index every skills root, or one folder (a skill or a folder of skills); only changed
+    skills are re-embedded."""
 
     target = Path(path).expanduser() if path else None
     result = await _run(index.scan, target, current_step)
@@ -143,11 +141,11 @@ async def skills_index(index: SkillIndex, path: str | None = None) -> IndexResul
 
 @pack.tool(read_only=True)
 async def skills_list(index: SkillIndex) -> SkillList:
-    """Every indexed skill: name and a one-line description."""
+    """Every indexed skill, with its one-line description."""
     return await _run(index.list)
 
 
 @pack.tool(destructive=True, idempotent=True)
 async def skills_remove(index: SkillIndex, name: str) -> Removed:
-    """Drop a skill from the index (its folder stays on disk; the next scan indexes it again)."""
+    """Drop a skill from the index (its folder stays; the next scan indexes it again)."""
     return await _run(index.remove, name)

@@ -104,7 +104,7 @@ def health(stitch: StitchClient) -> list[Check]:
 
 @pack.tool(read_only=True, open_world=True)
 def stitch_list_flows(stitch: StitchClient) -> FlowList:
-    """List the flows on the Stitch server (id, name, version, node count)."""
+    """The flows on the Stitch server."""
     flows = stitch.call("GET", "/flows")
     return {"flows": [{"id": f["id"], "name": f["name"], "version": f["version"], "nodes": len(f["graph"]["nodes"]),
                        "updated_at": _moment(f["updated_at"])} for f in flows]}
@@ -118,16 +118,15 @@ def stitch_create_flow(
         "The React Flow graph: {nodes: [{id, type: Worker|UX|Splitter|Collector, data}], edges: [{id, source, target}]}. "
         "A Worker needs data.webhookUrl, a Splitter data.arrayPath; a UX node may set data.prompt."))],
 ) -> CreatedFlow:
-    """Save a new flow; returns its id (for stitch_start_run). A graph the server refuses
-    (unknown node types, dangling edges, cycles, a Worker without a webhook, ...) is an error
-    naming each problem."""
+    """Save a new flow, for stitch_start_run; the server checks the graph (node types, edges, no
+    cycles)."""
     flow = stitch.call("POST", "/flows", {"name": name, "graph": graph})
     return {"id": flow["id"], "name": flow["name"], "version": flow["version"], "nodes": len(flow["graph"]["nodes"])}
 
 
 @pack.tool(open_world=True)
 def stitch_start_run(stitch: StitchClient, flow_id: str, input: Any = None) -> RunStatus:  # noqa: A002 - the API's word
-    """Start a run of a flow with this input; returns the run id and the first node states."""
+    """Start a run of a flow with `input`; returns the run id and the first node states."""
     return _summary(stitch.call("POST", client.path("flows", client.flow_id(flow_id), "runs"), {"input": input}))
 
 
@@ -139,8 +138,7 @@ def stitch_list_runs(
     cursor: Annotated[str | None, Field(description="The next_cursor of the previous page; leave out for the first.")] = None,
     limit: Annotated[int, Field(ge=1, le=100, description="Runs per page, 1 to 100.")] = 20,
 ) -> RunList:
-    """List runs, newest first, optionally of one flow and in one status (waiting_for_user
-    lists the runs waiting for a person). Pass next_cursor back as cursor for the next page."""
+    """Runs, newest first; status waiting_for_user finds those waiting for a person."""
     params = {"flow_id": client.flow_id(flow_id) if flow_id is not None else None, "status": status,
               "cursor": client.cursor(cursor), "limit": limit}
     body = stitch.call("GET", "/runs", params=params)
@@ -154,31 +152,29 @@ def stitch_list_runs(
 
 @pack.tool(read_only=True, open_world=True)
 def stitch_run_status(stitch: StitchClient, run_id: str, include_outputs: bool = False) -> RunStatus:
-    """The run's status and each node's status (errors always; a waiting gate's prompt; for a
-    node on fan-out paths, a count of its paths per status; outputs when asked)."""
+    """A run's status and each node's (error, a waiting gate's prompt, fan-out path counts; outputs
+    if include_outputs)."""
     return _summary(stitch.call("GET", client.path("runs", client.run_id(run_id))), include_outputs)
 
 
 @pack.tool(open_world=True)
 def stitch_complete(stitch: StitchClient, run_id: str, node_id: str, output: Any = None) -> Done:
-    """Complete a UX node that is waiting_for_user, with the person's input as its output.
-    A node that is not waiting is refused with the reason."""
+    """Complete a UX node that is waiting_for_user, with the person's input as `output`."""
     body = stitch.call("POST", client.path("complete", client.run_id(run_id), client.node_id(node_id)), output)
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "completed"))}
 
 
 @pack.tool(open_world=True)
 def stitch_retry(stitch: StitchClient, run_id: str, node_id: str) -> Done:
-    """Retry a failed node (a fan-out node's id retries its failed paths); it fires again once
-    its upstream nodes are complete. A node that has not failed is refused with the reason."""
+    """Retry a failed node (a fan-out node: its failed paths); it fires once its upstream nodes
+    are complete."""
     body = stitch.call("POST", client.path("retry", client.run_id(run_id), client.node_id(node_id)))
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "retrying"))}
 
 
 @pack.tool(destructive=True, idempotent=True, open_world=True)
 def stitch_cancel_run(stitch: StitchClient, run_id: str) -> Cancelled:
-    """Cancel a run: its running nodes are marked cancelled and nothing more is sent to
-    workers. A run that has already finished is refused with the reason."""
+    """Cancel a run: running nodes are marked cancelled and nothing more goes to workers."""
     body = stitch.call("POST", client.path("runs", client.run_id(run_id), "cancel"))
     reply: Cancelled = {"run_id": run_id, "detail": str(body.get("detail", "cancelled"))}
     if body.get("duplicate"):

@@ -7,10 +7,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NotRequired
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
 
 from mcp.server.mcpserver import Context
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, WithJsonSchema
 from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
@@ -45,8 +45,13 @@ class CollectionInfo(TypedDict):
     metadata: dict[str, Any]
 
 
+def _listed_once(tool: str) -> WithJsonSchema:
+    """A list checked as its items' TypedDict, whose schema tools/list shows once, in ``tool``'s output schema."""
+    return WithJsonSchema({"type": "array", "items": {"type": "object"}, "description": f"each as {tool} returns"})
+
+
 class CollectionList(TypedDict):
-    collections: list[CollectionInfo]
+    collections: Annotated[list[CollectionInfo], _listed_once("vector_create_collection")]
 
 
 class Deleted(TypedDict):
@@ -67,7 +72,7 @@ class AddedDocuments(TypedDict):
     added: int
     replaced: int
     total_chunks: int
-    documents: list[AddedDocument]
+    documents: Annotated[list[AddedDocument], _listed_once("vector_add_document")]
     warning: NotRequired[str]  # chunk_size beyond what the model reads: capped (said once, not per document)
 
 
@@ -94,8 +99,7 @@ class AddedFiles(TypedDict):
 
 
 class NewDocumentInput(BaseModel):
-    """One document of vector_add_documents."""
-
+    # One document of vector_add_documents (no docstring: it would be listed as the schema's description).
     model_config = ConfigDict(extra="forbid")
     text: str
     document_id: str | None = None
@@ -246,14 +250,14 @@ def chunk_progress(total: int) -> Callable[[int, int], None]:
 
 @pack.tool(idempotent=False)
 async def vector_create_collection(vectors: Vectors, name: str, metadata: dict[str, str | int | float | bool] | None = None) -> CollectionInfo:
-    """Create a collection. Names: 3-63 letters, digits, '.', '_' or '-'. An existing name is an error.
-    The collection records the embedding model and dimension it is built with."""
+    """Create a collection (name: 3-63 letters, digits, '.', '_', '-'); it keeps the embedding model
+    it is built with."""
     return await _run(vectors.store.create_collection, name, metadata)
 
 
 @pack.tool(read_only=True)
 async def vector_list_collections(vectors: Vectors) -> CollectionList:
-    """List collections with their chunk and document counts, metadata and embedding model."""
+    """The collections, with counts, metadata and embedding model."""
     return {"collections": await _run(vectors.store.list_collections)}
 
 
@@ -274,11 +278,8 @@ async def vector_add_document(
     chunk_overlap: int | None = None,
     include_chunk_ids: bool = False,
 ) -> AddedDocument:
-    """Add a text document: it is split into chunks (sizes in the embedding model's tokens, preferring
-    paragraph and sentence boundaries), embedded with the collection's model and stored. Without
-    document_id one is generated. Adding an existing document_id replaces that document as one unit
-    (never duplicate chunks). Metadata values must be strings, numbers or booleans. The reply gives
-    counts; include_chunk_ids adds the chunk ids."""
+    """Chunk (at paragraph and sentence bounds; sizes in model tokens), embed and store a text.
+    Without document_id one is made; an existing one is replaced whole."""
     from agentloom.packs.vectors.ingest import compact
 
     store = vectors.store
@@ -299,10 +300,8 @@ async def vector_add_document(
 async def vector_add_documents(
     vectors: Vectors, ctx: Context, collection: str, documents: list[NewDocumentInput], include_chunk_ids: bool = False,
 ) -> AddedDocuments:
-    """Add many text documents in one call (up to 1,000: [{"text": ..., "document_id": ..., "metadata": {...}}]);
-    their chunks are embedded together, which is much faster than one call per document. Every
-    document is checked before anything is written; each is then stored as one unit, replacing a
-    document with the same id. Progress is reported per document."""
+    """vector_add_document for up to 1,000 documents, embedded together (much faster). All are
+    checked before any is written."""
     from agentloom.packs.vectors.ingest import compact, text_windows
 
     store = vectors.store
@@ -347,13 +346,9 @@ async def vector_add_files(
     patterns: list[str] | None = None,
     metadata: dict[str, str | int | float | bool] | None = None,
 ) -> AddedFiles:
-    """Add files and folders. By default it reads Markdown, plain text and reST (*.md, *.markdown, *.txt, *.rst); `patterns` like ["*.py"] choose others.
-    Only files inside the allowed folders are read: the client's roots and the server's configured
-    folders (AGENTLOOM_VECTORS__FILE_ROOTS; by default its working directory); a relative path is looked
-    up in them. A file's document id is its path relative to the allowed folder holding it (e.g.
-    "docs/guide.md"), whichever folder of it you pass; adding a file again replaces its document, and an
-    id already holding another file is never overwritten (that file is skipped with the reason).
-    Unreadable or binary files are skipped with the reason; progress is reported per file."""
+    """Add files, or the files of folders matching `patterns` (default *.md, *.markdown, *.txt,
+    *.rst), inside the client's roots or the server's file_roots (default: its working directory).
+    Document id: the path relative to that root; adding a file again replaces it."""
     from agentloom.packs.vectors.files import allowed_roots, expand
     from agentloom.packs.vectors.ingest import file_windows
 
@@ -409,14 +404,10 @@ async def vector_search(
     one_per_document: bool = False,
     min_score: float | None = None,
 ) -> SearchResult:
-    """Semantic search: the chunks closest to `query`, best first, each with a relevance score in [0, 1]
-    (cosine similarity), searched with the model that built the collection. `filter` restricts chunks
-    before the search, in the form Chroma users know:
-    {"field": value}, {"field": {"$ne"|"$gt"|"$gte"|"$lt"|"$lte": v}}, {"field": {"$in": [..]}},
-    {"field": {"$contains": "substring"}}; several keys or {"$and": [...]} combine with AND, {"$or": [...]} with OR; created_at and
-    updated_at accept ISO dates. `document_contains` keeps chunks whose text contains a substring.
-    `hybrid` fuses keyword (BM25) and vector rankings; `one_per_document` keeps each document's best chunk;
-    `min_score` drops results scoring below it. The same text never comes back twice."""
+    """Chunks closest to `query`, best first, score 0-1 (cosine). filter: {field: value} or
+    {field: {$ne|$gt|$gte|$lt|$lte|$in|$contains: v}}, combined by {$and|$or: [...]}; created_at and
+    updated_at take ISO dates. document_contains: a substring of the chunk. hybrid: also rank by
+    keywords (BM25)."""
     return await _run(vectors.searcher.search, collection, query, n, filter, document_contains, hybrid,
                       one_per_document, min_score)
 
@@ -430,8 +421,8 @@ async def vector_update_document(
     metadata: dict[str, str | int | float | bool] | None = None,
     include_chunk_ids: bool = False,
 ) -> AddedDocument:
-    """Replace an existing document's text and metadata. Its chunks are swapped as one unit: searches see
-    either the old or the new version, never a mix, and a failure keeps the old version whole."""
+    """Replace a document's text and metadata at once: searches see the old or the new version,
+    never a mix."""
     from agentloom.packs.vectors.ingest import compact
 
     store = vectors.store
@@ -457,10 +448,9 @@ async def vector_delete_document(vectors: Vectors, collection: str, document_id:
 async def vector_list_documents(
     vectors: Vectors, collection: str, filter: dict[str, Any] | None = None, limit: int = 50, cursor: str | None = None,
 ) -> DocumentList:
-    """The documents of a collection in id order, `limit` at a time (1-1000): id, title (first heading
-    or line), chunk count, metadata, timestamps. `filter` takes the same form as vector_search's, on
-    document fields (your metadata, document_id, created_at, updated_at). Pass the reply's next_cursor
-    as `cursor` for the next page; it is null on the last one."""
+    """A collection's documents in id order, `limit` (1-1000) a page; title: first heading or line.
+    `filter` as in vector_search, on metadata, document_id, created_at, updated_at. `cursor`: the
+    previous page's next_cursor."""
     from agentloom.packs.vectors.browse import list_documents
 
     return await _run(list_documents, vectors.store, collection, filter, limit, cursor)
@@ -470,8 +460,8 @@ async def vector_list_documents(
 async def vector_get_document(
     vectors: Vectors, collection: str, document_id: str, offset: int = 0, max_characters: int = 100_000,
 ) -> DocumentText:
-    """A document's text, put back together from its chunks, with its metadata. Long texts come in
-    windows: `max_characters` from `offset`; next_offset continues (null at the end)."""
+    """A document's text, rebuilt from its chunks: `max_characters` from `offset`; next_offset
+    continues (null at the end)."""
     from agentloom.packs.vectors.browse import get_document
 
     return await _run(get_document, vectors.store, collection, document_id, offset, max_characters)
