@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import DependencyUnavailable
 from agentloom.embeddings.e5 import build
+from agentloom.embeddings.firstuse import building
 from agentloom.embeddings.sessions import build_lock, load_session
 
 if TYPE_CHECKING:
@@ -56,7 +57,9 @@ class E5Model:
             for attempt in (1, 2):
                 with build_lock(onnx_path):
                     if not (onnx_path.is_file() and tokenizer_path.is_file()):
-                        build.build(source, onnx_path, tokenizer_path, progress)
+                        with building(f"the ONNX graph and tokenizer of {build.LABEL}", "first use, once per machine",
+                                      onnx_path.parent, "about 20 s", progress) as step:
+                            build.build(source, onnx_path, tokenizer_path, step)
                 try:
                     tokenizer = Tokenizer.from_file(str(tokenizer_path))
                     session = load_session(onnx_path, self._threads, spin=False)
