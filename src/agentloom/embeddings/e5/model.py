@@ -72,7 +72,7 @@ class E5Model:
                 with build_lock(onnx_path):
                     if not (onnx_path.is_file() and tokenizer_path.is_file()):
                         with building(f"the ONNX graph and tokenizer of {build.LABEL}", "first use, once per machine",
-                                      onnx_path.parent, "about 20 s", progress) as step:
+                                      onnx_path.parent, "about 10 s", progress) as step:
                             build.build(source, onnx_path, tokenizer_path, step)
                         built = True
                 try:

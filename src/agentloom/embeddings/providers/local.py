@@ -147,7 +147,7 @@ class LocalProvider:
             with build_lock(target):
                 if not target.is_file():
                     with building(f"the ONNX graph of {source.label}", "first use, once per machine", target.parent,
-                                  "about 20 s", progress) as step:
+                                  "about 5 s", progress) as step:
                         build_onnx(source, target, step)
         return target
 
