@@ -29,6 +29,10 @@ thread. LanceDB is read only when the table's version changes; between versions 
 in numpy matrices and the whole ranking costs about 1 ms (einsum, see ``_cosines``). Measured:
 search p50 9.3 ms, p95 12.4 ms (goal 20 ms); with another process keeping one core busy, p95 25 ms.
 
+A new process (``agentloom skills search``) that has not opened the store answers from a copy of what
+the last search read, kept beside the store and stamped with the tables' version files (``warm.py``):
+the same rows, vectors and ranking, without importing LanceDB (~2 s of CPU on 2 cores).
+
 The rank model's vectors live in their own table, ``skills_rank`` (id, hash, fingerprint, vector),
 kept in step with ``skills`` after every scan and before any search that sees a new table version:
 rows whose SKILL.md hash or model fingerprint differ are embedded again, rows whose skill is gone
