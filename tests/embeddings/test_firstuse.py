@@ -61,7 +61,7 @@ def test_the_cached_use_model_gives_usem3s_own_vectors_and_a_damaged_cache_is_ma
     assert isinstance(mapped._backend.table, np.memmap)
     np.testing.assert_array_equal(mapped.encode(TEXTS), expected)
 
-    table, rest = usecache.cached_files(tmp_path)
+    _table, rest = usecache.cached_files(tmp_path)
     rest.write_bytes(b"not a pickle")
     steps: list[str] = []
     repaired = usecache.load_use(tmp_path, steps.append)
@@ -76,5 +76,5 @@ def test_a_failing_progress_callback_never_stops_a_build(caplog: pytest.LogCaptu
     caplog.set_level(logging.INFO, logger="agentloom.embeddings.firstuse")
     with firstuse.building("a thing", "first use", "/tmp/x", "about 1 s", broken) as step:
         step("halfway")
-    assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO][0] == (
+    assert next(r.getMessage() for r in caplog.records if r.levelno == logging.INFO) == (
         "building a thing (first use; cached in /tmp/x, about 1 s)")

@@ -108,7 +108,7 @@ def _from_cache(table_path: Path, rest_path: Path) -> Any:
     if table.shape != _TABLE_SHAPE or table.dtype != np.uint8:
         raise ValueError(f"word table of shape {table.shape} and type {table.dtype}, expected {_TABLE_SHAPE} uint8")
     with rest_path.open("rb") as f:
-        data = pickle.load(f)  # our own file in the user's cache dir, written by _build  # noqa: S301
+        data = pickle.load(f)  # our own file in the user's cache dir, written by _build, like the ONNX files beside it
     backend = NumpyBackend.__new__(NumpyBackend)
     backend.__dict__.update(data["backend"])
     backend.sp, backend.table, backend._threadpool = data["tokenizer"], table, _threadpool()
