@@ -7,6 +7,7 @@ import sys
 
 SUITES = {
     "cold-start": "benchmarks.cold_start",
+    "cli-warm": "benchmarks.cli_warm",
     "install": "benchmarks.install",
     "embeddings": "benchmarks.embeddings",
     "embeddings-int8": "benchmarks.embeddings_int8",

@@ -56,14 +56,18 @@ app.add_typer(models_app, name="models")
 CORE_COMMANDS = {"serve", "doctor", "packs", "models"}
 
 
-def add_pack_commands(root: typer.Typer) -> None:
+def add_pack_commands(root: typer.Typer, only: str | None = None) -> list[str]:
+    """Add each pack's commands (``only``: just the pack whose entry point has that name); the names added."""
     from agentloom.server.host import ENTRY_POINT_GROUP
     from agentloom.server.packs import Pack
 
+    added: list[str] = []
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if only is not None and ep.name != only:
+            continue
         try:
             pack = ep.load()
-            if not isinstance(pack, Pack) or pack.cli is None:
+            if not isinstance(pack, Pack) or pack.cli is None or (only is not None and pack.name != only):
                 continue
             if pack.name in CORE_COMMANDS:
                 raise ValueError(f"the name {pack.name!r} is taken by a core command")
@@ -73,6 +77,8 @@ def add_pack_commands(root: typer.Typer) -> None:
             log.debug("pack %s: its commands are left out (%s: %s)", ep.name, type(exc).__name__, exc)
             continue
         root.add_typer(sub, name=pack.name, help=sub.info.help or pack.description)
+        added.append(pack.name)
+    return added
 
 
 def main() -> None:
@@ -83,5 +89,9 @@ def main() -> None:
     if sys.argv[1:2] and (sys.argv[1] in CORE_COMMANDS or sys.argv[1] == "--version"):
         app()
         return
-    add_pack_commands(app)
+    # `agentloom skills search ...` needs the skills pack alone: the others' imports cost ~0.2 s a call.
+    # Anything else (help, a mistyped name, a pack named unlike its entry point) gets every pack.
+    wanted = sys.argv[1] if sys.argv[1:2] and not sys.argv[1].startswith("-") else None
+    if wanted is None or not add_pack_commands(app, only=wanted):
+        add_pack_commands(app)
     app()

@@ -5,6 +5,19 @@ It reads the model configuration from the registry (SQLite), keeps it in memory 
 that time; one switched through this service's registry shows up at once), builds one
 provider per model record, and caches query vectors. Constructing it opens nothing and
 imports nothing heavy, so a server can create it on its start path.
+
+First use. A local model may have to build cached files the first time it is used on a machine
+(an ONNX graph, multilingual-e5-small's tokenizer, USE's decoded weights): seconds to tens of
+seconds, once. Every such build, whichever call triggers it (``prepare``, ``check``, or simply
+the first ``embed_query`` / ``embed_documents`` / ``tokenizer``), logs one INFO line on stderr
+when it starts (what, why, where it is cached, how long it takes) and one when it ends
+(``embeddings.firstuse``), and reports the same human messages, plus the builder's steps, to a
+progress callback:
+
+- ``prepare(model_key, progress)`` and ``check(progress)`` take one for that call;
+- ``service.progress`` (None by default) is the callback for every other call, read at the time
+  of the build; the server layer sets it (e.g. to forward MCP progress of the request in flight)
+  and may set it back to None afterwards. It gets ``str`` messages and must not block.
 """
 
 from __future__ import annotations
@@ -53,6 +66,8 @@ class EmbeddingService:
         # model id -> (version of its records, provider). A changed record gets a new provider.
         self._providers: dict[int, tuple[tuple[Any, ...], Provider]] = {}
         self._query_cache: LRUCache[Any] = LRUCache(settings.embeddings.query_cache_size)
+        # Told about first-use builds that no explicit callback covers (see the module docstring).
+        self.progress: Callable[[str], None] | None = None
 
     # -- configuration ---------------------------------------------------------------------
     @property
@@ -144,8 +159,15 @@ class EmbeddingService:
             # The old provider is not closed here: another thread may be mid-call with it.
             # Local sessions are shared process-wide, so no model is ever loaded twice.
             provider = make_provider(record, provider_record, self.settings, self.breakers)
+            if hasattr(provider, "progress"):  # local providers: first-use builds report to self.progress
+                provider.progress = self._report
             self._providers[record.id] = (version, provider)
             return provider
+
+    def _report(self, message: str) -> None:
+        sink = self.progress
+        if sink is not None:
+            sink(message)
 
     def _use(self, model_key: str | None) -> tuple[ModelRecord, Provider]:
         record, provider_record = self._resolve(model_key)

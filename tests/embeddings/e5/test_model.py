@@ -89,3 +89,35 @@ def test_the_registry_model_runs_on_it_and_reports_building(tmp_path: Path) -> N
     assert any("building the ONNX graph of multilingual-e5-small" in s for s in steps), steps
     vectors = provider.embed(["帮我提交代码", "git commit"])
     assert vectors.shape == (2, 384)
+
+
+def test_a_few_texts_get_the_full_tokenizers_pieces_without_loading_it(model: E5Model) -> None:
+    """``Pieces`` (the vocabulary's pieces found in the texts) picks exactly what the full tokenizer picks."""
+    import random
+
+    from agentloom.embeddings.e5.model import Pieces
+
+    source, tokenizer, table, _ = model.load()
+    pieces = Pieces(source)
+    rng = random.Random(7)
+    scripts = [(32, 127), (0x4E00, 0x5A00), (0x400, 0x4FF), (0x600, 0x6FF), (0x3040, 0x30FF), (0x1F300, 0x1F6FF),
+               (0xAC00, 0xB400), (0xC0, 0x24F), (0x900, 0x97F), (0xE00, 0xE7F), (0x0, 0x20)]
+    texts = [*TEXTS, "", " ", "   a  b   ", "zzzzqqqxxj", "\u0000\u0001", "ǅ ﬁ ① Ⅻ 𝔘𝔫𝔦"]
+    for _ in range(600):
+        texts.append("".join(chr(rng.randint(*rng.choice(scripts))) if rng.random() > 0.15 else " "
+                             for _ in range(rng.randint(1, 40))))
+    normalised = [("query: " + t).translate(table) for t in texts]
+    for start in range(0, len(normalised), 3):
+        batch = normalised[start : start + 3]
+        expected = [enc.ids for enc in tokenizer.encode_batch(batch, add_special_tokens=False)]
+        assert pieces.encode(batch) == expected, batch
+
+
+def test_a_query_does_not_load_the_full_tokenizer_and_gets_the_same_vector(tmp_path: Path) -> None:
+    warm = E5Model(tmp_path, threads=1, batch_size=8)
+    warm.load()  # builds the cached files
+    expected = warm.embed(["帮我提交代码", "commit my code"])
+    fresh = E5Model(tmp_path, threads=1, batch_size=8)
+    got = fresh.embed(["帮我提交代码", "commit my code"])
+    assert fresh._tokenizer is None  # a query needs only the pieces it uses
+    np.testing.assert_array_equal(got, expected)

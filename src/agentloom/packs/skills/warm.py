@@ -1,0 +1,113 @@
+"""A copy of what a search reads from LanceDB, beside the store, so a new process can search without LanceDB.
+
+``agentloom skills search`` is a new process each time. Importing LanceDB and pyarrow and
+opening the tables costs it about 2 s of CPU (measured on 2 cores, 51 skills), for data that
+has not changed since the last search: the skills' names, descriptions, paths, the scoring
+model's vectors and the rank model's vectors, in the order a search uses them.
+
+So a search that opened the store itself writes that data to ``<folder>/skills.warm.npz``
+(uncompressed: a memory copy), stamped with the state of the store: every file under the
+``_versions`` folders of the store's tables (name, size, mtime). Any write to a table (a scan,
+a model switch, a rank sync, a compaction) adds or removes such a file, so the stamp differs and
+the copy is ignored until a search has read the store again. A copy is written only when the
+stamp was the same before and after the search read the store (nothing wrote meanwhile), and is
+used only while the models that made its vectors (key and fingerprint, from the registry) are
+still the ones configured. Search results from the copy are the same as from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+log = logging.getLogger("agentloom.packs.skills")
+
+FILE = "skills.warm.npz"
+FORMAT = 1
+
+
+def warm_path(store: Path) -> Path:
+    """``<folder>/skills.warm.npz`` for the store ``<folder>/skills.lance``."""
+    return store.parent / FILE
+
+
+def stamp(store: Path) -> list[list[Any]] | None:
+    """The state of the store's tables: (table, file, size, mtime_ns) of every version file; None if unreadable."""
+    out: list[list[Any]] = []
+    try:
+        with os.scandir(store) as tables:
+            names = sorted(entry.name for entry in tables if entry.is_dir())
+        for table in names:
+            versions = store / table / "_versions"
+            if not versions.is_dir():
+                continue
+            with os.scandir(versions) as files:
+                for entry in sorted(files, key=lambda e: e.name):
+                    st = entry.stat()
+                    out.append([table, entry.name, st.st_size, st.st_mtime_ns])
+    except OSError:
+        return None
+    return out or None
+
+
+@dataclass(frozen=True)
+class Warm:
+    """What a search needs, as read from the store at ``stamp``."""
+
+    stamp: list[list[Any]]
+    model: tuple[str, str]  # (key, fingerprint) of the scoring model that made ``vectors``
+    rank_model: tuple[str, str] | None  # the same for ``rank_vectors``; None: rank model off or failed
+    names: list[str]
+    descriptions: list[str]
+    paths: list[str]
+    vectors: np.ndarray
+    rank_vectors: np.ndarray | None
+
+
+def load(store: Path, current: list[list[Any]] | None) -> Warm | None:
+    """The copy beside ``store`` if it was made at the stamp ``current``, else None."""
+    path = warm_path(store)
+    if current is None or not path.is_file():
+        return None
+    try:
+        import numpy as np
+
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            if meta.get("format") != FORMAT or meta.get("stamp") != current:
+                return None
+            rank = meta.get("rank_model")
+            return Warm(
+                stamp=current, model=tuple(meta["model"]), rank_model=tuple(rank) if rank else None,
+                names=meta["names"], descriptions=meta["descriptions"], paths=meta["paths"],
+                vectors=data["vectors"], rank_vectors=data["rank_vectors"] if rank else None,
+            )
+    except Exception as exc:  # noqa: BLE001 - a damaged copy is only a slower search
+        log.debug("skills: %s cannot be read (%s); searching the store", path, exc)
+        return None
+
+
+def save(store: Path, warm: Warm) -> None:
+    """Write the copy atomically; a failure is logged at debug level (the copy only saves time)."""
+    import numpy as np
+
+    from agentloom.embeddings.cachefile import written_atomically
+
+    meta = {"format": FORMAT, "stamp": warm.stamp, "model": list(warm.model),
+            "rank_model": list(warm.rank_model) if warm.rank_model else None,
+            "names": warm.names, "descriptions": warm.descriptions, "paths": warm.paths}
+    arrays = {"meta": np.array(json.dumps(meta, ensure_ascii=False)), "vectors": warm.vectors}
+    if warm.rank_vectors is not None:
+        arrays["rank_vectors"] = warm.rank_vectors
+    try:
+        with written_atomically(warm_path(store), "the skills search copy") as tmp, tmp.open("wb") as out:
+            np.savez(out, **arrays)
+    except Exception as exc:  # noqa: BLE001 - read-only folder, full disk: search the store next time
+        log.debug("skills: cannot write %s (%s)", warm_path(store), exc)
