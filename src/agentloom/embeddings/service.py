@@ -15,9 +15,9 @@ when it starts (what, why, where it is cached, how long it takes) and one when i
 progress callback:
 
 - ``prepare(model_key, progress)`` and ``check(progress)`` take one for that call;
-- ``service.progress`` (None by default) is the callback for every other call, read at the time
-  of the build; the server layer sets it (e.g. to forward MCP progress of the request in flight)
-  and may set it back to None afterwards. It gets ``str`` messages and must not block.
+- every other call reports them to the current work (``core.work``): the tool call's MCP progress,
+  or a command's progress bar; ``service.progress`` (None by default) gets them too. It gets ``str``
+  messages and must not block.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError
+from agentloom.core.work import current
 from agentloom.embeddings.cache import LRUCache
 from agentloom.embeddings.records import ModelRecord, ProviderRecord
 from agentloom.embeddings.registry import ModelRegistry
@@ -165,6 +166,7 @@ class EmbeddingService:
             return provider
 
     def _report(self, message: str) -> None:
+        current().note(message)  # the tool call or command this build happens in (MCP progress, a bar)
         sink = self.progress
         if sink is not None:
             sink(message)
