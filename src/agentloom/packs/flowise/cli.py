@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from agentloom.cli.common import AsJson, DataDir, answer, pack_services
+from agentloom.cli.progress import Quiet, with_progress
 from agentloom.cli.help import SuggestingGroup
 
 if TYPE_CHECKING:
@@ -28,19 +29,16 @@ def refresh_cmd(
     force: Annotated[bool, typer.Option("--force", help="Refresh even when the catalog is younger than 24 h.")] = False,
     data_dir: DataDir = None,
     as_json: AsJson = False,
+    quiet: Quiet = False,
 ) -> None:
-    """Fetch the node catalog and templates from Flowise and index what changed, with a progress bar."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """Fetch the node catalog and templates from Flowise and index what changed, with a progress bar (Ctrl-C
+    stops it; catalog.json stays as it was, so the next refresh does the work again)."""
+    from agentloom.core.work import current_step
 
     state = _state(data_dir)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=True, disable=as_json) as bar:
-        task = bar.add_task("refreshing the Flowise catalog", total=None)
-
-        def progress(done: int, total: int, message: str) -> None:
-            bar.update(task, completed=done, total=total, description=message)
-
-        result = answer(lambda: state.catalog.refresh(force, progress), as_json)
+    result = answer(lambda: with_progress("refreshing the Flowise catalog",
+                                          lambda: state.catalog.refresh(force, current_step), quiet=quiet or as_json),
+                    as_json)
     if result is None:
         return
     if result["skipped_fresh"]:

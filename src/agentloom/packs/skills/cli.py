@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentloom.cli.common import AsJson, DataDir, answer, pack_services
+from agentloom.cli.progress import Quiet, with_progress
 from agentloom.cli.help import SuggestingGroup
 
 if TYPE_CHECKING:
@@ -28,25 +29,14 @@ def index_cmd(
     path: Annotated[Path | None, typer.Argument(help="One skill folder or folder of skills (default: every root).")] = None,
     data_dir: DataDir = None,
     as_json: AsJson = False,
+    quiet: Quiet = False,
 ) -> None:
-    """Index the skill roots (or one folder), with a progress bar."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    """Index the skill roots (or one folder), with a progress bar; Ctrl-C stops it, keeping what was indexed."""
+    from agentloom.core.work import current_step
 
     index = _index(data_dir)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=True, disable=as_json) as bar:
-        task = bar.add_task("indexing skills", total=None)
-
-        def progress(done: int, total: int, message: str) -> None:
-            bar.update(task, completed=done, total=total, description=f"indexing skills ({message})")
-
-        result = answer(lambda: index.scan(path, progress), as_json)
+    result = answer(lambda: with_progress("indexing skills", lambda: index.scan(path, current_step),
+                                          quiet=quiet or as_json), as_json)
     if result is None:
         return
     typer.echo(
