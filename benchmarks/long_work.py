@@ -123,8 +123,8 @@ def _answer(proc: subprocess.Popen[bytes], id_: int) -> dict[str, Any]:
             return message
 
 
-def _tool(proc: subprocess.Popen[bytes], id_: int, name: str, **arguments: Any) -> dict[str, Any]:
-    _send(proc, id_, "tools/call", {"name": name, "arguments": arguments})
+def _tool(proc: subprocess.Popen[bytes], id_: int, tool: str, **arguments: Any) -> dict[str, Any]:
+    _send(proc, id_, "tools/call", {"name": tool, "arguments": arguments})
     return _answer(proc, id_)["result"]
 
 
@@ -227,9 +227,12 @@ def run() -> str:
         base = Path(tmp)
         errlog = (base / "ingest.log").open("w")
         ingest = anyio.run(_ingest, _env(base / "ingest"), text, errlog)
+        print(f"ingest: {ingest}", file=sys.stderr)
         cancel = anyio.run(_cancel, _env(base / "cancel"), text, base / "cancel.log")
+        print(f"cancel: {cancel}", file=sys.stderr)
         closing = _stdin_close(_env(base / "closing"), text)
         refusal = _refusal(_env(base / "limit"))
+        print(f"stdin closed: {closing:.2f} s, refusal: {refusal:.2f} s", file=sys.stderr)
         memory = _memory(base)
     one_rate = ingest["one_chunks"] / ingest["one_seconds"]
     many_rate = ingest["many_chunks"] / ingest["many_seconds"]

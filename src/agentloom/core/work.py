@@ -49,6 +49,7 @@ class Work:
         self._lock = threading.Lock()
         self._report: Report | None = None
         self._reason = ""
+        self._interrupts: list[Callable[[], None]] = []
 
     # -- the worker's side ----------------------------------------------------------------
     def step(self, done: float, total: float | None = None, message: str = "") -> None:
@@ -67,10 +68,28 @@ class Work:
         if self._stop.is_set():
             raise Cancelled(self._reason or f"{self.what or 'the work'} was cancelled")
 
+    @contextlib.contextmanager
+    def interruptible(self, interrupt: Callable[[], None]) -> Iterator[None]:
+        """Within the block, a cancel also calls ``interrupt()`` (from the canceller's thread): for one
+        long library call that can be told to stop (an onnxruntime run), rather than waiting for it."""
+        with self._lock:
+            self._interrupts.append(interrupt)
+        try:
+            if self.cancelled:
+                interrupt()
+            yield
+        finally:
+            with self._lock:
+                self._interrupts.remove(interrupt)
+
     # -- the caller's side ----------------------------------------------------------------
     def cancel(self, reason: str = "") -> None:
         self._reason = reason
         self._stop.set()
+        with self._lock:
+            interrupts = list(self._interrupts)
+        for interrupt in interrupts:
+            interrupt()
 
     @property
     def cancelled(self) -> bool:

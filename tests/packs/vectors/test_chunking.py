@@ -26,6 +26,7 @@ from agentloom.packs.vectors.chunking import (
     _segments,
     _strip,
     _token_spans,
+    chunk_sections,
     chunk_text,
 )
 from tests.conftest import examples
@@ -603,3 +604,39 @@ def test_a_form_feed_joins_words_for_the_model_so_a_cut_there_is_counted_again()
     # a space earlier in the text changes nothing for the form feeds after it
     result = chunks("a " + text, size=16, overlap=0, max_tokens=18)
     assert [(c.text, c.tokens) for c in result][-2:] == [("wtxqdpqcjxzbxhpnht", 15), ("wv", 2)]
+
+
+def sections(text: str, section_chars: int, size: int = 40, overlap: int = 8,
+             tokenizer: Tokenizer | None = TOKENIZER) -> list[list[Chunk]]:
+    return list(chunk_sections(text, tokenizer=tokenizer, chunk_tokens=size, overlap_tokens=overlap, max_tokens=256,
+                               section_chars=section_chars))
+
+
+def test_a_text_within_one_section_is_chunked_exactly_as_chunk_text_does() -> None:
+    text = "First paragraph about rivers.\n\nSecond one, about stones and light. " * 30
+    assert sections(text, len(text)) == [chunks(text)]
+    assert sections("", 100) == []
+
+
+@pytest.mark.parametrize("tokenizer", [TOKENIZER, None])
+def test_a_long_text_comes_a_section_at_a_time_with_the_whole_texts_indexes_and_offsets(
+    tokenizer: Tokenizer | None,
+) -> None:
+    paragraphs = [f"Paragraph {i} tells of the harbor, the engine and winter number {i}." * (1 + i % 4)
+                  for i in range(60)]
+    text = "\n\n".join(paragraphs)
+    parts = sections(text, 600, tokenizer=tokenizer)
+    assert len(parts) > 5
+    flat = [c for part in parts for c in part]
+    assert [c.index for c in flat] == list(range(len(flat)))
+    assert all(c.text == text[c.start : c.end] for c in flat)
+    assert all(a.start < b.start for a, b in itertools.pairwise(flat))
+    for before, after in itertools.pairwise(parts):  # no chunk spans two sections: a paragraph break between
+        assert "\n\n" in text[before[-1].start : after[0].end]
+    check_invariants(text, flat, 40, exact=tokenizer is not None)
+
+
+def test_a_section_without_whitespace_is_cut_hard_at_its_size() -> None:
+    text = "x" * 2500
+    parts = sections(text, 1000, tokenizer=None)
+    assert [(p[0].start, p[-1].end) for p in parts] == [(0, 1000), (1000, 2000), (2000, 2500)]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import ConfigError, DependencyUnavailable
+from agentloom.core.work import current
 from agentloom.embeddings.bert.build import (
     BUILDER_VERSION,
     INSTALL_FIX,
@@ -242,7 +243,7 @@ class LocalProvider:
                 types[row, :n] = enc.type_ids
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
             feed = {name: feed[name] for name in self._input_names if name in feed}
-            hidden = session.run(None, feed)[0]  # (batch, seq, hidden)
+            hidden = _run(session, feed)  # (batch, seq, hidden)
             weights = mask[..., None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
             out[idx] = l2_normalise(pooled)
@@ -252,3 +253,17 @@ class LocalProvider:
         # The session is shared process-wide (see embeddings.sessions); dropping our reference is enough.
         with self._lock:
             self._session = None
+
+
+def _run(session: Any, feed: dict[str, Any]) -> Any:
+    """One onnxruntime run, stopped at once when the current work is cancelled (ORT's terminate flag)."""
+    import onnxruntime as ort
+
+    work = current()
+    options = ort.RunOptions()
+    with work.interruptible(lambda: setattr(options, "terminate", True)):
+        try:
+            return session.run(None, feed, options)[0]
+        except Exception:
+            work.check()  # stopped by the cancel: say so, not onnxruntime's "terminate flag" error
+            raise

@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
-from agentloom.core.work import count, current
+from agentloom.core.work import Cancelled, Work, count, current
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.roots import client_roots
 from agentloom.server.work import run_work
@@ -316,8 +316,8 @@ async def vector_add_documents(
         for window in text_windows(store, key, items):
             size = sum(len(d.text) for d in window) or 1
 
-            def report(chunks: int, characters: int) -> None:
-                # progress in documents (a window's share as it goes), as the docstring says
+            def report(chunks: int, characters: int, window: list[Any] = window, size: int = size) -> None:
+                # progress in documents (a window's share as it goes)
                 work.step(len(written) + len(window) * min(characters / size, 0.99), len(items),
                           f"{count(len(written))} of {count(len(items))} documents stored; "
                           f"embedding the next {count(len(window))} ({count(chunks)} chunks so far)")
@@ -360,17 +360,27 @@ async def vector_add_files(
     key = ""
 
     def add() -> None:
-        nonlocal warning, key
+        nonlocal key
         work = current()
         target = store.collection(collection)  # an unknown or invalid collection is refused, not "skipped"
         key = store.collection_model(target)
         work.note("listing files")
         files = list(expand(paths, patterns, roots))
+        try:
+            add_windows(work, target, files)
+        except Cancelled:
+            message = (f"vector_add_files cancelled: {count(len(added))} of {count(len(files))} files were added "
+                       "and are kept; add the folder again to add the rest (files already added are replaced).")
+            log.info("%s", message)
+            raise Cancelled(message) from None
+
+    def add_windows(work: Work, target: Any, files: list[Any]) -> None:
+        nonlocal warning
         for window in file_windows(store, target, key, files, metadata):
             skipped.extend({"path": s.path, "reason": s.reason} for s in window.skipped)
             seen = len(added) + len(skipped)
 
-            def report(chunks: int, _characters: int) -> None:
+            def report(chunks: int, _characters: int, seen: int = seen, window: Any = window) -> None:
                 work.step(seen, len(files), f"{count(seen)} of {count(len(files))} files done; "
                           f"embedding the next {count(len(window.documents))} ({count(chunks)} chunks so far)")
 
