@@ -32,12 +32,16 @@ def with_progress(what: str, fn: Callable[[], T], *, quiet: bool = False) -> T:
     work = Work(what)
     outcome: dict[str, object] = {}
 
+    done = threading.Event()  # not Thread.join: a join interrupted by Ctrl-C can think the thread over
+
     def target() -> None:
         try:
             with tracking(work):
                 outcome["result"] = fn()
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             outcome["error"] = exc
+        finally:
+            done.set()
 
     thread = threading.Thread(target=contextvars.copy_context().run, args=(target,), name=what, daemon=True)
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
@@ -45,8 +49,7 @@ def with_progress(what: str, fn: Callable[[], T], *, quiet: bool = False) -> T:
         task = bar.add_task(what, total=None)
         thread.start()
         try:
-            while thread.is_alive():
-                thread.join(0.1)
+            while not done.wait(0.1):
                 report = work.latest()
                 if report is not None:
                     bar.update(task, completed=report.done, total=report.total,
@@ -55,7 +58,8 @@ def with_progress(what: str, fn: Callable[[], T], *, quiet: bool = False) -> T:
             work.cancel(f"{what}: cancelled (Ctrl-C)")
             bar.update(task, description=f"{what}: stopping (Ctrl-C again to leave at once)")
             try:
-                thread.join()
+                while not done.wait(0.1):
+                    pass
             except KeyboardInterrupt:
                 typer.echo(f"{what}: left without waiting; the next run cleans up", err=True)
                 raise typer.Exit(CANCELLED_EXIT) from None

@@ -113,7 +113,7 @@ def _union_misses(items: list[Any], schema: dict[str, Any]) -> list[Any]:
     for item in items:
         loc = tuple(item["loc"])
         found = _schema_at(schema, loc[:-1]) if len(loc) >= 2 and isinstance(loc[-1], str) else None
-        members = (found[0].get("anyOf") or found[0].get("oneOf") or []) if found else []
+        members = _members(found[0]) if found else []
         if found and len([m for m in members if m.get("type") != "null"]) >= 2:
             places.append(loc[:-1])
             unions[loc[:-1]] = found
@@ -137,12 +137,21 @@ def _union_misses(items: list[Any], schema: dict[str, Any]) -> list[Any]:
     return result
 
 
+def _members(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The types of a union: ``anyOf``/``oneOf``, or a list of types (the compact form, ``schemas.py``)."""
+    members = node.get("anyOf") or node.get("oneOf")
+    if members:
+        return list(members)
+    kind = node.get("type")
+    return [{"type": k} for k in kind] if isinstance(kind, list) else []
+
+
 def _is_type_error(item: Any) -> bool:
     return str(item["type"]).endswith(("_type", "_parsing"))
 
 
 def _union_miss(value: Any, node: dict[str, Any], parent: str | None, nested: bool) -> str:
-    kinds = [m.get("type") for m in node.get("anyOf") or node.get("oneOf") or []]
+    kinds = [m.get("type") for m in _members(node)]
     if parent and all(isinstance(k, str) and k in _PLURALS for k in kinds):
         if "number" in kinds:  # an integer is a number
             kinds = [k for k in kinds if k != "integer"]
