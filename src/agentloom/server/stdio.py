@@ -66,7 +66,6 @@ class ScreenedLines:
             async for line in self._lines:
                 message, reply = decode(line)
                 reply = reply or check_envelope(message)
-                del message  # not held while the SDK parses the line again (a large text is in both)
                 if reply is None:
                     yield line
                 else:

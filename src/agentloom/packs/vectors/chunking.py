@@ -36,6 +36,7 @@ _WIDE = "\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U0001
 _PSEUDO_TOKEN = re.compile(rf"[{_WIDE}]|[^\s{_WIDE}]{{1,4}}")
 _CLOSERS = "\"'”’»)\\]」』"
 _SEGMENT_CHARS = 32_768  # one huge encode is slower than a batch of segments (which also runs in parallel)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 SECTION_CHARS = 131_072  # chunk_sections: a long text is chunked this much at a time
 
 
@@ -59,13 +60,7 @@ def chunk_text(
     _validate(chunk_tokens, overlap_tokens, max_tokens)
     if not text or text.isspace():
         return []
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise AgentloomError(
-            f"text has an unpaired surrogate ({text[err.start]!r}) at character {err.start}, which no tokenizer "
-            "accepts: send valid Unicode (encode the text as UTF-8 before sending it)."
-        ) from None
+    check_unicode(text)
     starts, _, hard_segments = _token_spans(text, tokenizer)
     n = len(starts)
     if n == 0:  # only characters the tokenizer drops (controls, zero-width): keep them, they cost nothing
@@ -87,6 +82,16 @@ def chunk_text(
         if left < right:  # a run of whitespace-only tokens (some tokenizers have them) is no chunk
             chunks.append(Chunk(len(chunks), text[left:right], left, right, tokens))
     return chunks
+
+
+def check_unicode(text: str) -> None:
+    """Refuse a text with an unpaired surrogate, which no tokenizer accepts (found without copying the text)."""
+    found = _SURROGATE.search(text)
+    if found is not None:
+        raise AgentloomError(
+            f"text has an unpaired surrogate ({found.group()!r}) at character {found.start()}, which no tokenizer "
+            "accepts: send valid Unicode (encode the text as UTF-8 before sending it)."
+        )
 
 
 def chunk_sections(

@@ -41,7 +41,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
 import threading
 import time
 import uuid
@@ -75,7 +74,6 @@ log = logging.getLogger(__name__)
 
 _DUMMY = [0.0]  # manifest rows carry no meaningful vector
 EMBED_WINDOW = 256  # chunks embedded and written together: full model batches, bounded memory
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class VectorStore:
@@ -298,7 +296,10 @@ class VectorStore:
                 f"chunk_overlap ({overlap}) must be smaller than the chunks model {model_key!r} can read "
                 f"({max_tokens - 2} tokens, its input limit less two special tokens); lower chunk_overlap."
             )
-        from agentloom.packs.vectors.chunking import chunk_sections  # numpy: not on the server's start path
+        from agentloom.packs.vectors.chunking import (  # numpy: not on the server's start path
+            check_unicode,
+            chunk_sections,
+        )
 
         readable = max_tokens - 2
         warning = None
@@ -312,12 +313,7 @@ class VectorStore:
             if (model_key, size) not in self._capped:
                 self._capped.add((model_key, size))
                 log.warning("vectors: %s", warning)
-        surrogate = _SURROGATE.search(text)
-        if surrogate is not None:
-            raise AgentloomError(
-                f"text has an unpaired surrogate ({surrogate.group()!r}) at character {surrogate.start()}, which no "
-                "tokenizer accepts: send valid Unicode (encode the text as UTF-8 before sending it)."
-            )
+        check_unicode(text)  # every document of a bulk add is checked before anything is written
         split = functools.partial(
             chunk_sections,
             tokenizer=self.embeddings.tokenizer(model_key),
@@ -337,11 +333,12 @@ class VectorStore:
         chunk_overlap: int | None = None,
         *,
         must_exist: bool = False,
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         collection = self.collection(collection_name)
         key = self.collection_model(collection)
         document = self.prepare(key, text, document_id, metadata, chunk_size, chunk_overlap)
-        return self.write(collection, key, [document], must_exist=must_exist)[0]
+        return self.write(collection, key, [document], must_exist=must_exist, progress=progress)[0]
 
     def write(
         self,

@@ -286,11 +286,9 @@ async def vector_add_document(
     check_size(store.settings, [text], "text")
 
     def add() -> dict[str, Any]:
-        target = store.collection(collection)
-        key = store.collection_model(target)
         current().note(f"splitting {len(text) / 1e6:,.1f} M characters into chunks")
-        document = store.prepare(key, text, document_id, metadata, chunk_size, chunk_overlap)
-        return store.write(target, key, [document], progress=chunk_progress(len(text)))[0]
+        return store.add_document(collection, text, document_id, metadata, chunk_size, chunk_overlap,
+                                  progress=chunk_progress(len(text)))
 
     added = await run_work(f"vector_add_document into {collection!r}", add)
     return compact(added, include_chunk_ids)  # type: ignore[return-value]
@@ -439,10 +437,8 @@ async def vector_update_document(
     check_size(store.settings, [text], "text")
 
     def update() -> dict[str, Any]:
-        target = store.collection(collection)
-        key = store.collection_model(target)
-        document = store.prepare(key, text, document_id, metadata)
-        return store.write(target, key, [document], must_exist=True, progress=chunk_progress(len(text)))[0]
+        return store.add_document(collection, text, document_id, metadata, must_exist=True,
+                                  progress=chunk_progress(len(text)))
 
     added = await run_work(f"vector_update_document {document_id!r}", update)
     return compact(added, include_chunk_ids)  # type: ignore[return-value]
