@@ -37,11 +37,13 @@ SKILLS = SCIFACT.parent / "skills" / "skills"
 
 def load_chunker(name: str, rev: str):  # type: ignore[no-untyped-def]
     """The chunk_text function of chunking.py at `rev`, as a module of its own."""
-    source = subprocess.run(["git", "show", f"{rev}:{CHUNKING}"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    source = subprocess.run(
+        ["git", "show", f"{rev}:{CHUNKING}"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
     # our own code from our own history, run as it was committed
     module = types.ModuleType(f"_chunking_{name}")
     sys.modules[module.__name__] = module  # dataclasses look their module up while building Chunk
-    exec(compile(source, f"{rev}:{CHUNKING}", "exec"), module.__dict__)  # noqa: S102
+    exec(compile(source, f"{rev}:{CHUNKING}", "exec"), module.__dict__)
     module.SOURCE = source
     return module
 
@@ -134,7 +136,9 @@ class Stats:
 
 def chunk_corpus(chunker, docs: list[tuple[str, str]], tokenizer, settings) -> list[list]:  # type: ignore[no-untyped-def]
     return [
-        chunker.chunk_text(text, tokenizer=tokenizer, chunk_tokens=settings[0], overlap_tokens=settings[1], max_tokens=settings[2])
+        chunker.chunk_text(
+            text, tokenizer=tokenizer, chunk_tokens=settings[0], overlap_tokens=settings[1], max_tokens=settings[2]
+        )
         for _, text in docs
     ]
 
@@ -232,8 +236,13 @@ def retrieval(service, corpus, queries, qrels, chunked: dict[str, list[list]]): 
 def estimates(chunker, docs: list[tuple[str, str]], tokenizer, chunk_tokens: int, overlap: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     """Without a tokenizer (API models): real tokens per estimated token, and the median real size
     of a chunk asked to be `chunk_tokens`; the local model's tokenizer stands in for the API's."""
-    chunks = [c for _, text in docs for c in chunker.chunk_text(text, tokenizer=None, chunk_tokens=chunk_tokens,
-                                                                   overlap_tokens=overlap, max_tokens=8192)]
+    chunks = [
+        c
+        for _, text in docs
+        for c in chunker.chunk_text(
+            text, tokenizer=None, chunk_tokens=chunk_tokens, overlap_tokens=overlap, max_tokens=8192
+        )
+    ]
     real = [len(e.ids) for e in tokenizer.encode_batch([c.text for c in chunks], add_special_tokens=False)]
     return sum(real) / sum(c.tokens for c in chunks), statistics.median(real)
 
@@ -262,30 +271,57 @@ def run() -> dict:  # type: ignore[type-arg]
             chunked[name] = chunk_corpus(chunker, corpus, tokenizer, params)
             corpus_seconds[name] = time.perf_counter() - start
             scifact[name] = measure(corpus, chunked[name], tokenizer, max_tokens)
-        cjk = {(kind, name): measure(docs, chunk_corpus(chunker, docs, tokenizer, params), tokenizer, max_tokens)
-               for kind, docs in chinese.items() for name, chunker in chunkers.items()}
+        cjk = {
+            (kind, name): measure(docs, chunk_corpus(chunker, docs, tokenizer, params), tokenizer, max_tokens)
+            for kind, docs in chinese.items()
+            for name, chunker in chunkers.items()
+        }
         # the largest chunk_size this model allows and no overlap: no headroom for a chunk that
         # re-encodes longer, and no next chunk repeating the tail the model cuts off
         worst = (max_tokens - 2, 0, max_tokens)
-        stress = {name: measure(unbroken_strings(), chunk_corpus(chunker, unbroken_strings(), tokenizer, worst),
-                                tokenizer, max_tokens) for name, chunker in chunkers.items()}
+        stress = {
+            name: measure(
+                unbroken_strings(), chunk_corpus(chunker, unbroken_strings(), tokenizer, worst), tokenizer, max_tokens
+            )
+            for name, chunker in chunkers.items()
+        }
         english_mb = megabyte_of([text for _, text in corpus])
         chinese_mb = megabyte_of([text for _, text in chinese["prose"]])
         speed = {
-            name: [seconds(lambda t=text, c=chunker: c.chunk_text(t, tokenizer=tokenizer, chunk_tokens=size,
-                                                                  overlap_tokens=overlap, max_tokens=max_tokens))
-                   for text in (english_mb, chinese_mb)]
+            name: [
+                seconds(
+                    lambda t=text, c=chunker: c.chunk_text(
+                        t, tokenizer=tokenizer, chunk_tokens=size, overlap_tokens=overlap, max_tokens=max_tokens
+                    )
+                )
+                for text in (english_mb, chinese_mb)
+            ]
             for name, chunker in chunkers.items()
         }
-        estimate = {name: [estimates(chunker, docs, tokenizer, size, overlap) for docs in (corpus[:1000], chinese["prose"])]
-                    for name, chunker in chunkers.items()}
+        estimate = {
+            name: [estimates(chunker, docs, tokenizer, size, overlap) for docs in (corpus[:1000], chinese["prose"])]
+            for name, chunker in chunkers.items()
+        }
         quality, embed_rate = retrieval(service, corpus, queries, qrels, chunked)
     made = [{c.text for chunks in per_doc for c in chunks} for per_doc in chunked.values()]
     identical = len(set.intersection(*made)) / len(set.union(*made))
-    return {"current": current, "chinese": {k: (len(d), sum(len(t) for _, t in d)) for k, d in chinese.items()},
-            "scifact": scifact, "stress": stress, "corpus_seconds": corpus_seconds, "cjk": cjk, "speed": speed,
-            "sizes": (len(english_mb), len(chinese_mb)), "estimate": estimate, "quality": quality,
-            "params": params, "identical": identical, "embed_rate": embed_rate, "documents": len(corpus), "queries": len(queries)}
+    return {
+        "current": current,
+        "chinese": {k: (len(d), sum(len(t) for _, t in d)) for k, d in chinese.items()},
+        "scifact": scifact,
+        "stress": stress,
+        "corpus_seconds": corpus_seconds,
+        "cjk": cjk,
+        "speed": speed,
+        "sizes": (len(english_mb), len(chinese_mb)),
+        "estimate": estimate,
+        "quality": quality,
+        "params": params,
+        "identical": identical,
+        "embed_rate": embed_rate,
+        "documents": len(corpus),
+        "queries": len(queries),
+    }
 
 
 def paired(a: list[float], b: list[float]) -> tuple[float, float]:
@@ -302,8 +338,9 @@ def better(r: dict) -> tuple[str, str]:  # type: ignore[type-arg]
     d, se = paired(r["quality"][a][0], r["quality"][b][0])
     if abs(d) > 2 * se:
         return (b if d > 0 else a), "its nDCG@10 is higher by more than two standard errors"
-    over = {n: r["scifact"][n].over + sum(r["cjk"][k, n].over for k in r["chinese"]) + r["stress"][n].over
-            for n in (a, b)}
+    over = {
+        n: r["scifact"][n].over + sum(r["cjk"][k, n].over for k in r["chinese"]) + r["stress"][n].over for n in (a, b)
+    }
     if over[a] != over[b]:
         return min(over, key=over.__getitem__), "retrieval is level and it leaves fewer chunks over the model's limit"
     time_ = {n: r["corpus_seconds"][n] + sum(r["speed"][n]) for n in (a, b)}
@@ -341,32 +378,42 @@ def report(r: dict) -> str:  # type: ignore[type-arg]
     label = {n: f"{n} ({CANDIDATES[n]}){', in chunking.py' if n == r['current'] else ''}" for n in names}
     columns = "chunks | over the limit | tokens p50 / p95 / max | characters lost | duplicated |"
     out = [
-        (f"Two chunkers from the history, loaded with `git show REV:{CHUNKING}`: **simple** (one encode, cuts "
-         "between its tokens) and **strict** (re-encodes each chunk cut inside a word and splits it again if it "
-         "grew; without a tokenizer, one token a CJK character). Default settings: chunk_size "
-         f"{size}, overlap {overlap}, all-MiniLM-L6-v2's tokenizer, limit {max_tokens} tokens with [CLS] and [SEP]. "
-         "Every chunk is re-encoded alone, as the embedder sees it: *over the limit* counts chunks the model "
-         "truncates, *tokens* include [CLS] and [SEP], *characters lost* counts characters (not spaces) then in no "
-         "embedded chunk, *duplicated* the share embedded twice or more (the overlap).\n"),
-        (f"### SciFact\n\n{r['documents']} abstracts (title + text), one call per abstract; {r['queries']} test "
-         "queries, exact cosine search over all chunks (numpy), a document scored by its best chunk.\n"),
+        (
+            f"Two chunkers from the history, loaded with `git show REV:{CHUNKING}`: **simple** (one encode, cuts "
+            "between its tokens) and **strict** (re-encodes each chunk cut inside a word and splits it again if it "
+            "grew; without a tokenizer, one token a CJK character). Default settings: chunk_size "
+            f"{size}, overlap {overlap}, all-MiniLM-L6-v2's tokenizer, limit {max_tokens} tokens with [CLS] and [SEP]. "
+            "Every chunk is re-encoded alone, as the embedder sees it: *over the limit* counts chunks the model "
+            "truncates, *tokens* include [CLS] and [SEP], *characters lost* counts characters (not spaces) then in no "
+            "embedded chunk, *duplicated* the share embedded twice or more (the overlap).\n"
+        ),
+        (
+            f"### SciFact\n\n{r['documents']} abstracts (title + text), one call per abstract; {r['queries']} test "
+            "queries, exact cosine search over all chunks (numpy), a document scored by its best chunk.\n"
+        ),
         f"| chunker | nDCG@10 | Recall@100 | {columns}",
         "|---|---|---|---|---|---|---|---|",
     ]
     for n in names:
         ndcg, recall = r["quality"][n]
-        out.append(f"| {label[n]} | {statistics.fmean(ndcg):.4f} | {statistics.fmean(recall):.3f} | {r['scifact'][n].row()} |")
+        out.append(
+            f"| {label[n]} | {statistics.fmean(ndcg):.4f} | {statistics.fmean(recall):.3f} | {r['scifact'][n].row()} |"
+        )
     out.append("\n### Chinese\n")
     for kind, (docs, chars) in r["chinese"].items():
         out.append(f"- {kind}: {docs} documents, {chars} characters")
-    out.append("\nProse: the vim tutor in simplified and traditional Chinese, GnuPG's help, CPython's CJK codec "
-               "samples, the Chinese SKILL.md files. Catalogs: the zh_* gettext translations installed, one "
-               "document each (short lines, format strings, English names).\n")
+    out.append(
+        "\nProse: the vim tutor in simplified and traditional Chinese, GnuPG's help, CPython's CJK codec "
+        "samples, the Chinese SKILL.md files. Catalogs: the zh_* gettext translations installed, one "
+        "document each (short lines, format strings, English names).\n"
+    )
     out += [f"| text | chunker | {columns}", "|---|---|---|---|---|---|---|"]
     for (kind, n), stats in r["cjk"].items():
         out.append(f"| {kind} | {label[n]} | {stats.row()} |")
-    out.append(f"\nStress: base64 and long URLs (no space for hundreds of tokens) at chunk_size {max_tokens - 2}, "
-               "the largest this model allows, and overlap 0:\n")
+    out.append(
+        f"\nStress: base64 and long URLs (no space for hundreds of tokens) at chunk_size {max_tokens - 2}, "
+        "the largest this model allows, and overlap 0:\n"
+    )
     out += [f"| chunker | {columns}", "|---|---|---|---|---|---|"]
     for n in names:
         out.append(f"| {label[n]} | {r['stress'][n].row()} |")
@@ -380,8 +427,10 @@ def report(r: dict) -> str:  # type: ignore[type-arg]
         out.append(f"| {label[n]} | {r['corpus_seconds'][n]:.2f} | {r['speed'][n][0]:.2f} | {r['speed'][n][1]:.2f} |")
     out += [
         "\nMedian of 3 after a warm-up (SciFact: one pass); 1 MB of UTF-8, SciFact abstracts or the Chinese prose repeated.\n",
-        (f"Without a tokenizer (API models), chunks asked to be {size} tokens, measured in all-MiniLM-L6-v2 "
-         "tokens (standing in for an API's tokenizer):\n"),
+        (
+            f"Without a tokenizer (API models), chunks asked to be {size} tokens, measured in all-MiniLM-L6-v2 "
+            "tokens (standing in for an API's tokenizer):\n"
+        ),
         "| chunker | English: real per estimated token | English: chunk median | Chinese: real per estimated token | Chinese: chunk median |",
         "|---|---|---|---|---|",
     ]

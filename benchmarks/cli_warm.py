@@ -50,8 +50,9 @@ def _time(env: dict[str, str], *args: str) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one ``python -m agentloom ARGS`` process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "agentloom", *args], env=env, capture_output=True, text=True, timeout=900,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentloom", *args], env=env, capture_output=True, text=True, timeout=900, check=False
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0 and args[0] != "doctor":  # doctor says "degraded" (no Flowise, no docs config) with 1
@@ -68,7 +69,9 @@ def _warm(env: dict[str, str], *args: str) -> tuple[float, float, float]:
 
 def _variant(name: str, src: Path, base: Path, skills: Path, flowise: tuple[str, str]) -> dict[str, tuple[float, ...]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
-    env.update(PYTHONPATH=str(src), COLUMNS="200", AGENTLOOM_FLOWISE__URL=flowise[0], AGENTLOOM_FLOWISE__API_KEY=flowise[1])
+    env.update(
+        PYTHONPATH=str(src), COLUMNS="200", AGENTLOOM_FLOWISE__URL=flowise[0], AGENTLOOM_FLOWISE__API_KEY=flowise[1]
+    )
     cache, data = base / f"{name}-cache", base / f"{name}-data"
     run = dict(env, AGENTLOOM_CACHE_DIR=str(cache), AGENTLOOM_DATA_DIR=str(data))
     root = Path(shutil.copytree(skills, base / f"{name}-skills"))  # the scan marks the folders

@@ -50,8 +50,13 @@ def _skills_env(env: dict[str, str], base: Path, agentloom: str, n: int) -> dict
     root = make_skills(base / "skills-root", n)
     skills_env = dict(env, AGENTLOOM_SKILLS__ROOTS=str(root))
     started = time.perf_counter()
-    subprocess.run([agentloom, "skills", "index", "--json"], env=skills_env, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [agentloom, "skills", "index", "--json"],
+        env=skills_env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     print(f"indexed {n} skills in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return skills_env
 
@@ -68,8 +73,11 @@ def run(runs: int = 11, skills: int = 1000) -> str:
         cases = [
             ("agentloom serve (every installed pack)", ours_cmd, env),
             (f"agentloom serve, {skills:,} skills in a root (scan after the default delay)", ours_cmd, skills_env),
-            (f"agentloom serve, {skills:,} skills in a root, scan_delay_seconds=0", ours_cmd,
-             dict(skills_env, AGENTLOOM_SKILLS__SCAN_DELAY_SECONDS="0")),
+            (
+                f"agentloom serve, {skills:,} skills in a root, scan_delay_seconds=0",
+                ours_cmd,
+                dict(skills_env, AGENTLOOM_SKILLS__SCAN_DELAY_SECONDS="0"),
+            ),
             ("bare MCPServer, one tool (baseline)", bare_cmd, env),
         ]
         for _, command, case_env in cases:  # warm the OS file cache for each, equally

@@ -60,13 +60,17 @@ def servers(kind: str, tmp: Path, count: int) -> Iterator[list[StitchServer]]:
 
 
 def fan_out_run(server: StitchServer, worker: Worker) -> str:
-    nodes = [{"id": "load", "type": "Worker", "position": {"x": 0, "y": 0}, "data": {"webhookUrl": worker.url}},
-             {"id": "split", "type": "Splitter", "position": {"x": 220, "y": 0}, "data": {"arrayPath": "items"}},
-             {"id": "work", "type": "Worker", "position": {"x": 440, "y": 0}, "data": {"webhookUrl": worker.url}},
-             {"id": "gather", "type": "Collector", "position": {"x": 660, "y": 0}, "data": {}}]
+    nodes = [
+        {"id": "load", "type": "Worker", "position": {"x": 0, "y": 0}, "data": {"webhookUrl": worker.url}},
+        {"id": "split", "type": "Splitter", "position": {"x": 220, "y": 0}, "data": {"arrayPath": "items"}},
+        {"id": "work", "type": "Worker", "position": {"x": 440, "y": 0}, "data": {"webhookUrl": worker.url}},
+        {"id": "gather", "type": "Collector", "position": {"x": 660, "y": 0}, "data": {}},
+    ]
     edges = [{"id": f"e{i}", "source": a["id"], "target": b["id"]} for i, (a, b) in enumerate(zip(nodes, nodes[1:]))]
     flow = server.http.post("/flows", json={"name": "fan-out 500", "graph": {"nodes": nodes, "edges": edges}}).json()
-    run_id = str(server.http.post(f"/flows/{flow['id']}/runs", json={"input": {"items": list(range(PATHS))}}).json()["id"])
+    run_id = str(
+        server.http.post(f"/flows/{flow['id']}/runs", json={"input": {"items": list(range(PATHS))}}).json()["id"]
+    )
     server.wait_for(run_id, timeout=120)
     return run_id
 
@@ -81,8 +85,7 @@ def first_paints(browser: Browser, server: StitchServer, run_id: str) -> tuple[l
         page.wait_for_selector('[data-testid="run-canvas"][data-ready="true"]', timeout=30_000)
         page.get_by_test_id("fanout-counts").filter(has_text=f"{PATHS} completed").wait_for(timeout=30_000)
         drawn.append((time.perf_counter() - started) * 1000)
-        contentful.append(page.evaluate(
-            "performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? -1"))
+        contentful.append(page.evaluate("performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? -1"))
         context.close()
     return drawn, contentful
 
@@ -90,8 +93,15 @@ def first_paints(browser: Browser, server: StitchServer, run_id: str) -> tuple[l
 def live_delays(browser: Browser, watched: StitchServer, called: StitchServer, worker: Worker) -> list[float]:
     """CALLBACKS parallel Worker nodes that never answer by themselves; each is called back in
     turn while the page watches the run on ``watched``."""
-    nodes = [{"id": f"n{i}", "type": "Worker", "position": {"x": 160 * (i % 8), "y": 120 * (i // 8)},
-              "data": {"webhookUrl": worker.url, "mode": "never"}} for i in range(CALLBACKS)]
+    nodes = [
+        {
+            "id": f"n{i}",
+            "type": "Worker",
+            "position": {"x": 160 * (i % 8), "y": 120 * (i // 8)},
+            "data": {"webhookUrl": worker.url, "mode": "never"},
+        }
+        for i in range(CALLBACKS)
+    ]
     flow = called.http.post("/flows", json={"name": "live", "graph": {"nodes": nodes, "edges": []}}).json()
     run_id = called.http.post(f"/flows/{flow['id']}/runs", json={"input": 1}).json()["id"]
     deadline = time.monotonic() + 30
@@ -99,7 +109,9 @@ def live_delays(browser: Browser, watched: StitchServer, called: StitchServer, w
         assert time.monotonic() < deadline, "the webhooks did not all arrive"
         time.sleep(0.05)
     payloads = {p["nodeId"]: p for p in worker.received if p["runId"] == run_id}
-    context = browser.new_context(viewport=VIEWPORT, bypass_csp=True)  # the observer below is the benchmark's own script
+    context = browser.new_context(
+        viewport=VIEWPORT, bypass_csp=True
+    )  # the observer below is the benchmark's own script
     page = context.new_page()
     page.goto(f"{watched.base}/runs/{run_id}")
     page.wait_for_selector('[data-testid="run-canvas"][data-ready="true"]')
@@ -116,7 +128,10 @@ def live_delays(browser: Browser, watched: StitchServer, called: StitchServer, w
     with httpx.Client(timeout=30) as client:
         for i in range(CALLBACKS):
             sent = time.time() * 1000
-            assert client.post(payloads[f"n{i}"]["callbackUrl"], json={"status": "completed", "output": i}).status_code == 200
+            assert (
+                client.post(payloads[f"n{i}"]["callbackUrl"], json={"status": "completed", "output": i}).status_code
+                == 200
+            )
             page.wait_for_function(f"window.__changed['node-n{i}'] !== undefined", timeout=10_000)
             delays.append(page.evaluate(f"window.__changed['node-n{i}']") - sent)
             time.sleep(0.15)  # callbacks at random phases of the feed's poll
@@ -131,11 +146,23 @@ def many_runs(server: StitchServer, worker: Worker) -> tuple[float, float, float
     db = Database(server.database_url)
     base = time.time()
     with db.transaction() as conn:
-        conn.execute(insert(runs), [{
-            "id": str(uuid.uuid4()), "flow_id": flow["id"], "flow_version": 1, "graph": graph, "input": i,
-            "node_states": {"w": {"status": "completed", "node_id": "w", "path": [], "attempt": 1}},
-            "status": "completed" if i % 10 else "failed",
-            "created_at": _moment(base + i / 1000), "updated_at": _moment(base + i / 1000)} for i in range(MANY)])
+        conn.execute(
+            insert(runs),
+            [
+                {
+                    "id": str(uuid.uuid4()),
+                    "flow_id": flow["id"],
+                    "flow_version": 1,
+                    "graph": graph,
+                    "input": i,
+                    "node_states": {"w": {"status": "completed", "node_id": "w", "path": [], "attempt": 1}},
+                    "status": "completed" if i % 10 else "failed",
+                    "created_at": _moment(base + i / 1000),
+                    "updated_at": _moment(base + i / 1000),
+                }
+                for i in range(MANY)
+            ],
+        )
     db.dispose()
 
     def timed(path: str, **params: Any) -> float:
@@ -149,7 +176,9 @@ def many_runs(server: StitchServer, worker: Worker) -> tuple[float, float, float
     first = timed("/runs", flow_id=flow["id"], limit=50)
     cursor = None
     for _ in range(49):
-        cursor = server.http.get("/runs", params={"flow_id": flow["id"], "limit": 50, **({"cursor": cursor} if cursor else {})}).json()["next_cursor"]
+        cursor = server.http.get(
+            "/runs", params={"flow_id": flow["id"], "limit": 50, **({"cursor": cursor} if cursor else {})}
+        ).json()["next_cursor"]
     deep = timed("/runs", flow_id=flow["id"], limit=50, cursor=cursor)
     return first, deep, timed("/flows")
 
@@ -176,30 +205,48 @@ def main() -> None:
                 with servers(kind, Path(tmp), count) as started:
                     run_id = fan_out_run(started[0], worker)
                     drawn, contentful = first_paints(browser, started[0], run_id)
-                    rows.append(f"| {kind} | {statistics.median(drawn):.0f} | {max(drawn):.0f} | "
-                                f"{statistics.median(contentful):.0f} |")
+                    rows.append(
+                        f"| {kind} | {statistics.median(drawn):.0f} | {max(drawn):.0f} | "
+                        f"{statistics.median(contentful):.0f} |"
+                    )
                     delays = live_delays(browser, started[-1], started[0], worker)
                     where = "same process" if count == 1 else "callback to process 1, browser on process 2"
-                    delay_rows.append(f"| {kind} ({where}) | {len(delays)} | {percentile(delays, 50):.0f} | "
-                                      f"{percentile(delays, 95):.0f} | {max(delays):.0f} |")
+                    delay_rows.append(
+                        f"| {kind} ({where}) | {len(delays)} | {percentile(delays, 50):.0f} | "
+                        f"{percentile(delays, 95):.0f} | {max(delays):.0f} |"
+                    )
                     first, deep, flows = many_runs(started[0], worker)
                     list_rows.append(f"| {kind} | {first:.1f} | {deep:.1f} | {flows:.1f} |")
                     print(f"{kind}: drawn {drawn}, delays p50 {percentile(delays, 50):.0f} ms", flush=True)
         browser.close()
     raw, zipped = bundle()
-    body = "\n".join([
-        f"First paint of a finished run with {PATHS} fan-out paths (`/runs/{{id}}`, fresh browser context each, "
-        f"{PAINTS} times; goal <= 1000 ms): navigation start to the canvas drawn with node colours and the "
-        f"fan-out counted, and the browser's first-contentful-paint.", "",
-        "| database | drawn, median ms | drawn, worst ms | first-contentful-paint, median ms |", "|---|---|---|---|", *rows, "",
-        f"Live-update delay, callback sent to the node's colour changing in the page, no reload ({CALLBACKS} "
-        "callbacks; an upper bound of the delay from the commit; goal p95 <= 500 ms):", "",
-        "| set-up | callbacks | p50 ms | p95 ms | worst ms |", "|---|---|---|---|---|", *delay_rows, "",
-        f"A flow with {MANY:,} runs, through the API as the console asks (50 runs a page; median ms of 7):", "",
-        "| database | first page | page 50 (cursor) | flow list |", "|---|---|---|---|", *list_rows, "",
-        f"Bundle (`{CONSOLE_DIR.relative_to(CONSOLE_DIR.parents[3])}`): {raw / 1024:.0f} kB raw, "
-        f"**{zipped / 1024:.0f} kB gzipped** (goal < 400 kB).",
-    ])
+    body = "\n".join(
+        [
+            f"First paint of a finished run with {PATHS} fan-out paths (`/runs/{{id}}`, fresh browser context each, "
+            f"{PAINTS} times; goal <= 1000 ms): navigation start to the canvas drawn with node colours and the "
+            f"fan-out counted, and the browser's first-contentful-paint.",
+            "",
+            "| database | drawn, median ms | drawn, worst ms | first-contentful-paint, median ms |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            f"Live-update delay, callback sent to the node's colour changing in the page, no reload ({CALLBACKS} "
+            "callbacks; an upper bound of the delay from the commit; goal p95 <= 500 ms):",
+            "",
+            "| set-up | callbacks | p50 ms | p95 ms | worst ms |",
+            "|---|---|---|---|---|",
+            *delay_rows,
+            "",
+            f"A flow with {MANY:,} runs, through the API as the console asks (50 runs a page; median ms of 7):",
+            "",
+            "| database | first page | page 50 (cursor) | flow list |",
+            "|---|---|---|---|",
+            *list_rows,
+            "",
+            f"Bundle (`{CONSOLE_DIR.relative_to(CONSOLE_DIR.parents[3])}`): {raw / 1024:.0f} kB raw, "
+            f"**{zipped / 1024:.0f} kB gzipped** (goal < 400 kB).",
+        ]
+    )
     write_section("console", body, "python -m benchmarks console")
     print(json.dumps({"bundle_gzip_kB": round(zipped / 1024)}))
 

@@ -29,8 +29,12 @@ SEARCH = {"docset": "lib-150", "keywords": ["router", "loader"], "generalized_ke
 def config_text(version: str = "1.0") -> str:
     lines = ["docs_root: .knowledge/docs", "docsets:"]
     for i in range(DOCSETS):
-        lines += [f"  - name: lib-{i}", f"    version: \"{version}.{i}\"", f"    aliases: [alias-{i}]",
-                  f"    description: Library number {i}"]
+        lines += [
+            f"  - name: lib-{i}",
+            f'    version: "{version}.{i}"',
+            f"    aliases: [alias-{i}]",
+            f"    description: Library number {i}",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -70,11 +74,14 @@ async def in_process(project: Path, data: Path) -> dict[str, tuple[float, float]
 class Stdio:
     def __init__(self, cwd: Path, env: dict[str, str]) -> None:
         command = str(Path(sys.executable).with_name("agentic-knowledge-mcp"))
-        self.proc = subprocess.Popen([command], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [command], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
         self.next_id = 0
-        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                    "clientInfo": {"name": "bench", "version": "0"}})
+        self.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+        )
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def send(self, message: dict[str, object]) -> None:

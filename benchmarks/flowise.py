@@ -39,7 +39,9 @@ def _state(url: str, key: str, data: Path) -> Any:
     breakers = BreakerRegistry()
     folder = data / "flowise"
     folder.mkdir(parents=True, exist_ok=True)
-    return Flowise(FlowiseSettings(url=url, api_key=key), folder, breakers, EmbeddingService(Settings(data_dir=data), breakers))
+    return Flowise(
+        FlowiseSettings(url=url, api_key=key), folder, breakers, EmbeddingService(Settings(data_dir=data), breakers)
+    )
 
 
 def _call_tokens(tool: str, arguments: dict[str, Any], reply: Any) -> int:
@@ -56,7 +58,9 @@ def _passthrough_tokens(flow: dict[str, Any], definitions: dict[str, Any], creat
 
     names = sorted({n["data"]["name"] for n in flow["nodes"]})
     read = sum(tokens(definitions[n]) for n in names if n in definitions)
-    write = tokens({"name": "create_chatflow", "arguments": {"name": created.get("name"), "flowData": json.dumps(flow)}})
+    write = tokens(
+        {"name": "create_chatflow", "arguments": {"name": created.get("name"), "flowData": json.dumps(flow)}}
+    )
     return read + write + tokens(created)
 
 
@@ -66,12 +70,15 @@ def _templates(state: Any, results: dict[str, Any]) -> list[str]:
     lines, ratios, sizes = [], [], []
     accepted = clean = credentials_only = 0
     for template in sorted(catalog.templates.values(), key=lambda t: t.name):
-        search = {"results": [{"template_id": template.template_id, "name": template.name, "nodes": template.nodes[:4]}]}
+        search = {
+            "results": [{"template_id": template.template_id, "name": template.name, "nodes": template.nodes[:4]}]
+        }
         args = {"template_id": template.template_id}
         try:
-            reply = state.builder.build(template_id=template.template_id, nodes=None, name=None, model=None,
-                                        temperature=None, memory_type=None)
-        except Exception as exc:  # noqa: BLE001 - reported in the table
+            reply = state.builder.build(
+                template_id=template.template_id, nodes=None, name=None, model=None, temperature=None, memory_type=None
+            )
+        except Exception as exc:
             lines.append(f"| {template.name} | refused: {exc} | | | |")
             continue
         accepted += 1
@@ -114,16 +121,19 @@ def _node_lists(state: Any, results: dict[str, Any]) -> list[str]:
         names = template.nodes
         planned = replay[template.name]
         try:
-            reply = state.builder.build(template_id=None, nodes=names, name=None, model=None, temperature=None,
-                                        memory_type=None)
-        except Exception as exc:  # noqa: BLE001 - reported in the table
+            reply = state.builder.build(
+                template_id=None, nodes=names, name=None, model=None, temperature=None, memory_type=None
+            )
+        except Exception as exc:
             lines.append(f"| {template.name} | refused: {str(exc)[:90]} | | |")
             continue
         issues, fill = reply.get("issues", []), reply.get("fill", [])
         valid += not issues
         reproduced += bool(planned["reproduced"])
-        lines.append(f"| {template.name} | {'; '.join(fill) or '-'} | {'; '.join(issues) or '-'} | "
-                     f"{'yes' if planned['reproduced'] else 'no'} |")
+        lines.append(
+            f"| {template.name} | {'; '.join(fill) or '-'} | {'; '.join(issues) or '-'} | "
+            f"{'yes' if planned['reproduced'] else 'no'} |"
+        )
         state.client.delete_chatflow(reply["chatflow_id"])
     results.update(nodes_valid=valid, nodes_reproduced=reproduced)
     return [
@@ -173,8 +183,9 @@ def _search(state: Any, results: dict[str, Any]) -> list[str]:
     template_sizes = []
     for need in json.loads(NEEDS[0].read_text())["needs"][:40]:
         for template, _ in state.catalog.search_templates(need["need"], 5):
-            template_sizes.append(tokens({"template_id": template.template_id, "name": template.name,
-                                          "nodes": template.nodes[:4]}))
+            template_sizes.append(
+                tokens({"template_id": template.template_id, "name": template.name, "nodes": template.nodes[:4]})
+            )
     results.update(search=lines)
     return [
         "**Node search.** The first set was written before any search ran, but its misses were known when the "

@@ -81,9 +81,13 @@ def main() -> None:
             print(f"setup.sh, {caches} caches: {seconds:.0f} s, {setup[caches][1]:.0f} MB", file=sys.stderr)
         clone = tmp / "clone-warm"
         tools = tools_list([str(clone / ".venv" / "bin" / "agentloom"), "serve"], base_env)
-        rows.append(f"| `scripts/setup.sh` (lock files), this machine's caches | {setup['warm'][0]:.0f} s | "
-                    f"{setup['warm'][1]:.0f} MB | {tools} |")
-        rows.append(f"| `scripts/setup.sh`, empty pip and npm caches | {setup['cold'][0]:.0f} s | {setup['cold'][1]:.0f} MB | |")
+        rows.append(
+            f"| `scripts/setup.sh` (lock files), this machine's caches | {setup['warm'][0]:.0f} s | "
+            f"{setup['warm'][1]:.0f} MB | {tools} |"
+        )
+        rows.append(
+            f"| `scripts/setup.sh`, empty pip and npm caches | {setup['cold'][0]:.0f} s | {setup['cold'][1]:.0f} MB | |"
+        )
 
         # The installs of people who only want the server: no lock, pip/pipx/uv resolve from the index.
         tooling = tmp / "tooling"
@@ -97,8 +101,12 @@ def main() -> None:
         tools = tools_list([str(venv / "bin" / "agentloom"), "serve"], base_env)
         rows.append(f"| `pip install '.[all]'` in a new venv | {seconds:.0f} s | {du_mb(venv):.0f} MB | {tools} |")
 
-        pipx_env = dict(base_env, PIPX_HOME=str(tmp / "pipx"), PIPX_BIN_DIR=str(tmp / "pipx-bin"),
-                        PIP_CACHE_DIR=str(tmp / "pipx-pip-cache"))
+        pipx_env = dict(
+            base_env,
+            PIPX_HOME=str(tmp / "pipx"),
+            PIPX_BIN_DIR=str(tmp / "pipx-bin"),
+            PIP_CACHE_DIR=str(tmp / "pipx-pip-cache"),
+        )
         seconds = timed([str(tooling / "bin" / "pipx"), "install", "."], clone, pipx_env)
         pipx_venv = tmp / "pipx" / "venvs" / "agentloom"
         assert not heavy_in(pipx_venv / "bin" / "python")
@@ -110,13 +118,17 @@ def main() -> None:
         started = time.perf_counter()
         tools = tools_list(uvx, uv_env)
         first = time.perf_counter() - started
-        rows.append(f"| `uvx --from . agentloom serve` (no extras), first start incl. install | {first:.0f} s | "
-                    f"{du_mb(tmp / 'uv-cache'):.0f} MB (uv cache) | {tools} |")
+        rows.append(
+            f"| `uvx --from . agentloom serve` (no extras), first start incl. install | {first:.0f} s | "
+            f"{du_mb(tmp / 'uv-cache'):.0f} MB (uv cache) | {tools} |"
+        )
         uvx_all = [str(tooling / "bin" / "uvx"), "--from", f"{clone}[all]", "agentloom", "serve"]
         started = time.perf_counter()
         tools = tools_list(uvx_all, uv_env)
-        rows.append(f"| `uvx --from '.[all]' agentloom serve`, first start incl. install | {time.perf_counter() - started:.0f} s | "
-                    f"{du_mb(tmp / 'uv-cache'):.0f} MB (uv cache, both) | {tools} |")
+        rows.append(
+            f"| `uvx --from '.[all]' agentloom serve`, first start incl. install | {time.perf_counter() - started:.0f} s | "
+            f"{du_mb(tmp / 'uv-cache'):.0f} MB (uv cache, both) | {tools} |"
+        )
         shutil.rmtree(tmp / "uv-cache", ignore_errors=True)
 
     warm_s, warm_mb = setup["warm"]

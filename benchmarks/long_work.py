@@ -63,20 +63,34 @@ async def _ingest(env: dict[str, str], text: str, errlog: Any) -> dict[str, floa
             stamps.append(time.monotonic())
 
         started = time.monotonic()
-        one = (await client.call_tool("vector_add_document", {"collection": "one", "text": text, "document_id": "big"},
-                                      progress_callback=on_progress)).structured_content
+        one = (
+            await client.call_tool(
+                "vector_add_document",
+                {"collection": "one", "text": text, "document_id": "big"},
+                progress_callback=on_progress,
+            )
+        ).structured_content
         one_seconds = time.monotonic() - started
         gaps = [b - a for a, b in zip([started, *stamps], [*stamps, time.monotonic()])]
         step = len(text) // 100
-        documents = [{"text": text[i * step : (i + 1) * step if i < 99 else len(text)], "document_id": f"part-{i}"}
-                     for i in range(100)]
+        documents = [
+            {"text": text[i * step : (i + 1) * step if i < 99 else len(text)], "document_id": f"part-{i}"}
+            for i in range(100)
+        ]
         started = time.monotonic()
-        many = (await client.call_tool("vector_add_documents", {"collection": "many", "documents": documents})
-                ).structured_content
+        many = (
+            await client.call_tool("vector_add_documents", {"collection": "many", "documents": documents})
+        ).structured_content
         many_seconds = time.monotonic() - started
     assert one is not None and many is not None
-    return {"one_chunks": one["chunk_count"], "one_seconds": one_seconds, "many_chunks": many["total_chunks"],
-            "many_seconds": many_seconds, "max_gap": max(gaps), "notifications": len(stamps)}
+    return {
+        "one_chunks": one["chunk_count"],
+        "one_seconds": one_seconds,
+        "many_chunks": many["total_chunks"],
+        "many_seconds": many_seconds,
+        "max_gap": max(gaps),
+        "notifications": len(stamps),
+    }
 
 
 async def _cancel(env: dict[str, str], text: str, log: Path) -> dict[str, float]:
@@ -86,7 +100,9 @@ async def _cancel(env: dict[str, str], text: str, log: Path) -> dict[str, float]
             await client.call_tool("vector_add_document", {"collection": "cancel", "text": "kept", "document_id": "k"})
             before = (await client.call_tool("vector_list_collections", {})).structured_content
             with anyio.move_on_after(3.0):
-                await client.call_tool("vector_add_document", {"collection": "cancel", "text": text, "document_id": "b"})
+                await client.call_tool(
+                    "vector_add_document", {"collection": "cancel", "text": text, "document_id": "b"}
+                )
             cancelled = time.monotonic()
             after = (await client.call_tool("vector_list_collections", {})).structured_content
             answered = time.monotonic() - cancelled
@@ -98,10 +114,19 @@ async def _cancel(env: dict[str, str], text: str, log: Path) -> dict[str, float]
 
 
 def _raw(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([PYTHON, "-m", "agentloom", "serve", "--packs", "vectors"], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    _send(proc, 1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                  "clientInfo": {"name": "bench", "version": "0"}})
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "agentloom", "serve", "--packs", "vectors"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    _send(
+        proc,
+        1,
+        "initialize",
+        {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+    )
     assert proc.stdin is not None
     proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
     _answer(proc, 1)
@@ -157,12 +182,17 @@ class _Embeddings(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
-        data = [{"object": "embedding", "index": i,
-                 "embedding": [b / 255 + 0.01 for b in hashlib.sha256(t.encode()).digest()] * 2}
-                for i, t in enumerate(texts)]
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": [b / 255 + 0.01 for b in hashlib.sha256(t.encode()).digest()] * 2,
+            }
+            for i, t in enumerate(texts)
+        ]
         payload = json.dumps({"object": "list", "data": data, "model": body.get("model")}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -185,9 +215,32 @@ def _memory(base: Path) -> dict[str, float]:
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     data = base / "memory"
     env = {**_env(data), "LOOP_KEY": "k"}
-    subprocess.run([PYTHON, "-m", "agentloom", "models", "add", "loop", "--provider", "loop", "--kind", "openai",
-                    "--base-url", url, "--api-key-env", "LOOP_KEY", "--dimensions", "64", "--default",
-                    "--data-dir", str(data)], check=True, env=env, capture_output=True)
+    subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "agentloom",
+            "models",
+            "add",
+            "loop",
+            "--provider",
+            "loop",
+            "--kind",
+            "openai",
+            "--base-url",
+            url,
+            "--api-key-env",
+            "LOOP_KEY",
+            "--dimensions",
+            "64",
+            "--default",
+            "--data-dir",
+            str(data),
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     large, small = scifact_text(19_900_000), scifact_text(5_000_000)[::-1]  # under the 20 MB limit
     proc = _raw(env)
     figures: dict[str, float] = {"start": _peak_kb(proc.pid)}
@@ -246,24 +299,24 @@ all-MiniLM-L6-v2), on {len(text) / 1e6:.1f} MB of SciFact abstracts.
 
 | what | figure | goal |
 |---|---|---|
-| one {len(text) / 1e6:.1f} MB document (`vector_add_document`) | {ingest['one_chunks']:,.0f} chunks in {ingest['one_seconds']:.1f} s: **{one_rate:.1f} chunks/s** | |
-| the same text as 100 documents (`vector_add_documents`, one call) | {ingest['many_chunks']:,.0f} chunks in {ingest['many_seconds']:.1f} s: {many_rate:.1f} chunks/s | |
+| one {len(text) / 1e6:.1f} MB document (`vector_add_document`) | {ingest["one_chunks"]:,.0f} chunks in {ingest["one_seconds"]:.1f} s: **{one_rate:.1f} chunks/s** | |
+| the same text as 100 documents (`vector_add_documents`, one call) | {ingest["many_chunks"]:,.0f} chunks in {ingest["many_seconds"]:.1f} s: {many_rate:.1f} chunks/s | |
 | one document vs 100 documents | **{one_rate / many_rate:.2f}x** | >= 0.8x |
-| longest wait for a progress notification (progressToken sent) | {ingest['max_gap']:.2f} s ({ingest['notifications']:.0f} notifications) | <= 2 s |
-| cancel after 3 s: next call answered, collection as before | {cancel['answered']:.2f} s | <= 1 s |
-| cancel after 3 s: the add stopped and undone (server log) | {cancel['stopped']:.2f} s | <= 1 s |
+| longest wait for a progress notification (progressToken sent) | {ingest["max_gap"]:.2f} s ({ingest["notifications"]:.0f} notifications) | <= 2 s |
+| cancel after 3 s: next call answered, collection as before | {cancel["answered"]:.2f} s | <= 1 s |
+| cancel after 3 s: the add stopped and undone (server log) | {cancel["stopped"]:.2f} s | <= 1 s |
 | stdin closed 3 s into the add: server process gone | {closing:.2f} s | <= 2 s |
 | a 21 MB text refused (default limit 20 MB) | {refusal:.2f} s | <= 1 s |
 
-Memory on a {memory['text_mb']:.0f} MB text (a loopback model in the OpenAI wire format, 64 dimensions, so that
+Memory on a {memory["text_mb"]:.0f} MB text (a loopback model in the OpenAI wire format, 64 dimensions, so that
 the run takes seconds; peak RSS of the server process, VmHWM):
 
 | what | peak RSS grew by |
 |---|---|
-| receiving the {memory['text_mb']:.0f} MB message (a call refused at once: the MCP SDK's transport, before any tool runs) | {(memory['received'] - memory['start']) * mb:.0f} MB |
-| then adding a {memory['small_mb']:.0f} MB text (Chroma's first large write included) | {(memory['small'] - memory['received']) * mb:.0f} MB |
-| then adding the {memory['text_mb']:.0f} MB text | {(memory['large'] - memory['small']) * mb:.0f} MB |
-| agentloom's own Python allocations while adding the {memory['text_mb']:.0f} MB text (tracemalloc peak, in process) | {memory['python_peak']:.1f} MB |
+| receiving the {memory["text_mb"]:.0f} MB message (a call refused at once: the MCP SDK's transport, before any tool runs) | {(memory["received"] - memory["start"]) * mb:.0f} MB |
+| then adding a {memory["small_mb"]:.0f} MB text (Chroma's first large write included) | {(memory["small"] - memory["received"]) * mb:.0f} MB |
+| then adding the {memory["text_mb"]:.0f} MB text | {(memory["large"] - memory["small"]) * mb:.0f} MB |
+| agentloom's own Python allocations while adding the {memory["text_mb"]:.0f} MB text (tracemalloc peak, in process) | {memory["python_peak"]:.1f} MB |
 
 The add itself holds a section of the text (128 K characters) and a window of 256 chunks at a time; what
 grows with the text beyond that is Chroma's (its index and SQLite pages, native memory) and the SDK's

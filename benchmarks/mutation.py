@@ -59,32 +59,77 @@ class Group:
 
 
 GROUPS = (
-    Group("circuit breakers", ("agentloom/core/breakers.py",),
-          ("tests/core/test_breakers.py", "tests/core/test_dependency.py")),
-    Group("packs' argument validation and error path", ("agentloom/server/calls.py", "agentloom/server/messages.py"),
-          ("tests/server/test_pack_interface.py", "tests/server/test_toolcache.py", "tests/server/test_messages.py",
-           "tests/server/test_calls.py"), "forkserver"),
-    Group("Stitch graph checks and signing", ("agentloom/stitch/graph.py", "agentloom/stitch/signing.py"),
-          ("tests/stitch/test_graph.py", "tests/stitch/test_graph_rules.py", "tests/stitch/test_signing.py")),
-    Group("Stitch execution", ("agentloom/stitch/execution.py",),
-          ("tests/stitch/test_execution.py", "tests/stitch/test_properties.py", "tests/stitch/test_groupcommit.py")),
-    Group("vectors chunker and id scheme", ("agentloom/packs/vectors/chunking.py", "agentloom/packs/vectors/records.py"),
-          ("tests/packs/vectors/test_chunking.py", "tests/packs/vectors/test_store.py", "tests/packs/vectors/test_model_window.py"),
-          "forkserver"),
-    Group("docs path resolution and git-source safety",
-          ("agentloom/packs/docs/config.py", "agentloom/packs/docs/content/safefs.py",
-           "agentloom/packs/docs/content/repository.py"),
-          ("tests/packs/docs/test_config.py", "tests/packs/docs/test_content.py", "tests/security/test_docs_content.py")),
-    Group("skills thresholds, fallback, change detection",
-          ("agentloom/packs/skills/search.py", "agentloom/packs/skills/scan.py", "agentloom/packs/skills/keywords.py"),
-          ("tests/packs/skills",), "forkserver",
-          ("tests/packs/skills/test_search.py::test_eval_set_top1_in_both_languages",), setup_seconds=20.0),
-    Group("Flowise build_flow validation", ("agentloom/packs/flowise/builder.py",),
-          ("tests/packs/flowise/test_builder.py", "tests/packs/flowise/test_planner.py",
-           "tests/packs/flowise/test_flowdata.py", "tests/packs/flowise/test_tools.py"), "forkserver"),
+    Group(
+        "circuit breakers",
+        ("agentloom/core/breakers.py",),
+        ("tests/core/test_breakers.py", "tests/core/test_dependency.py"),
+    ),
+    Group(
+        "packs' argument validation and error path",
+        ("agentloom/server/calls.py", "agentloom/server/messages.py"),
+        (
+            "tests/server/test_pack_interface.py",
+            "tests/server/test_toolcache.py",
+            "tests/server/test_messages.py",
+            "tests/server/test_calls.py",
+        ),
+        "forkserver",
+    ),
+    Group(
+        "Stitch graph checks and signing",
+        ("agentloom/stitch/graph.py", "agentloom/stitch/signing.py"),
+        ("tests/stitch/test_graph.py", "tests/stitch/test_graph_rules.py", "tests/stitch/test_signing.py"),
+    ),
+    Group(
+        "Stitch execution",
+        ("agentloom/stitch/execution.py",),
+        ("tests/stitch/test_execution.py", "tests/stitch/test_properties.py", "tests/stitch/test_groupcommit.py"),
+    ),
+    Group(
+        "vectors chunker and id scheme",
+        ("agentloom/packs/vectors/chunking.py", "agentloom/packs/vectors/records.py"),
+        (
+            "tests/packs/vectors/test_chunking.py",
+            "tests/packs/vectors/test_store.py",
+            "tests/packs/vectors/test_model_window.py",
+        ),
+        "forkserver",
+    ),
+    Group(
+        "docs path resolution and git-source safety",
+        (
+            "agentloom/packs/docs/config.py",
+            "agentloom/packs/docs/content/safefs.py",
+            "agentloom/packs/docs/content/repository.py",
+        ),
+        ("tests/packs/docs/test_config.py", "tests/packs/docs/test_content.py", "tests/security/test_docs_content.py"),
+    ),
+    Group(
+        "skills thresholds, fallback, change detection",
+        ("agentloom/packs/skills/search.py", "agentloom/packs/skills/scan.py", "agentloom/packs/skills/keywords.py"),
+        ("tests/packs/skills",),
+        "forkserver",
+        ("tests/packs/skills/test_search.py::test_eval_set_top1_in_both_languages",),
+        setup_seconds=20.0,
+    ),
+    Group(
+        "Flowise build_flow validation",
+        ("agentloom/packs/flowise/builder.py",),
+        (
+            "tests/packs/flowise/test_builder.py",
+            "tests/packs/flowise/test_planner.py",
+            "tests/packs/flowise/test_flowdata.py",
+            "tests/packs/flowise/test_tools.py",
+        ),
+        "forkserver",
+    ),
     # Apart from build_flow: nearly every catalog test refreshes (its texts embedded once per run: tests/mutation_run.py).
-    Group("Flowise catalog refresh", ("agentloom/packs/flowise/catalog.py",),
-          ("tests/packs/flowise/test_catalog.py", "tests/packs/flowise/test_builder.py"), "forkserver"),
+    Group(
+        "Flowise catalog refresh",
+        ("agentloom/packs/flowise/catalog.py",),
+        ("tests/packs/flowise/test_catalog.py", "tests/packs/flowise/test_builder.py"),
+        "forkserver",
+    ),
 )
 
 # A section's first run, "; 16.1 min; measured 2026-11-27 01:11 UTC on c82817b": minutes, then when and where.
@@ -101,8 +146,12 @@ def _copy_tests(workdir: Path) -> None:
     shutil.copytree(ROOT / "tests", workdir / "tests", ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
 
 
-def run_group(group: Group, workdir: Path, retest: bool = False, count: bool = False,
-              ) -> tuple[dict[str, Counter[str]], list[str], float]:
+def run_group(
+    group: Group,
+    workdir: Path,
+    retest: bool = False,
+    count: bool = False,
+) -> tuple[dict[str, Counter[str]], list[str], float]:
     """Per module: mutants by status; the survivors' names; seconds taken. With ``retest``, ``workdir``
     holds an earlier run of the group: the tests are copied afresh and only its survivors run again
     (right when tests were only added since: a killed mutant stays killed). With ``count``, that run
@@ -124,35 +173,46 @@ def run_group(group: Group, workdir: Path, retest: bool = False, count: bool = F
         # The tests' temporary folders on a RAM disk where there is one: each skills test makes a SQLite registry
         # and a LanceDB table, whose fsyncs cost more than their work (the skills tests: 30 s on disk, 18 s here).
         with tempfile.TemporaryDirectory(prefix="agentloom-mutation-", dir=_RAM if _RAM.is_dir() else None) as tmp:
-            subprocess.run([MUTMUT, "run", "--max-children", str(os.cpu_count() or 2), *names], cwd=workdir,
-                           env={**env, "TMPDIR": tmp}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            subprocess.run(
+                [MUTMUT, "run", "--max-children", str(os.cpu_count() or 2), *names],
+                cwd=workdir,
+                env={**env, "TMPDIR": tmp},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
     seconds = time.monotonic() - started
     return _count(group, _results(workdir, env)) + (seconds,)
 
 
 def _config(group: Group) -> str:
-    return (ROOT / "pyproject.toml").read_text() + (
-        "\n[tool.mutmut]\n"
-        'source_paths = ["src"]\n'
-        'also_copy = ["benchmarks"]\n'  # a skills test reads its evaluation set there
-        f"only_mutate = {_toml_list(tuple('src/' + m for m in group.modules))}\n"
-        f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
-        f'process_isolation = "{group.isolation}"\n'
-        # -x: a killed mutant stops at its first failing test. SQLite only: the PostgreSQL variants
-        # run the same logic at several times the cost per mutant.
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-p", "no:cov", "-k", "not postgresql"'
-        + "".join(f', "--deselect", "{test}"' for test in group.deselect) + "]\n"
-        # A mutant that makes a loop endless is stopped after (the tests' usual time + setup_seconds) x 5, not mutmut's
-        # x 15: the chunker's loops alone have dozens of such mutants, a minute each at x 15.
-        "timeout_multiplier = 5.0\n"
-        f"timeout_constant = {group.setup_seconds}\n"
+    return (
+        (ROOT / "pyproject.toml").read_text()
+        + (
+            "\n[tool.mutmut]\n"
+            'source_paths = ["src"]\n'
+            'also_copy = ["benchmarks"]\n'  # a skills test reads its evaluation set there
+            f"only_mutate = {_toml_list(tuple('src/' + m for m in group.modules))}\n"
+            f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
+            f'process_isolation = "{group.isolation}"\n'
+            # -x: a killed mutant stops at its first failing test. SQLite only: the PostgreSQL variants
+            # run the same logic at several times the cost per mutant.
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-p", "no:cov", "-k", "not postgresql"'
+            + "".join(f', "--deselect", "{test}"' for test in group.deselect)
+            + "]\n"
+            # A mutant that makes a loop endless is stopped after (the tests' usual time + setup_seconds) x 5, not mutmut's
+            # x 15: the chunker's loops alone have dozens of such mutants, a minute each at x 15.
+            "timeout_multiplier = 5.0\n"
+            f"timeout_constant = {group.setup_seconds}\n"
+        )
     )
 
 
 def _results(workdir: Path, env: dict[str, str]) -> dict[str, tuple[str, str]]:
     """Every mutant's name: (module, mutmut's status)."""
-    listed = subprocess.run([MUTMUT, "results", "--all", "true"], cwd=workdir, env=env, capture_output=True,
-                            text=True, check=False).stdout
+    listed = subprocess.run(
+        [MUTMUT, "results", "--all", "true"], cwd=workdir, env=env, capture_output=True, text=True, check=False
+    ).stdout
     found = {}
     for line in listed.splitlines():
         match = _RESULT.match(line)
@@ -175,8 +235,11 @@ def _count(group: Group, results: dict[str, tuple[str, str]]) -> tuple[dict[str,
     for name in EQUIVALENT:
         status = results.get(name, ("", "not a mutant any more"))[1]
         if name.startswith(prefixes) and status != "survived":
-            print(f"EQUIVALENT names {name}, which is {status}: check its reason and remove the entry",
-                  file=sys.stderr, flush=True)
+            print(
+                f"EQUIVALENT names {name}, which is {status}: check its reason and remove the entry",
+                file=sys.stderr,
+                flush=True,
+            )
     return counts, _survivors(results)
 
 
@@ -188,12 +251,16 @@ def _row(module: str, c: Counter[str]) -> str:
     decided = total - unchecked - equivalent  # a stopped run: the score of the mutants it reached
     score = (killed + timeout) / decided if decided > 0 else 0.0  # mutmut's own score
     mark = f"partial: run stopped, {unchecked} not checked" if unchecked else "met" if score >= GOAL else "not met"
-    return (f"| `{module}` | {total} | {killed} | {survived} | {equivalent} | {timeout} | {untested} | {other} | "
-            f"**{score:.0%}** ({mark}) |")
+    return (
+        f"| `{module}` | {total} | {killed} | {survived} | {equivalent} | {timeout} | {untested} | {other} | "
+        f"**{score:.0%}** ({mark}) |"
+    )
 
 
 def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def _write(sections: list[str], version: str, seconds: float, groups: int) -> None:
@@ -208,14 +275,15 @@ def _write(sections: list[str], version: str, seconds: float, groups: int) -> No
         f"times below add up to {whole:.0f} min); "
         "`MUTATION_GROUPS=word[,word]` runs only the groups whose names contain a word\n"
         f"- goal: at least {GOAL:.0%} of each named module's mutants killed. A mutant that makes the tests run "
-        "past their time limit (an endless loop) counts as killed, as in mutmut's own score. \"No tests\": no selected test "
+        'past their time limit (an endless loop) counts as killed, as in mutmut\'s own score. "No tests": no selected test '
         "reached the function in the test process (code run only inside a spawned server counts here). "
         "Tests run on SQLite only, property tests with a quarter of their examples, a mutant's tests fastest "
         "first, each text embedded once per run and the heap frozen before the tests (`tests/mutation_run.py`). "
-        "\"Other\": mutants "
+        '"Other": mutants '
         "mutmut reports as segfault or suspicious (neither killed nor survived). Equivalent survivors (they "
         "behave as the original) are listed with their reasons:\n\n"
-        + "".join(f"  - `{name}`: {why}\n" for name, why in EQUIVALENT.items()) + "\n"
+        + "".join(f"  - `{name}`: {why}\n" for name, why in EQUIVALENT.items())
+        + "\n"
     )
     REPORT.write_text(header + "\n".join(sections))
 
@@ -234,16 +302,19 @@ def main() -> None:
     wanted = [w.strip().lower() for w in os.environ.get("MUTATION_GROUPS", "").split(",") if w.strip()]
     chosen = [g for g in GROUPS if not wanted or any(w in g.name.lower() for w in wanted)]
     if not chosen:
-        sys.exit(f"MUTATION_GROUPS={os.environ['MUTATION_GROUPS']!r} names no group; groups: {'; '.join(g.name for g in GROUPS)}")
-    version = subprocess.run([MUTMUT, "--version"], capture_output=True,
-                             text=True, check=False).stdout.strip()
+        sys.exit(
+            f"MUTATION_GROUPS={os.environ['MUTATION_GROUPS']!r} names no group; groups: {'; '.join(g.name for g in GROUPS)}"
+        )
+    version = subprocess.run([MUTMUT, "--version"], capture_output=True, text=True, check=False).stdout.strip()
     measured: dict[str, str] = {}
     started = time.monotonic()
     keep = os.environ.get("MUTATION_KEEP")
     retest = os.environ.get("MUTATION_RETEST") == "1"
     count = os.environ.get("MUTATION_COUNT") == "1"
     if (retest or count) and not keep:
-        sys.exit("MUTATION_RETEST=1 and MUTATION_COUNT=1 read the copies MUTATION_KEEP kept: set MUTATION_KEEP to that folder")
+        sys.exit(
+            "MUTATION_RETEST=1 and MUTATION_COUNT=1 read the copies MUTATION_KEEP kept: set MUTATION_KEEP to that folder"
+        )
     earlier = _earlier_sections()
     for group in chosen:
         now = f"{dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')} on {_commit()}"
@@ -261,17 +332,25 @@ def main() -> None:
                 counts, survivors, seconds = run_group(group, Path(tmp))
         print(f"{group.name}: {dict(counts)} in {seconds:.0f} s", file=sys.stderr, flush=True)
         if not (count and again) and all(set(c) == {"not checked"} for c in counts.values()):
-            print(f"{group.name}: mutmut checked no mutant, most likely because a test failed on the unmutated code; "
-                  f"`mutmut run` in the group's copy (MUTATION_KEEP) shows which", file=sys.stderr, flush=True)
+            print(
+                f"{group.name}: mutmut checked no mutant, most likely because a test failed on the unmutated code; "
+                f"`mutmut run` in the group's copy (MUTATION_KEEP) shows which",
+                file=sys.stderr,
+                flush=True,
+            )
         rows = "\n".join(_row(m, c) for m, c in sorted(counts.items()))
         shown = "\n".join(f"- `{s}`" for s in survivors) or "- none"
         if again and count:
-            when = (f"run stopped before its end, counted {now}; its survivors as it left them (tests added since may "
-                    "kill some: `MUTATION_RETEST=1` re-tests them)")
+            when = (
+                f"run stopped before its end, counted {now}; its survivors as it left them (tests added since may "
+                "kill some: `MUTATION_RETEST=1` re-tests them)"
+            )
         elif again:  # the first run's time and date stay; the re-test is said after them
             first = _FIRST_RUN.search(earlier.get(group.name, ""))
-            when = (f"{first.group(1) + ' min' if first else '?'}; measured {first.group(2) if first else '?'}, its survivors "
-                    f"re-tested {now} ({seconds / 60:.1f} min)")
+            when = (
+                f"{first.group(1) + ' min' if first else '?'}; measured {first.group(2) if first else '?'}, its survivors "
+                f"re-tested {now} ({seconds / 60:.1f} min)"
+            )
         else:
             when = f"{seconds / 60:.1f} min; measured {now}"
         measured[group.name] = (
@@ -284,7 +363,9 @@ def main() -> None:
         # After each group: a stopped run keeps its results. The other groups' sections are read again
         # now, so two runs of different groups side by side keep each other's results.
         sections = {**(_earlier_sections() if wanted else {}), **measured}
-        _write([sections[g.name] for g in GROUPS if g.name in sections], version, time.monotonic() - started, len(GROUPS))
+        _write(
+            [sections[g.name] for g in GROUPS if g.name in sections], version, time.monotonic() - started, len(GROUPS)
+        )
     print(f"wrote {REPORT}", file=sys.stderr)
 
 

@@ -49,7 +49,9 @@ def median(values: list[float]) -> float:
 
 
 def write_section(suite: str, body: str, command: str) -> None:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     header = (
         f"## {suite}\n\n"
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}\n"
@@ -58,7 +60,11 @@ def write_section(suite: str, body: str, command: str) -> None:
         f"- command: `{command}`\n\n"
     )
     section = header + body.strip() + "\n"
-    text = REPORT.read_text() if REPORT.exists() else "# Benchmarks\n\nWritten by `python -m benchmarks`; each section by its suite.\n"
+    text = (
+        REPORT.read_text()
+        if REPORT.exists()
+        else "# Benchmarks\n\nWritten by `python -m benchmarks`; each section by its suite.\n"
+    )
     pattern = re.compile(rf"^## {re.escape(suite)}\n.*?(?=^## |\Z)", re.S | re.M)
     if pattern.search(text):
         text = pattern.sub(lambda _: section + "\n", text)

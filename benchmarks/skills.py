@@ -53,17 +53,25 @@ EVAL_EN = [
     ("add up these numbers and compute the percentage", "calculate"),
     # Held out (see EVAL_ZH).
     ("work with me to author a long report, one part at a time", "doc-coauthoring"),
-    ("carry out yesterday's step-by-step roadmap in a fresh session, stopping for my sign-off between stages",
-     "executing-plans"),
-    ("look through our Notion workspace and sum up what it says about onboarding in one report",
-     "notion-research-documentation"),
-    ("package my team's review checklist as a new capability the agent can load, and measure how well it works",
-     "skill-creator"),
+    (
+        "carry out yesterday's step-by-step roadmap in a fresh session, stopping for my sign-off between stages",
+        "executing-plans",
+    ),
+    (
+        "look through our Notion workspace and sum up what it says about onboarding in one report",
+        "notion-research-documentation",
+    ),
+    (
+        "package my team's review checklist as a new capability the agent can load, and measure how well it works",
+        "skill-creator",
+    ),
     ("fetch a ready-made add-on for my coding agent and put it in place", "skill-installer"),
     ("release to Vercel from a build server using a secret key, no browser sign-in", "vercel-cli-with-tokens"),
     ("my component takes too many true/false props, restructure it", "vercel-composition-patterns"),
-    ("make an interactive web mini-app with several components that I can view inside the chat",
-     "web-artifacts-builder"),
+    (
+        "make an interactive web mini-app with several components that I can view inside the chat",
+        "web-artifacts-builder",
+    ),
 ]
 EVAL_ZH = [
     ("用代码生成随机的艺术图案", "algorithmic-art"),
@@ -120,7 +128,7 @@ MODELS: list[tuple[str, str, str | None]] = [
 E5, USE = "multilingual-e5-small", "use-multilingual-v3"
 
 
-def _index(tmp: Path, roots: list[Path], model: str, rank_model: str | None = None, **embeddings: object):  # noqa: ANN202
+def _index(tmp: Path, roots: list[Path], model: str, rank_model: str | None = None, **embeddings: object):
     """A skills index under ``tmp`` with this scoring model (and rank model; None: the pack's default);
     ``embeddings`` are EmbeddingSettings fields (query_cache_size=0 makes every search embed its query)."""
     from agentloom.core.breakers import BreakerRegistry
@@ -133,8 +141,9 @@ def _index(tmp: Path, roots: list[Path], model: str, rank_model: str | None = No
     service = EmbeddingService(settings, BreakerRegistry())
     key = "default" if model == "all-MiniLM-L6-v2" else model
     extra = {} if rank_model is None else {"rank_model": rank_model}
-    return SkillIndex(tmp / "data" / "skills" / "skills.lance", roots, service,
-                      SkillSettings(embedding_model=key, **extra))
+    return SkillIndex(
+        tmp / "data" / "skills" / "skills.lance", roots, service, SkillSettings(embedding_model=key, **extra)
+    )
 
 
 def _top(got: list[list[str]], queries: list[tuple[str, str]]) -> list[str]:
@@ -146,8 +155,10 @@ def _top(got: list[list[str]], queries: list[tuple[str, str]]) -> list[str]:
 
 def quality(tmp: Path) -> tuple[list[str], dict]:
     root = Path(shutil.copytree(SKILLS, tmp / "eval-skills"))
-    rows = ["| configuration | EN top-1 | EN top-3 | ZH top-1 | ZH top-3 | seed 帮我提交代码 → git-commit | seed 分析Excel文件 → excel-analysis |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| configuration | EN top-1 | EN top-3 | ZH top-1 | ZH top-3 | seed 帮我提交代码 → git-commit | seed 分析Excel文件 → excel-analysis |",
+        "|---|---|---|---|---|---|---|",
+    ]
     ranks: dict[str, dict[str, list[str]]] = {}
     for label, model, rank_model in MODELS:
         index = _index(tmp / f"q{len(ranks)}", [root], model, rank_model)
@@ -185,8 +196,8 @@ def fusion(tmp: Path) -> list[str]:
     import pyarrow as pa
     from lancedb.index import FTS
 
-    from agentloom.packs.skills.skillfile import parse_skill
     from agentloom.packs.skills.scan import skill_folders
+    from agentloom.packs.skills.skillfile import parse_skill
 
     skills = [parse_skill(f) for f in skill_folders(SKILLS)]
     names = [s.name for s in skills]
@@ -206,7 +217,7 @@ def fusion(tmp: Path) -> list[str]:
         try:
             hits = table.search(query, query_type="fts", fts_columns="text").select(["name", "_score"]).limit(20)
             return [h["name"] for h in hits.to_list()]
-        except Exception:  # noqa: BLE001 - a query of stop words only: no lexical ranking
+        except Exception:
             return []
 
     def order(scores: np.ndarray) -> list[list[str]]:
@@ -224,24 +235,32 @@ def fusion(tmp: Path) -> list[str]:
 
     e5, use, lex = order(cos[E5]), order(cos[USE]), [fts(q) for q, _ in queries]
     configs: dict[str, list[list[str]]] = {
-        "e5": e5, "USE": use, "FTS (icu) alone": [x or ["-"] for x in lex],
+        "e5": e5,
+        "USE": use,
+        "FTS (icu) alone": [x or ["-"] for x in lex],
         "e5 + FTS, RRF": [rrf(a, c) for a, c in zip(e5, lex, strict=True)],
         "USE + FTS, RRF": [rrf(b, c) for b, c in zip(use, lex, strict=True)],
         "e5 + USE, RRF": [rrf(a, b) for a, b in zip(e5, use, strict=True)],
         "e5 + USE + FTS, RRF": [rrf(a, b, c) for a, b, c in zip(e5, use, lex, strict=True)],
-        "e5 + USE + FTS, RRF weights 1/1.5/0.5": [rrf(a, b, c, weights=(1, 1.5, 0.5)) for a, b, c in zip(e5, use, lex, strict=True)],
+        "e5 + USE + FTS, RRF weights 1/1.5/0.5": [
+            rrf(a, b, c, weights=(1, 1.5, 0.5)) for a, b, c in zip(e5, use, lex, strict=True)
+        ],
     }
     for w in (0.3, 0.4, 0.5, 0.6):
         mix = order((1 - w) * z(cos[E5]) + w * z(cos[USE]))
         configs[f"z-mix {1 - w:.1f} e5 + {w:.1f} USE" + (" (pack default)" if w == 0.4 else "")] = mix
         if w == 0.4:
             configs["z-mix 0.6/0.4 + FTS, RRF"] = [rrf(m, c, weights=(1, 0.5)) for m, c in zip(mix, lex, strict=True)]
-    rows = ["| ranking (offline) | EN top-1 | EN top-3 | ZH top-1 | ZH top-3 | held-out only: EN top-1 | ZH top-1 |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| ranking (offline) | EN top-1 | EN top-3 | ZH top-1 | ZH top-3 | held-out only: EN top-1 | ZH top-1 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     n, h = len(EVAL_EN), HELD_OUT
     for label, got in configs.items():
         en, zh = got[:n], got[n:]
-        cells = _top(en, EVAL_EN) + _top(zh, EVAL_ZH) + _top(en[-h:], EVAL_EN[-h:])[:1] + _top(zh[-h:], EVAL_ZH[-h:])[:1]
+        cells = (
+            _top(en, EVAL_EN) + _top(zh, EVAL_ZH) + _top(en[-h:], EVAL_EN[-h:])[:1] + _top(zh[-h:], EVAL_ZH[-h:])[:1]
+        )
         rows.append(f"| {label} | {' | '.join(cells)} |")
         print(rows[-1], file=sys.stderr)
     return rows
@@ -251,21 +270,33 @@ def make_skills(root: Path, n: int = 1000) -> Path:
     """``root`` with ``n`` skill folders: the 51 real skills plus synthetic ones (shared with cold_start)."""
     shutil.copytree(SKILLS, root)
     verbs = ["convert", "review", "deploy", "summarise", "translate", "lint", "profile", "migrate", "archive", "audit"]
-    things = ["invoices", "docker images", "SQL schemas", "meeting notes", "CSV exports", "API logs", "unit tests",
-              "design tokens", "release notes", "k8s manifests"]
+    things = [
+        "invoices",
+        "docker images",
+        "SQL schemas",
+        "meeting notes",
+        "CSV exports",
+        "API logs",
+        "unit tests",
+        "design tokens",
+        "release notes",
+        "k8s manifests",
+    ]
     count = sum(1 for _ in root.iterdir())
     i = 0
     while count < n:
         name = f"synthetic-{i:04d}"
         (root / name).mkdir()
-        desc = f"{verbs[i % 10].capitalize()} {things[(i // 10) % 10]} for team {i // 100} with checks and a short report."
+        desc = (
+            f"{verbs[i % 10].capitalize()} {things[(i // 10) % 10]} for team {i // 100} with checks and a short report."
+        )
         (root / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {desc}\n---\n\nBody.\n")
         i += 1
         count += 1
     return root
 
 
-def _uncached_index(tmp: Path, roots: list[Path], threads: int = 0):  # noqa: ANN202
+def _uncached_index(tmp: Path, roots: list[Path], threads: int = 0):
     """The pack's default skills index with the query-embedding cache off: every timed search embeds its query."""
     from agentloom.packs.skills.settings import DEFAULT_SKILLS_MODEL
 
@@ -338,8 +369,12 @@ def _tool_times(tmp: Path, root: Path) -> tuple[float, float]:
     from agentloom.core.settings import Settings
     from agentloom.server.host import Host, discover_packs
 
-    settings = Settings(data_dir=tmp / "data", packs=["skills"], embeddings={"query_cache_size": 0},
-                        pack_settings={"skills": {"roots": [str(root)], "scan_on_start": False}})
+    settings = Settings(
+        data_dir=tmp / "data",
+        packs=["skills"],
+        embeddings={"query_cache_size": 0},
+        pack_settings={"skills": {"roots": [str(root)], "scan_on_start": False}},
+    )
     host = Host(settings, [ep for ep in discover_packs() if ep.name == "skills"])
     queries = [q for q, _ in EVAL_EN + EVAL_ZH]
 
@@ -396,7 +431,10 @@ def main() -> None:
         f"Evaluation set: {len(EVAL_EN)} English + {len(EVAL_ZH)} Chinese paraphrased requests over the 51 skills "
         f"of `shared/benchmarks/skills` (`benchmarks/skills.py`; the last {HELD_OUT} of each language were added "
         "after the pack's fusion weights were chosen); threshold 0.\n\n"
-        + "\n".join(rows) + "\n\n" + "\n".join(lines) + "\n"
+        + "\n".join(rows)
+        + "\n\n"
+        + "\n".join(lines)
+        + "\n"
     )
     write_section("skills", body, "python -m benchmarks skills")
     print(body)

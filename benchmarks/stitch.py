@@ -57,7 +57,11 @@ def wait_http(url: str, proc: subprocess.Popen[bytes]) -> None:
 
 def gaps_of(stats: dict[str, dict[str, float]], runs: list[str]) -> list[float]:
     """Worker's callback sent for step i -> webhook received for step i+1."""
-    return [stats["received"][f"{r}/step{i + 1}"] - stats["answered"][f"{r}/step{i}"] for r in runs for i in range(CHAIN - 1)]
+    return [
+        stats["received"][f"{r}/step{i + 1}"] - stats["answered"][f"{r}/step{i}"]
+        for r in runs
+        for i in range(CHAIN - 1)
+    ]
 
 
 class Stitch:
@@ -70,7 +74,9 @@ class Stitch:
     def prepare(self, webhook: str) -> None:
         nodes = [{"id": f"step{i}", "type": "Worker", "data": {"webhookUrl": webhook}} for i in range(CHAIN)]
         edges = [{"id": f"e{i}", "source": f"step{i}", "target": f"step{i + 1}"} for i in range(CHAIN - 1)]
-        self.flow_id = self.api.post("/flows", json={"name": "chain", "graph": {"nodes": nodes, "edges": edges}}).json()["id"]
+        self.flow_id = self.api.post(
+            "/flows", json={"name": "chain", "graph": {"nodes": nodes, "edges": edges}}
+        ).json()["id"]
 
     def start(self, n: int) -> str:
         return self.api.post(f"/flows/{self.flow_id}/runs", json={"input": {"n": n}}).json()["id"]  # type: ignore[no-any-return]
@@ -83,6 +89,7 @@ class Stitch:
             if any(statuses.get(r) == "failed" for r in wanted):
                 raise RuntimeError("a run failed")
             return all(statuses.get(r) == "completed" for r in wanted)
+
         poll(done)
 
     def _listing(self) -> list[dict]:  # type: ignore[type-arg]
@@ -125,10 +132,21 @@ def measure(engine: str, database_url: str, tmp: Path, workers: int = 1) -> dict
     port, worker_port = free_port(), free_port()
     base, webhook = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{worker_port}/work"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STITCH_", "AGENTLOOM_"))}
-    env.update(STITCH_BASE_URL=base, AGENTLOOM_DATA_DIR=str(tmp / "data"), AGENTLOOM_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    env.update(
+        STITCH_BASE_URL=base, AGENTLOOM_DATA_DIR=str(tmp / "data"), AGENTLOOM_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT)
+    )
     if engine == "stitch":
-        command = [str(Path(sys.executable).with_name("agentloom")), "stitch", "serve", "--port", str(port),
-                   "--database", database_url, "--workers", str(workers)]
+        command = [
+            str(Path(sys.executable).with_name("agentloom")),
+            "stitch",
+            "serve",
+            "--port",
+            str(port),
+            "--database",
+            database_url,
+            "--workers",
+            str(workers),
+        ]
         client: Stitch | Floor = Stitch(base)
     else:
         floor_db = database_url if database_url.startswith("postgres") else database_url.removeprefix("sqlite:///")
@@ -162,10 +180,17 @@ def measure(engine: str, database_url: str, tmp: Path, workers: int = 1) -> dict
             alone.append(run_id)
         quiet = gaps_of(httpx.get(f"http://127.0.0.1:{worker_port}/stats").json(), alone)
         completions = RUNS * CHAIN
-        return {"throughput": completions / elapsed, "p50": percentile(quiet, 50) * 1000, "p95": percentile(quiet, 95) * 1000,
-                "loaded_p50": percentile(loaded, 50) * 1000, "loaded_p95": percentile(loaded, 95) * 1000,
-                "elapsed": elapsed, "server_cpu": cpu["server"] / elapsed, "worker_cpu": cpu["worker"] / elapsed,
-                "cpu_ms": cpu["server"] / completions * 1000}
+        return {
+            "throughput": completions / elapsed,
+            "p50": percentile(quiet, 50) * 1000,
+            "p95": percentile(quiet, 95) * 1000,
+            "loaded_p50": percentile(loaded, 50) * 1000,
+            "loaded_p95": percentile(loaded, 95) * 1000,
+            "elapsed": elapsed,
+            "server_cpu": cpu["server"] / elapsed,
+            "worker_cpu": cpu["worker"] / elapsed,
+            "cpu_ms": cpu["server"] / completions * 1000,
+        }
     finally:
         for proc in (server, worker):
             proc.terminate()
@@ -225,8 +250,11 @@ def main() -> None:
                     with database(kind, Path(tmp)) as url:
                         m = measure(engine, url, Path(tmp), workers)
                     results.setdefault((kind, label(engine, workers)), []).append(m)
-                    print(f"{kind} round {round_ + 1} {label(engine, workers)}: {m['throughput']:.0f}/s, quiet p50 "
-                          f"{m['p50']:.2f} ms, {m['cpu_ms']:.2f} ms CPU per completion", file=sys.stderr)
+                    print(
+                        f"{kind} round {round_ + 1} {label(engine, workers)}: {m['throughput']:.0f}/s, quiet p50 "
+                        f"{m['p50']:.2f} ms, {m['cpu_ms']:.2f} ms CPU per completion",
+                        file=sys.stderr,
+                    )
         with database("PostgreSQL", Path(tmp)) as url:  # 1 and 2 processes: the rows above
             four = measure("stitch", url, Path(tmp), 4)
     lines = [
@@ -250,10 +278,13 @@ def main() -> None:
         for engine, workers in ENGINES:
             rs, mine = results[(kind, label(engine, workers))], engine == "stitch"
             ratio = med(rs, "throughput") / med(floor, "throughput")
-            lines.append(f"| {kind} | {label(engine, workers)} | {med(rs, 'throughput'):.0f} | "
-                         + (f"**{ratio:.2f}x** | >= {ratio_goal}x" if mine else "1 | ")
-                         + f" | **{med(rs, 'p50'):.2f}** | " + (f"<= {p50_goal:g}" if mine else "")
-                         + f" | {med(rs, 'p95'):.2f} | {med(rs, 'loaded_p50'):.1f} | {med(rs, 'cpu_ms'):.2f} |")
+            lines.append(
+                f"| {kind} | {label(engine, workers)} | {med(rs, 'throughput'):.0f} | "
+                + (f"**{ratio:.2f}x** | >= {ratio_goal}x" if mine else "1 | ")
+                + f" | **{med(rs, 'p50'):.2f}** | "
+                + (f"<= {p50_goal:g}" if mine else "")
+                + f" | {med(rs, 'p95'):.2f} | {med(rs, 'loaded_p50'):.1f} | {med(rs, 'cpu_ms'):.2f} |"
+            )
     pg_floor = med(results[("PostgreSQL", "floor")], "throughput")
     lines += [
         "",
@@ -265,11 +296,16 @@ def main() -> None:
     ]
     for workers in (1, 2, 4):
         rs = results[("PostgreSQL", label("stitch", workers))] if workers < 4 else [four]
-        lines.append(f"| {workers} | {med(rs, 'throughput'):.0f} | {med(rs, 'throughput') / pg_floor:.2f}x | "
-                     f"{med(rs, 'loaded_p50'):.1f} | {med(rs, 'server_cpu'):.2f} | {med(rs, 'cpu_ms'):.2f} |")
-    lines += ["", f"On {os.cpu_count()} cores the curve flattens once the server processes, the echo worker and "
-              "PostgreSQL together use every core: more processes then only add context switches. What limits one "
-              "database is written in docs/stitch-operations.md."]
+        lines.append(
+            f"| {workers} | {med(rs, 'throughput'):.0f} | {med(rs, 'throughput') / pg_floor:.2f}x | "
+            f"{med(rs, 'loaded_p50'):.1f} | {med(rs, 'server_cpu'):.2f} | {med(rs, 'cpu_ms'):.2f} |"
+        )
+    lines += [
+        "",
+        f"On {os.cpu_count()} cores the curve flattens once the server processes, the echo worker and "
+        "PostgreSQL together use every core: more processes then only add context switches. What limits one "
+        "database is written in docs/stitch-operations.md.",
+    ]
     body = "\n".join(lines)
     print(body)
     write_section("Stitch", body, "python -m benchmarks stitch")

@@ -30,12 +30,16 @@ import psycopg
 import uvicorn
 
 CHAIN, MAX_BODY, SECRET = 10, 1 << 20, os.urandom(32)
-SCHEMA = ["DROP TABLE IF EXISTS runs", "DROP TABLE IF EXISTS nodes", "DROP TABLE IF EXISTS events",
-          "CREATE TABLE runs (id TEXT PRIMARY KEY, status TEXT NOT NULL)",
-          "CREATE TABLE nodes (run_id TEXT, key TEXT, attempt INTEGER NOT NULL, state TEXT NOT NULL, input TEXT, "
-          "output TEXT, PRIMARY KEY (run_id, key))",
-          "CREATE TABLE events (id {serial} PRIMARY KEY, run_id TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL, "
-          "at DOUBLE PRECISION NOT NULL)"]
+SCHEMA = [
+    "DROP TABLE IF EXISTS runs",
+    "DROP TABLE IF EXISTS nodes",
+    "DROP TABLE IF EXISTS events",
+    "CREATE TABLE runs (id TEXT PRIMARY KEY, status TEXT NOT NULL)",
+    "CREATE TABLE nodes (run_id TEXT, key TEXT, attempt INTEGER NOT NULL, state TEXT NOT NULL, input TEXT, "
+    "output TEXT, PRIMARY KEY (run_id, key))",
+    "CREATE TABLE events (id {serial} PRIMARY KEY, run_id TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL, "
+    "at DOUBLE PRECISION NOT NULL)",
+]
 Query = Any  # async (sql, args) -> first row or None
 
 
@@ -50,6 +54,7 @@ class Lite:
     async def run(self, work: Any) -> Any:
         async def q(sql: str, args: tuple[Any, ...] = ()) -> Any:
             return self.db.execute(sql.replace("%s", "?").replace(" FOR UPDATE", ""), args).fetchone()
+
         self.db.execute("BEGIN IMMEDIATE")
         try:
             result = await work(q)
@@ -71,6 +76,7 @@ class Pg:
         async def q(sql: str, args: tuple[Any, ...] = ()) -> Any:
             cursor = await self.conn.execute(sql, args)
             return await cursor.fetchone() if cursor.description else None
+
         async with self.lock, self.conn.transaction():  # one connection: one transaction at a time
             return await work(q)
 
@@ -104,8 +110,17 @@ class Floor:
         async def work(q: Query) -> None:
             await q("INSERT INTO runs (id, status) VALUES (%s, 'running')", (run_id,))
             for i in range(CHAIN):
-                await q("INSERT INTO nodes (run_id, key, attempt, state, input) VALUES (%s, %s, %s, %s, %s)",
-                        (run_id, f"step{i}", int(i == 0), "running" if i == 0 else "pending", input_json if i == 0 else None))
+                await q(
+                    "INSERT INTO nodes (run_id, key, attempt, state, input) VALUES (%s, %s, %s, %s, %s)",
+                    (
+                        run_id,
+                        f"step{i}",
+                        int(i == 0),
+                        "running" if i == 0 else "pending",
+                        input_json if i == 0 else None,
+                    ),
+                )
+
         await self.store.run(work)
         self.dispatch(run_id, "step0", 1, input_json)
         return run_id
@@ -115,15 +130,24 @@ class Floor:
             row = await q("SELECT attempt, state FROM nodes WHERE run_id = %s AND key = %s FOR UPDATE", (run_id, key))
             if row is None or row[0] != attempt or row[1] != "running":
                 return 409
-            await q("UPDATE nodes SET state = 'completed', output = %s WHERE run_id = %s AND key = %s", (output_json, run_id, key))
-            await q("INSERT INTO events (run_id, key, status, at) VALUES (%s, %s, 'completed', %s)", (run_id, key, time.time()))
+            await q(
+                "UPDATE nodes SET state = 'completed', output = %s WHERE run_id = %s AND key = %s",
+                (output_json, run_id, key),
+            )
+            await q(
+                "INSERT INTO events (run_id, key, status, at) VALUES (%s, %s, 'completed', %s)",
+                (run_id, key, time.time()),
+            )
             step = int(key.removeprefix("step")) + 1
             if step == CHAIN:
                 await q("UPDATE runs SET status = 'completed' WHERE id = %s", (run_id,))
             else:
-                await q("UPDATE nodes SET state = 'running', attempt = 1, input = %s WHERE run_id = %s AND key = %s",
-                        (output_json, run_id, f"step{step}"))
+                await q(
+                    "UPDATE nodes SET state = 'running', attempt = 1, input = %s WHERE run_id = %s AND key = %s",
+                    (output_json, run_id, f"step{step}"),
+                )
             return 200
+
         status = await self.store.run(work)
         if status == 200 and (step := int(key.removeprefix("step")) + 1) < CHAIN:
             self.dispatch(run_id, f"step{step}", 1, output_json)  # after the commit
@@ -173,5 +197,10 @@ async def respond(send: Any, status: int, body: dict[str, Any]) -> None:
 
 if __name__ == "__main__":
     port = int(sys.argv[1])
-    uvicorn.run(Floor(f"http://127.0.0.1:{port}", sys.argv[2], sys.argv[3]), host="127.0.0.1", port=port,
-                log_level="warning", access_log=False)
+    uvicorn.run(
+        Floor(f"http://127.0.0.1:{port}", sys.argv[2], sys.argv[3]),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+    )

@@ -37,7 +37,9 @@ async def answer(payload: dict[str, Any]) -> None:
     if client is None:
         client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
     answered[f"{payload['runId']}/{payload['nodeId']}"] = time.time()
-    async with client.post(payload["callbackUrl"], json={"status": "completed", "output": payload["input"]}) as response:
+    async with client.post(
+        payload["callbackUrl"], json={"status": "completed", "output": payload["input"]}
+    ) as response:
         await response.read()
 
 
@@ -51,7 +53,9 @@ async def reset(_: Request) -> JSONResponse:
     return JSONResponse({})
 
 
-app = Starlette(routes=[Route("/work", work, methods=["POST"]), Route("/stats", stats), Route("/reset", reset, methods=["POST"])])
+app = Starlette(
+    routes=[Route("/work", work, methods=["POST"]), Route("/stats", stats), Route("/reset", reset, methods=["POST"])]
+)
 
 if __name__ == "__main__":
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)

@@ -24,8 +24,12 @@ from benchmarks.report import ROOT, write_section
 
 BASELINE = "8f2fef7"  # the last commit before issue 36's tools/list work
 BUDGET = 28_000
-PARTS = {"description": "descriptions", "inputSchema": "input schemas", "outputSchema": "output schemas",
-         "annotations": "annotations"}
+PARTS = {
+    "description": "descriptions",
+    "inputSchema": "input schemas",
+    "outputSchema": "output schemas",
+    "annotations": "annotations",
+}
 
 
 def _wire(value: Any) -> str:
@@ -44,11 +48,17 @@ async def _listing(src: Path, data: Path) -> tuple[list[dict[str, Any]], dict[st
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
-    env |= {"PYTHONPATH": str(src), "AGENTLOOM_DATA_DIR": str(data / "data"), "AGENTLOOM_CACHE_DIR": str(data / "cache")}
+    env |= {
+        "PYTHONPATH": str(src),
+        "AGENTLOOM_DATA_DIR": str(data / "data"),
+        "AGENTLOOM_CACHE_DIR": str(data / "cache"),
+    }
     params = StdioServerParameters(command=sys.executable, args=["-m", "agentloom", "serve"], env=env, cwd=str(data))
     with open(os.devnull, "w") as quiet:
         async with Client(stdio_client(params, errlog=quiet), mode="auto") as client:  # type: ignore[arg-type]
-            tools = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools]
+            tools = [
+                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools
+            ]
             health = (await client.call_tool("health", {"check_model": False})).structured_content or {}
     failed = [p for p in health.get("packs", []) if p["status"] != "loaded"]
     if failed:
@@ -57,8 +67,9 @@ async def _listing(src: Path, data: Path) -> tuple[list[dict[str, Any]], dict[st
 
 
 def _baseline_src(folder: Path) -> Path:
-    archive = subprocess.run(["git", "archive", "--format=tar", BASELINE, "src"], cwd=ROOT, check=True,
-                             capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", BASELINE, "src"], cwd=ROOT, check=True, capture_output=True
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
     return folder / "src"
@@ -109,15 +120,21 @@ def report(measured: dict[str, Any]) -> str:
         a = [t for t in after if after_packs.get(t["name"]) == pack]
         (bb, bt), (ab, at) = _figures(b), _figures(a)
         lines.append(f"| {pack} | {len(a)} | {bb:,} | {ab:,} | {bt:,} | {at:,} |")
-    lines += ["", "Per part of a tool (bytes of the compact JSON of that field, summed over the tools):\n",
-              "| part | before | after |", "|---|---|---|"]
+    lines += [
+        "",
+        "Per part of a tool (bytes of the compact JSON of that field, summed over the tools):\n",
+        "| part | before | after |",
+        "|---|---|---|",
+    ]
     for key, label in PARTS.items():
         b = sum(len(_wire(t[key]).encode()) for t in before if key in t)
         a = sum(len(_wire(t[key]).encode()) for t in after if key in t)
         lines.append(f"| {label} | {b:,} | {a:,} |")
     indented = sum(1 for t in before if "\n " in t.get("description", ""))
-    lines.append(f"\nDescriptions indented like code: {indented} before, "
-                 f"{sum(1 for t in after if chr(10) + ' ' in t.get('description', ''))} after.")
+    lines.append(
+        f"\nDescriptions indented like code: {indented} before, "
+        f"{sum(1 for t in after if chr(10) + ' ' in t.get('description', ''))} after."
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -54,8 +54,10 @@ async def evaluate(client, queries, qrels, hybrid: bool) -> tuple[float, float, 
     ndcgs, recalls, latencies = [], [], []
     for qid, text in queries.items():
         start = time.perf_counter()
-        result = await client.call_tool("vector_search", {"collection": COLLECTION, "query": text, "n": 100,
-                                                          "hybrid": hybrid, "one_per_document": True})
+        result = await client.call_tool(
+            "vector_search",
+            {"collection": COLLECTION, "query": text, "n": 100, "hybrid": hybrid, "one_per_document": True},
+        )
         latencies.append((time.perf_counter() - start) * 1000)
         ranked = [r["document_id"] for r in result.structured_content["results"]]
         ndcgs.append(ndcg_at_10(ranked, qrels[qid]))
@@ -122,8 +124,10 @@ async def run() -> str:
             for at in range(0, len(corpus), 1000):  # vector_add_documents takes up to 1,000 per call
                 documents = [{"document_id": d, "text": t} for d, t in corpus[at : at + 1000]]
                 start = time.perf_counter()
-                result = await client.call_tool("vector_add_documents", {"collection": COLLECTION, "documents": documents,
-                                                                          "include_chunk_ids": True})
+                result = await client.call_tool(
+                    "vector_add_documents",
+                    {"collection": COLLECTION, "documents": documents, "include_chunk_ids": True},
+                )
                 ingest += time.perf_counter() - start
                 chunks += result.structured_content["total_chunks"]
                 # The baseline right after, on a sample of the chunks this call made, so both see the

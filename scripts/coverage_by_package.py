@@ -51,7 +51,9 @@ def main() -> int:
     statements = sum(r[1] for r in totals.values())
     branches = sum(r[2] for r in totals.values())
     all_branches = sum(r[3] for r in totals.values())
-    print(f"| **all** | **{lines / statements:.0%}** of {statements} | **{branches / all_branches:.0%}** of {all_branches} |")
+    print(
+        f"| **all** | **{lines / statements:.0%}** of {statements} | **{branches / all_branches:.0%}** of {all_branches} |"
+    )
     return 0
 
 

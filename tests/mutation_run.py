@@ -79,7 +79,9 @@ def _memoise_embeddings() -> None:
     from agentloom.embeddings.providers.local import LocalProvider
     from agentloom.embeddings.providers.packaged import PackagedProvider
 
-    embed = _memo(LocalProvider.embed, lambda p: [p.record.key, p.record.config, p.dimensions, p._batch_size, p._threads])
+    embed = _memo(
+        LocalProvider.embed, lambda p: [p.record.key, p.record.config, p.dimensions, p._batch_size, p._threads]
+    )
 
     @functools.wraps(LocalProvider.embed)
     def local(self: LocalProvider, texts: Sequence[str]) -> Any:
@@ -88,7 +90,9 @@ def _memoise_embeddings() -> None:
 
     LocalProvider.embed = local  # type: ignore[method-assign]
     PackagedProvider._encode = _memo(  # type: ignore[method-assign]  # called after _ready loaded the model
-        PackagedProvider._encode, lambda p: [p.record.key, p.record.config, p.dimensions, p._settings.embeddings.model_dump()])
+        PackagedProvider._encode,
+        lambda p: [p.record.key, p.record.config, p.dimensions, p._settings.embeddings.model_dump()],
+    )
 
 
 if _ON:
@@ -111,4 +115,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if not _ON or not stats.is_file():
         return
     durations: dict[str, float] = json.loads(stats.read_text()).get("duration_by_test", {})
-    items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))  # stable: unknown tests keep their order, last
+    items.sort(
+        key=lambda item: durations.get(item.nodeid, float("inf"))
+    )  # stable: unknown tests keep their order, last

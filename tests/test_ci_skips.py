@@ -25,7 +25,11 @@ def _run(folder: Path, ci: str | None, *files: str) -> subprocess.CompletedProce
     env["PYTHONPATH"] = str(REPO)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-ra", "-p", "tests.ci_skips", "-p", "no:cacheprovider", *files],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -78,7 +78,9 @@ def satisfied(spec: SpecifierSet, version: Version) -> bool:
 
 def test_pyproject_pins_nothing() -> None:
     pinned = [f"{where}: {req}" for where, req in declared() if any(s.operator in ("==", "===") for s in req.specifier)]
-    assert not pinned, "pyproject.toml pins (use a range; exact versions belong in requirements/*.txt):\n" + "\n".join(pinned)
+    assert not pinned, "pyproject.toml pins (use a range; exact versions belong in requirements/*.txt):\n" + "\n".join(
+        pinned
+    )
 
 
 def test_pyproject_ranges_have_both_bounds() -> None:
@@ -142,7 +144,7 @@ def test_reference_lock_is_the_test_lock_plus_the_baseline() -> None:
         assert satisfied(req.specifier, reference[canonicalize_name(req.name)]), req
     setup = (REPO / "scripts" / "setup.sh").read_text()
     match = re.search(r'^TORCH="torch==([^"]+)"', setup, re.MULTILINE)
-    assert match, "scripts/setup.sh no longer sets TORCH=\"torch==VERSION\""
+    assert match, 'scripts/setup.sh no longer sets TORCH="torch==VERSION"'
     assert reference[canonicalize_name("torch")] == Version(match[1])
 
 

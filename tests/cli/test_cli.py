@@ -87,8 +87,18 @@ def test_packs_lists_loaded_and_skipped(server_env: dict[str, str], tmp_path: Pa
 
 def test_models_add_switch_and_keep_the_old_default(server_env: dict[str, str]) -> None:
     added = agentloom(
-        server_env, "models", "add", "nomic-embed-text", "--provider", "ollama", "--kind", "ollama",
-        "--base-url", "http://127.0.0.1:11434", "--dimensions", "768",
+        server_env,
+        "models",
+        "add",
+        "nomic-embed-text",
+        "--provider",
+        "ollama",
+        "--kind",
+        "ollama",
+        "--base-url",
+        "http://127.0.0.1:11434",
+        "--dimensions",
+        "768",
     )
     assert added.returncode == 0, added.stderr
     models = json.loads(agentloom(server_env, "models", "list", "--json").stdout)

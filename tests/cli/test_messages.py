@@ -34,17 +34,22 @@ CODE = re.compile(r"\(\)|=True|=False|pydantic|errors\.pydantic\.dev|Traceback|I
 
 
 def agentloom(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "agentloom", *args], env={**env, "COLUMNS": "250"}, cwd=cwd,
-                          capture_output=True, text=True, check=False, timeout=300)
+    return subprocess.run(
+        [PYTHON, "-m", "agentloom", *args],
+        env={**env, "COLUMNS": "250"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
 
 
 def problems(stderr: str) -> list[str]:
     """The reported problems; each is an `error:` line, optionally followed by one `  fix:` line."""
     lines = stderr.strip().splitlines()
     for i, line in enumerate(lines):
-        assert line.startswith("error: ") or (line.startswith("  fix: ") and lines[i - 1].startswith("error: ")), (
-            stderr
-        )
+        assert line.startswith("error: ") or (line.startswith("  fix: ") and lines[i - 1].startswith("error: ")), stderr
     return [line for line in lines if line.startswith("error: ")]
 
 
@@ -112,15 +117,20 @@ def settings_error(capsys: pytest.CaptureFixture[str], **overrides: Any) -> str:
         ({"AGENTLOOM_EMBEDDINGS__BATCH_SIZE": "0"}, ["AGENTLOOM_EMBEDDINGS__BATCH_SIZE='0'", "at least 1"]),
         ({"AGENTLOOM_BREAKERS__RESET_TIMEOUT_SECONDS": "-1"}, ["a number above 0"]),
         ({"AGENTLOOM_EMBEDDINGS__MAX_TOKENS": "9999"}, ["from 8 to 512"]),
-        ({"AGENTLOOM_BREAKERS": "not json"}, ["AGENTLOOM_BREAKERS is not valid JSON",
-                                              "AGENTLOOM_BREAKERS__FAILURE_THRESHOLD"]),
-        ({"AGENTLOOM_BREAKERS": '{"failure_threshold": 0}'},
-         ["AGENTLOOM_BREAKERS sets breakers.failure_threshold to 0", "AGENTLOOM_BREAKERS__FAILURE_THRESHOLD"]),
+        (
+            {"AGENTLOOM_BREAKERS": "not json"},
+            ["AGENTLOOM_BREAKERS is not valid JSON", "AGENTLOOM_BREAKERS__FAILURE_THRESHOLD"],
+        ),
+        (
+            {"AGENTLOOM_BREAKERS": '{"failure_threshold": 0}'},
+            ["AGENTLOOM_BREAKERS sets breakers.failure_threshold to 0", "AGENTLOOM_BREAKERS__FAILURE_THRESHOLD"],
+        ),
         ({"AGENTLOOM_CONFIG_FILE": "missing.toml"}, ["AGENTLOOM_CONFIG_FILE=missing.toml: no such file"]),
     ],
 )
-def test_environment_errors(clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                            env: dict[str, str], expected: list[str]) -> None:
+def test_environment_errors(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: dict[str, str], expected: list[str]
+) -> None:
     for key, value in env.items():
         clean_env.setenv(key, value)
     err = settings_error(capsys)
@@ -227,8 +237,11 @@ def test_every_registry_refusal_is_typed_and_translated(registry: ModelRegistry)
         text = f"{message} {fix or ''}"
         assert code == (2 if isinstance(exc, InvalidFieldError) else 1), (text, code)
         assert not CODE.search(text), text
-        assert not re.search(r"\b(is_default|model_key|base_url|api_key_env|upsert_provider|"
-                             r"update_model|add_model|remove_model)\b", text), text
+        assert not re.search(
+            r"\b(is_default|model_key|base_url|api_key_env|upsert_provider|"
+            r"update_model|add_model|remove_model)\b",
+            text,
+        ), text
     assert registry.list_models()[0].is_default  # nothing changed
 
 

@@ -27,8 +27,9 @@ CODE = re.compile(
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     env = {**env, "COLUMNS": "250"}  # typer's usage-error box wraps at the terminal width
-    return subprocess.run([PYTHON, "-m", "agentloom", "models", *args], env=env, capture_output=True, text=True,
-                          check=False, timeout=300)
+    return subprocess.run(
+        [PYTHON, "-m", "agentloom", "models", *args], env=env, capture_output=True, text=True, check=False, timeout=300
+    )
 
 
 def run_all(env: dict[str, str], *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
@@ -66,8 +67,19 @@ def models(env: dict[str, str]) -> dict[str, dict[str, object]]:
 @pytest.fixture
 def env(server_env: dict[str, str]) -> dict[str, str]:
     """A registry with the local default (id 1) and a disabled ollama model (id 2, provider 'ol')."""
-    added = run(server_env, "add", "nomic-embed-text", "--provider", "ol", "--kind", "ollama",
-                "--base-url", "http://127.0.0.1:11434", "--dimensions", "768")
+    added = run(
+        server_env,
+        "add",
+        "nomic-embed-text",
+        "--provider",
+        "ol",
+        "--kind",
+        "ollama",
+        "--base-url",
+        "http://127.0.0.1:11434",
+        "--dimensions",
+        "768",
+    )
     assert added.returncode == 0, added.stderr
     assert "added model nomic-embed-text (id 2)" in added.stdout
     disabled = run(server_env, "disable", "2")
@@ -76,8 +88,15 @@ def env(server_env: dict[str, str]) -> dict[str, str]:
 
 
 def test_unknown_and_malformed_model_ids(env: dict[str, str]) -> None:
-    results = run_all(env, ("set-default", "999"), ("enable", "999"), ("disable", "999"), ("remove", "999"),
-                      ("remove", "abc"), ("set-default", "0"))
+    results = run_all(
+        env,
+        ("set-default", "999"),
+        ("enable", "999"),
+        ("disable", "999"),
+        ("remove", "999"),
+        ("remove", "abc"),
+        ("set-default", "0"),
+    )
     for result in results[:4]:
         refused(result, "no model with id 999", "agentloom models list")
     refused(results[4], "there is no model 'abc'", "agentloom models list")  # a key, as `prepare` takes
@@ -86,12 +105,19 @@ def test_unknown_and_malformed_model_ids(env: dict[str, str]) -> None:
 
 def test_the_default_can_be_neither_removed_nor_disabled(env: dict[str, str]) -> None:
     remove, disable, make_default = run_all(env, ("remove", "1"), ("disable", "1"), ("set-default", "2"))
-    refused(remove, "'all-MiniLM-L6-v2' (id 1) is the default model and cannot be removed",
-            "agentloom models set-default ID")
+    refused(
+        remove,
+        "'all-MiniLM-L6-v2' (id 1) is the default model and cannot be removed",
+        "agentloom models set-default ID",
+    )
     refused(disable, "(id 1) is the default model and cannot be disabled", "agentloom models set-default ID")
     # a disabled model cannot become the default: the fix is the exact commands
-    refused(make_default, "'nomic-embed-text' (id 2) is disabled",
-            "agentloom models enable 2", "agentloom models set-default 2")
+    refused(
+        make_default,
+        "'nomic-embed-text' (id 2) is disabled",
+        "agentloom models enable 2",
+        "agentloom models set-default 2",
+    )
     by_key = models(env)
     assert by_key["all-MiniLM-L6-v2"]["is_default"] and by_key["all-MiniLM-L6-v2"]["enabled"]
     assert not by_key["nomic-embed-text"]["is_default"]
@@ -105,19 +131,33 @@ def test_duplicate_model_key_is_refused_before_the_provider_changes(env: dict[st
     local, ollama = run_all(
         env,
         ("add", "all-MiniLM-L6-v2", "--provider", "local", "--dimensions", "384"),
-        ("add", "nomic-embed-text", "--provider", "ol", "--kind", "ollama", "--base-url", "http://10.9.9.9:1",
-         "--dimensions", "768"),
+        (
+            "add",
+            "nomic-embed-text",
+            "--provider",
+            "ol",
+            "--kind",
+            "ollama",
+            "--base-url",
+            "http://10.9.9.9:1",
+            "--dimensions",
+            "768",
+        ),
     )
-    refused(local, "model 'all-MiniLM-L6-v2' already exists for provider 'local' (id 1)",
-            "agentloom models remove 1")
+    refused(local, "model 'all-MiniLM-L6-v2' already exists for provider 'local' (id 1)", "agentloom models remove 1")
     refused(ollama, "already exists for provider 'ol' (id 2)", "agentloom models set-default 2")
     assert registry.get_provider("ol") == before  # the refused add left the provider alone
 
 
 def test_unknown_provider_without_kind(env: dict[str, str]) -> None:
     result = run(env, "add", "m", "--provider", "nowhere", "--dimensions", "3")
-    refused(result, "there is no provider 'nowhere'", "known providers: local, ol", "--kind local|openai|ollama",
-            "--base-url")
+    refused(
+        result,
+        "there is no provider 'nowhere'",
+        "known providers: local, ol",
+        "--kind local|openai|ollama",
+        "--base-url",
+    )
 
 
 def test_invalid_kind_and_dimensions(env: dict[str, str]) -> None:
@@ -146,14 +186,29 @@ def test_bad_provider_settings(env: dict[str, str]) -> None:
         env,
         ("add", "m", "--provider", "api", "--kind", "openai", "--base-url", "ftp://example.com", "--dimensions", "8"),
         ("add", "m", "--provider", "api", "--kind", "openai", "--dimensions", "8"),
-        ("add", "m", "--provider", "api", "--kind", "openai", "--base-url", "https://a.example/v1",
-         "--api-key-env", "sk-123", "--dimensions", "8"),
+        (
+            "add",
+            "m",
+            "--provider",
+            "api",
+            "--kind",
+            "openai",
+            "--base-url",
+            "https://a.example/v1",
+            "--api-key-env",
+            "sk-123",
+            "--dimensions",
+            "8",
+        ),
         ("add", "m", "--provider", "local", "--kind", "local", "--base-url", "http://a.example", "--dimensions", "8"),
         ("add", "m", "--provider", "local", "--kind", "local", "--api-key-env", "KEY", "--dimensions", "8"),
         ("add", "m", "--provider", "bad name", "--kind", "ollama", "--dimensions", "8"),
     )
-    bad_argument(scheme, "--base-url 'ftp://example.com' is not an http:// or https:// URL",
-                 "--base-url https://api.openai.com/v1")
+    bad_argument(
+        scheme,
+        "--base-url 'ftp://example.com' is not an http:// or https:// URL",
+        "--base-url https://api.openai.com/v1",
+    )
     bad_argument(missing, "--base-url is required for an openai provider")
     bad_argument(key, "--api-key-env 'sk-123' is not the name of an environment variable", "NAME")
     bad_argument(local_url, "--base-url does not apply to a local provider", "leave --base-url out")

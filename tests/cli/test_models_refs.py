@@ -11,17 +11,53 @@ from tests.conftest import PYTHON, free_port
 
 
 def models(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "agentloom", "models", *args], env=env, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [PYTHON, "-m", "agentloom", "models", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture
 def env(server_env: dict[str, str]) -> dict[str, str]:
     dead = f"http://127.0.0.1:{free_port()}"
-    assert models(server_env, "add", "nomic-embed-text", "--provider", "ollama", "--kind", "ollama",
-                  "--base-url", dead, "--dimensions", "768").returncode == 0
-    assert models(server_env, "add", "text-embedding-3-small", "--provider", "oai", "--kind", "openai",
-                  "--base-url", dead + "/v1", "--api-key-env", "AGENTLOOM_TEST_NO_KEY", "--dimensions", "1536").returncode == 0
+    assert (
+        models(
+            server_env,
+            "add",
+            "nomic-embed-text",
+            "--provider",
+            "ollama",
+            "--kind",
+            "ollama",
+            "--base-url",
+            dead,
+            "--dimensions",
+            "768",
+        ).returncode
+        == 0
+    )
+    assert (
+        models(
+            server_env,
+            "add",
+            "text-embedding-3-small",
+            "--provider",
+            "oai",
+            "--kind",
+            "openai",
+            "--base-url",
+            dead + "/v1",
+            "--api-key-env",
+            "AGENTLOOM_TEST_NO_KEY",
+            "--dimensions",
+            "1536",
+        ).returncode
+        == 0
+    )
     return server_env
 
 

@@ -15,7 +15,11 @@ def test_a_busy_port_is_the_first_and_only_thing_said(server_env: dict[str, str]
         port = taken.getsockname()[1]
         result = subprocess.run(
             [PYTHON, "-m", "agentloom", "serve", "--http", "--port", str(port), "--packs", "docs"],
-            env=server_env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+            env=server_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
         )
     assert result.returncode == 1
     assert result.stderr.strip() == (

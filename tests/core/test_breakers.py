@@ -1,6 +1,6 @@
-from collections.abc import Callable
 import logging
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -237,6 +237,12 @@ def test_a_status_as_the_health_tool_shows_it(breaker: CircuitBreaker, clock: Cl
     for _ in range(3):
         fail(breaker, "HTTP 503")
     shown = breaker.status().as_dict()
-    assert shown == {"name": "flowise", "state": "open", "failures": 3, "reason": "HTTP 503",
-                     "retry_in_seconds": 300.0, "opened_at": shown["opened_at"]}
+    assert shown == {
+        "name": "flowise",
+        "state": "open",
+        "failures": 3,
+        "reason": "HTTP 503",
+        "retry_in_seconds": 300.0,
+        "opened_at": shown["opened_at"],
+    }
     assert isinstance(shown["opened_at"], str)

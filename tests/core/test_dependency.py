@@ -62,7 +62,9 @@ def test_caller_mistakes_pass_through_unchanged_and_do_not_count() -> None:
 
 def test_nested_guards_are_refused_at_once() -> None:
     outer = service(CircuitBreaker("chroma"))
-    inner = Dependency("embeddings:openai", CircuitBreaker("embeddings:openai"), is_failure=lambda e: False, describe=str)
+    inner = Dependency(
+        "embeddings:openai", CircuitBreaker("embeddings:openai"), is_failure=lambda e: False, describe=str
+    )
     with pytest.raises(NestedGuardError, match="inside a guarded call to chroma"):
         outer.call(lambda: inner.call(lambda: 1))
     assert outer.call(lambda: 2) == 2  # the marker is released after the refusal

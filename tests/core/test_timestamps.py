@@ -85,4 +85,3 @@ async def test_an_open_breaker_says_when_it_opened_in_health(tmp_path: Path) -> 
         assert abs(parse(shown["opened_at"]).timestamp() - time.time()) < 60
         reset = (await client.call_tool("breaker_reset", {"name": "remote"})).structured_content
     assert reset["state"] == "closed" and reset["opened_at"] is None  # type: ignore[index]
-

@@ -17,11 +17,20 @@ def test_steps_are_recorded_with_the_time_and_the_last_one_wins() -> None:
     work.step(10, 100, "embedded 10")
     work.step(20, 100, "embedded 20")
     report = work.latest()
-    assert report is not None and (report.done, report.total, report.message, report.at) == (20, 100, "embedded 20", 2.5)
+    assert report is not None and (report.done, report.total, report.message, report.at) == (
+        20,
+        100,
+        "embedded 20",
+        2.5,
+    )
     work.note("building the model")  # keeps the count
     report = work.latest()
-    assert report is not None and (report.done, report.total, report.message, report.at) == (20, 100,
-                                                                                              "building the model", 4.0)
+    assert report is not None and (report.done, report.total, report.message, report.at) == (
+        20,
+        100,
+        "building the model",
+        4.0,
+    )
 
 
 def test_a_note_before_any_step_has_no_count() -> None:

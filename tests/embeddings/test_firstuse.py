@@ -33,11 +33,15 @@ def test_an_implicit_first_use_build_is_announced_and_reported(
     service.progress = messages.append
     vector = service.embed_query("commit my code", USE)  # no prepare(): the first embed builds the cache
     assert vector.shape == (512,)
-    assert messages[0].startswith(f"building the cached copy of {USE} (first use") and str(tmp_path / "cache") in messages[0]
+    assert (
+        messages[0].startswith(f"building the cached copy of {USE} (first use")
+        and str(tmp_path / "cache") in messages[0]
+    )
     assert messages[-1].startswith(f"built the cached copy of {USE} in ")
     logged = [r.getMessage() for r in caplog.records if r.name == "agentloom.embeddings.firstuse"]
-    assert logged == [messages[0], messages[-1]] and all(r.levelno == logging.INFO for r in caplog.records
-                                                          if r.name == "agentloom.embeddings.firstuse")
+    assert logged == [messages[0], messages[-1]] and all(
+        r.levelno == logging.INFO for r in caplog.records if r.name == "agentloom.embeddings.firstuse"
+    )
     table, rest = usecache.cached_files(tmp_path / "cache")
     assert table.is_file() and rest.is_file()
 
@@ -77,4 +81,5 @@ def test_a_failing_progress_callback_never_stops_a_build(caplog: pytest.LogCaptu
     with firstuse.building("a thing", "first use", "/tmp/x", "about 1 s", broken) as step:
         step("halfway")
     assert next(r.getMessage() for r in caplog.records if r.levelno == logging.INFO) == (
-        "building a thing (first use; cached in /tmp/x, about 1 s)")
+        "building a thing (first use; cached in /tmp/x, about 1 s)"
+    )

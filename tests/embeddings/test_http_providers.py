@@ -27,8 +27,18 @@ def _normalised(text: str, dims: int) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def _provider(tmp_path: Path, breakers: BreakerRegistry, kind: str, base_url: str, *, key: str | None = KEY,
-              key_env: str | None = None, model: str = "text-embedding-3-small", dims: int = 8, config: dict | None = None):
+def _provider(
+    tmp_path: Path,
+    breakers: BreakerRegistry,
+    kind: str,
+    base_url: str,
+    *,
+    key: str | None = KEY,
+    key_env: str | None = None,
+    model: str = "text-embedding-3-small",
+    dims: int = 8,
+    config: dict | None = None,
+):
     registry = ModelRegistry(tmp_path / "models.db")
     prec = registry.upsert_provider("remote", kind, base_url=base_url, api_key=key, api_key_env=key_env)
     record = registry.add_model(model, "remote", dimensions=dims, config=config)
@@ -58,8 +68,13 @@ def test_openai_batch_in_one_request_with_bearer(tmp_path: Path, http_server: tu
 def test_openai_orders_by_index_and_sends_dimensions(tmp_path: Path, http_server: tuple[str, ServerState]) -> None:
     url, state = http_server
     state.mode = "shuffle"
-    provider = _provider(tmp_path, BreakerRegistry(), "openai", url + "/v1",
-                         config={"api_endpoint": "/embeddings", "send_dimensions": True, "timeout": 5})
+    provider = _provider(
+        tmp_path,
+        BreakerRegistry(),
+        "openai",
+        url + "/v1",
+        config={"api_endpoint": "/embeddings", "send_dimensions": True, "timeout": 5},
+    )
     texts = [f"text number {i}" for i in range(5)]
     vectors = provider.embed(texts)
     for text, vec in zip(texts, vectors, strict=True):
@@ -67,7 +82,9 @@ def test_openai_orders_by_index_and_sends_dimensions(tmp_path: Path, http_server
     assert state.requests[0]["body"]["dimensions"] == 8
 
 
-def test_openai_key_from_environment(tmp_path: Path, http_server: tuple[str, ServerState], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_openai_key_from_environment(
+    tmp_path: Path, http_server: tuple[str, ServerState], monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, state = http_server
     monkeypatch.setenv("AGL_EMBED_KEY", KEY)
     provider = _provider(tmp_path, BreakerRegistry(), "openai", url + "/v1", key=None, key_env="AGL_EMBED_KEY")
@@ -89,7 +106,9 @@ def test_dimension_mismatch_is_a_clear_error(tmp_path: Path, http_server: tuple[
     assert breakers.get("embeddings:remote").status().failures == 0
 
 
-def test_401_is_clear_and_does_not_count(tmp_path: Path, http_server: tuple[str, ServerState], caplog: pytest.LogCaptureFixture) -> None:
+def test_401_is_clear_and_does_not_count(
+    tmp_path: Path, http_server: tuple[str, ServerState], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     url, state = http_server
     state.api_key = "another-key"
@@ -116,7 +135,9 @@ def test_other_4xx_does_not_count(tmp_path: Path, http_server: tuple[str, Server
     assert breakers.get("embeddings:remote").state is State.CLOSED
 
 
-def test_three_500s_open_the_breaker_and_the_fourth_fails_fast(tmp_path: Path, http_server: tuple[str, ServerState]) -> None:
+def test_three_500s_open_the_breaker_and_the_fourth_fails_fast(
+    tmp_path: Path, http_server: tuple[str, ServerState]
+) -> None:
     url, state = http_server
     state.mode = "error:500"
     breakers = BreakerRegistry(failure_threshold=3)

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from agentloom.core.breakers import BreakerRegistry
-from agentloom.embeddings import EmbeddingService, ModelRegistry
+from agentloom.embeddings import EmbeddingService, ModelRegistry, sessions
 from agentloom.embeddings.bert.build import packaged_source
-from agentloom.embeddings import sessions
 from agentloom.embeddings.providers import local
 from agentloom.embeddings.quantize import int8_path
 from agentloom.embeddings.records import DEFAULT_MODEL_KEY, INT8_MODEL_KEY

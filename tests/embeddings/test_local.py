@@ -15,9 +15,8 @@ import pytest
 
 from agentloom.core.breakers import BreakerRegistry
 from agentloom.core.errors import ConfigError
-from agentloom.embeddings import EmbeddingService
+from agentloom.embeddings import EmbeddingService, sessions
 from agentloom.embeddings.bert.build import MINILM_TOKENIZER, packaged_source
-from agentloom.embeddings import sessions
 from agentloom.embeddings.providers import local
 
 from .conftest import make_settings
@@ -91,7 +90,9 @@ def test_onnx_cache_is_reused_without_export(onnx_file: Path, model_cache_dir: P
     assert onnx_file.name.startswith("all-MiniLM-L6-v2-")
 
 
-def test_server_process_never_imports_torch_nor_onnx_once_built(onnx_file: Path, model_cache_dir: Path, tmp_path: Path) -> None:
+def test_server_process_never_imports_torch_nor_onnx_once_built(
+    onnx_file: Path, model_cache_dir: Path, tmp_path: Path
+) -> None:
     code = textwrap.dedent(
         """
         import json, sys
@@ -110,10 +111,18 @@ def test_server_process_never_imports_torch_nor_onnx_once_built(onnx_file: Path,
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
     env.update(AGENTLOOM_DATA_DIR=str(tmp_path / "data"), AGENTLOOM_CACHE_DIR=str(model_cache_dir))
     mtime = onnx_file.stat().st_mtime_ns
-    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["after_init"] == {"torch": False, "numpy": False, "onnxruntime": False, "httpx": False, "transformers": False}
+    assert out["after_init"] == {
+        "torch": False,
+        "numpy": False,
+        "onnxruntime": False,
+        "httpx": False,
+        "transformers": False,
+    }
     assert out["heavy"] == [] and out["dims"] == 384 and out["ok"] is True
     assert onnx_file.stat().st_mtime_ns == mtime  # the second process reused the cached file
 
@@ -130,7 +139,9 @@ def test_a_folder_without_weights_names_the_fix(service: EmbeddingService, tmp_p
 
 def test_bad_model_path_is_a_clear_error(onnx_file: Path, service: EmbeddingService, tmp_path: Path) -> None:
     service.model()  # creates the local provider and the default model
-    record = service.registry.add_model("broken", "local", dimensions=384, config={"model_path": str(tmp_path / "nowhere")})
+    record = service.registry.add_model(
+        "broken", "local", dimensions=384, config={"model_path": str(tmp_path / "nowhere")}
+    )
     result = service.registry.update_model(record.id, is_default=True)
     assert result.is_default
     with pytest.raises(ConfigError, match="model_path .*nowhere.* is not a folder: fix config.model_path"):

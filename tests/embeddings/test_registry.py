@@ -65,7 +65,9 @@ def test_database_file_is_private_and_in_wal_mode(registry: ModelRegistry) -> No
 def test_switch_default_keeps_the_old_record(registry: ModelRegistry) -> None:
     a = registry.ensure_default()
     registry.upsert_provider("openai", "openai", base_url="https://api.example.com/v1/", api_key_env="OPENAI_API_KEY")
-    b = registry.add_model("text-embedding-3-small", "openai", dimensions=512, config={"apiEndpoint": "/embeddings", "timeout": 10})
+    b = registry.add_model(
+        "text-embedding-3-small", "openai", dimensions=512, config={"apiEndpoint": "/embeddings", "timeout": 10}
+    )
     assert not b.is_default and b.config == {"api_endpoint": "/embeddings", "timeout": 10}
     assert b.base_url == "https://api.example.com/v1"  # trailing slash trimmed
     b2 = registry.update_model(b.id, is_default=True)
@@ -130,9 +132,18 @@ def test_get_by_key_and_provider(registry: ModelRegistry) -> None:
     [
         ({"dimensions": 0}, r"dimensions 0 is invalid.*between 1 and 16384"),
         ({"dimensions": True}, r"dimensions True is invalid"),
-        ({"dimensions": 384, "config": {"timeout": 10000}}, r"config\.timeout 10000 is invalid.*seconds.*did you mean 10\?"),
-        ({"dimensions": 384, "config": {"quantized": True}}, r"config\.quantized is not an option.*allowed options are api_endpoint, send_dimensions, timeout"),
-        ({"dimensions": 384, "config": {"api_endpoint": "embeddings"}}, r"config\.api_endpoint 'embeddings' is invalid.*starting with '/'"),
+        (
+            {"dimensions": 384, "config": {"timeout": 10000}},
+            r"config\.timeout 10000 is invalid.*seconds.*did you mean 10\?",
+        ),
+        (
+            {"dimensions": 384, "config": {"quantized": True}},
+            r"config\.quantized is not an option.*allowed options are api_endpoint, send_dimensions, timeout",
+        ),
+        (
+            {"dimensions": 384, "config": {"api_endpoint": "embeddings"}},
+            r"config\.api_endpoint 'embeddings' is invalid.*starting with '/'",
+        ),
         ({"dimensions": 384, "config": {"send_dimensions": "yes"}}, r"config\.send_dimensions must be true or false"),
     ],
 )
@@ -185,7 +196,9 @@ def test_upsert_provider_updates_in_place(registry: ModelRegistry) -> None:
     assert p2.base_url == "https://b.example/v1" and p2.api_key is None and p2.api_key_env == "MY_KEY"
 
 
-def test_api_key_never_shown(registry: ModelRegistry, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_api_key_never_shown(
+    registry: ModelRegistry, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     caplog.set_level(logging.DEBUG)
     provider = registry.upsert_provider("api", "openai", base_url="https://api.example.com/v1", api_key=SECRET)
     model = registry.add_model("text-embedding-3-small", "api", dimensions=512, is_default=True)

@@ -28,8 +28,13 @@ class FakeClock:
 
 def _add_api_model(registry: ModelRegistry, url: str, *, dims: int = 8, default: bool = False):
     registry.upsert_provider("openai", "openai", base_url=url + "/v1", api_key=KEY)
-    return registry.add_model("text-embedding-3-small", "openai", dimensions=dims, is_default=default,
-                              config={"api_endpoint": "/embeddings", "timeout": 5})
+    return registry.add_model(
+        "text-embedding-3-small",
+        "openai",
+        dimensions=dims,
+        is_default=default,
+        config={"api_endpoint": "/embeddings", "timeout": 5},
+    )
 
 
 def test_construction_is_cheap_and_touches_nothing(tmp_path: Path, model_cache_dir: Path) -> None:
@@ -41,7 +46,12 @@ def test_construction_is_cheap_and_touches_nothing(tmp_path: Path, model_cache_d
 def test_missing_configuration_creates_the_default(service: EmbeddingService) -> None:
     record = service.model()
     assert (record.key, record.kind, record.dimensions, record.is_default, record.enabled) == (
-        "all-MiniLM-L6-v2", "local", 384, True, True)
+        "all-MiniLM-L6-v2",
+        "local",
+        384,
+        True,
+        True,
+    )
     assert (service.settings.data_dir / "models.db").is_file()
     assert service.model().id == record.id
 
@@ -90,7 +100,9 @@ def test_ttl_zero_reads_every_time(tmp_path: Path, model_cache_dir: Path, http_s
     assert svc.model().id == b.id
 
 
-def test_invalidate_drops_the_cached_configuration(tmp_path: Path, model_cache_dir: Path, http_server: tuple[str, ServerState]) -> None:
+def test_invalidate_drops_the_cached_configuration(
+    tmp_path: Path, model_cache_dir: Path, http_server: tuple[str, ServerState]
+) -> None:
     url, _ = http_server
     svc = EmbeddingService(make_settings(tmp_path / "data", model_cache_dir), BreakerRegistry(), clock=FakeClock())
     svc.model()
@@ -101,7 +113,9 @@ def test_invalidate_drops_the_cached_configuration(tmp_path: Path, model_cache_d
     assert svc.model().id == b.id
 
 
-def test_unknown_or_disabled_key_falls_back_to_default(service: EmbeddingService, caplog: pytest.LogCaptureFixture) -> None:
+def test_unknown_or_disabled_key_falls_back_to_default(
+    service: EmbeddingService, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.WARNING)
     default = service.model()
     assert service.model("no-such-model").id == default.id
@@ -129,7 +143,9 @@ def test_query_cache_hits_and_model_isolation(service: EmbeddingService, http_se
     assert len(state.requests) == 2
 
 
-def test_query_cache_can_be_disabled(tmp_path: Path, model_cache_dir: Path, http_server: tuple[str, ServerState]) -> None:
+def test_query_cache_can_be_disabled(
+    tmp_path: Path, model_cache_dir: Path, http_server: tuple[str, ServerState]
+) -> None:
     url, state = http_server
     svc = EmbeddingService(make_settings(tmp_path / "d", model_cache_dir, query_cache_size=0), BreakerRegistry())
     svc.model()
@@ -166,11 +182,11 @@ def test_api_model_has_no_tokenizer(service: EmbeddingService, http_server: tupl
     assert service.tokenizer() is None and service.max_tokens() is None
 
 
-def test_check_reports_without_raising(
-    onnx_file: Path, service: EmbeddingService, closed_port_url: str
-) -> None:
+def test_check_reports_without_raising(onnx_file: Path, service: EmbeddingService, closed_port_url: str) -> None:
     ok = service.check()
-    assert ok["ok"] is True and ok["model"] == "all-MiniLM-L6-v2" and ok["provider"] == "local" and ok["dimensions"] == 384
+    assert (
+        ok["ok"] is True and ok["model"] == "all-MiniLM-L6-v2" and ok["provider"] == "local" and ok["dimensions"] == 384
+    )
     _add_api_model(service.registry, closed_port_url, default=True)
     bad = service.check()
     assert bad["ok"] is False and bad["provider"] == "openai" and "unreachable" in bad["detail"]
@@ -200,7 +216,7 @@ def test_concurrent_queries_are_consistent(onnx_file: Path, service: EmbeddingSe
     def work(i: int) -> None:
         try:
             results[i] = service.embed_query(texts[i])
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(texts))]

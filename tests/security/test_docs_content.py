@@ -17,9 +17,9 @@ import shutil
 import socket
 import ssl
 import stat
-import tempfile
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -30,8 +30,7 @@ from typing import Self
 import pytest
 
 from agentloom.packs.docs.config import GitRepoSource, load_project
-from agentloom.packs.docs.content import GitRepoLoader, SourceError, load_docset, state
-from agentloom.packs.docs.content import repository
+from agentloom.packs.docs.content import GitRepoLoader, SourceError, load_docset, repository, state
 from agentloom.packs.docs.content.safefs import Folder, UnsafePath, path_problem
 from tests.conftest import PYTHON
 from tests.packs.docs.conftest import write_config
@@ -71,14 +70,19 @@ def test_metadata_cannot_make_init_delete_files_outside_the_docset(tmp_path: Pat
     absolute.write_text("precious too")
     repo = Repo(tmp_path / "repo", {"README.md": "# lib"})
     project = tmp_path / "p"
-    write_config(project, f"docsets:\n  - name: lib\n    web_sources:\n      - type: git_repo\n        url: {repo.url}\n")
+    write_config(
+        project, f"docsets:\n  - name: lib\n    web_sources:\n      - type: git_repo\n        url: {repo.url}\n"
+    )
     docset = project / ".knowledge" / "docsets" / "lib"
     # As a cloned repository could bring it: an entry for the configured source and one for a source no
     # longer configured (both paths of deletion), each naming files far outside the docset folder.
-    write_metadata(docset, [
-        {"url": repo.url, "files": ["README.md", "../../../../victim.txt", str(absolute)]},
-        {"url": (tmp_path / "gone.git").as_uri(), "files": ["../../../../victim.txt", str(absolute)]},
-    ])
+    write_metadata(
+        docset,
+        [
+            {"url": repo.url, "files": ["README.md", "../../../../victim.txt", str(absolute)]},
+            {"url": (tmp_path / "gone.git").as_uri(), "files": ["../../../../victim.txt", str(absolute)]},
+        ],
+    )
 
     done = cli(project, "init", "lib")
 
@@ -104,7 +108,9 @@ def test_metadata_naming_a_path_through_a_link_in_the_docset_is_refused(tmp_path
     result = load_docset(project, docset)
 
     assert (outside / "victim.md").read_text() == "precious"
-    assert any("refused the entry 'docs/victim.md'" in w and "leads outside the docset folder" in w for w in result.warnings)
+    assert any(
+        "refused the entry 'docs/victim.md'" in w and "leads outside the docset folder" in w for w in result.warnings
+    )
 
 
 def test_deletion_checks_for_links_when_unlinking_not_only_when_reading_metadata(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -167,8 +173,14 @@ def docs_text(folder: Path) -> str:
 
 
 def test_an_explicit_path_that_is_a_link_is_refused_and_named(tmp_path: Path, secret: Path) -> None:
-    repo = Repo(tmp_path / "repo", {"README.md": "# lib", "docs/passwd.md": Link("/etc/passwd"),
-                                    "docs/secret.md": Link(str(secret / "secret.md"))})
+    repo = Repo(
+        tmp_path / "repo",
+        {
+            "README.md": "# lib",
+            "docs/passwd.md": Link("/etc/passwd"),
+            "docs/secret.md": Link(str(secret / "secret.md")),
+        },
+    )
     for wanted in ("docs/passwd.md", "docs/secret.md"):
         project, docset = web_docset(tmp_path / "p", repo.url, source_extra=f"        paths: [{wanted}]\n")
         result = load_docset(project, docset).sources[0]
@@ -178,8 +190,16 @@ def test_an_explicit_path_that_is_a_link_is_refused_and_named(tmp_path: Path, se
 
 
 def test_a_linked_folder_does_not_bring_another_folders_files(tmp_path: Path, secret: Path) -> None:
-    repo = Repo(tmp_path / "repo", {"README.md": "# lib", "manual": Link(str(secret)), "guide/intro.md": "# intro",
-                                    "guide/extra": Link(str(secret)), "docs/readme.md": Link(str(secret / "secret.md"))})
+    repo = Repo(
+        tmp_path / "repo",
+        {
+            "README.md": "# lib",
+            "manual": Link(str(secret)),
+            "guide/intro.md": "# intro",
+            "guide/extra": Link(str(secret)),
+            "docs/readme.md": Link(str(secret / "secret.md")),
+        },
+    )
     project, docset = web_docset(tmp_path / "p", repo.url, source_extra="        paths: [manual/secret.md]\n")
     error = load_docset(project, docset).sources[0].error
     assert error and "manual (on the way to manual/secret.md) is a symbolic link in the repository" in error
@@ -210,7 +230,9 @@ def test_a_link_inside_the_docset_folder_is_never_written_through(tmp_path: Path
     result = load_docset(project, docset).sources[0]
 
     assert list(elsewhere.iterdir()) == []
-    assert not result.ok and f"docs in the docset folder {docset.path} is a symbolic link (to {elsewhere})" in result.error  # type: ignore[operator]
+    assert (
+        not result.ok and f"docs in the docset folder {docset.path} is a symbolic link (to {elsewhere})" in result.error
+    )  # type: ignore[operator]
 
 
 def test_a_linked_gitignore_is_not_written_through(tmp_path: Path) -> None:
@@ -238,7 +260,9 @@ def test_web_sources_write_only_inside_the_project_unless_the_docset_allows_it(t
     assert not result.ok and "is outside the project folder" in result.sources[0].error  # type: ignore[operator]
     assert "allow_outside_project: true" in result.sources[0].error  # type: ignore[operator]
 
-    project, docset = web_docset(tmp_path / "p", repo.url, extra=f"    local_path: {elsewhere}\n    allow_outside_project: true\n")
+    project, docset = web_docset(
+        tmp_path / "p", repo.url, extra=f"    local_path: {elsewhere}\n    allow_outside_project: true\n"
+    )
     assert load_docset(project, docset).ok and (elsewhere / "README.md").read_text() == "# lib"
 
     write_config(tmp_path / "p", f"docsets:\n  - name: local\n    local_path: {tmp_path / 'anywhere'}\n")
@@ -248,11 +272,15 @@ def test_web_sources_write_only_inside_the_project_unless_the_docset_allows_it(t
 
 @pytest.mark.parametrize("local_path", [".", ".knowledge", ".git", ".git/hooks", "..", "../p-sibling"])
 def test_web_sources_never_write_into_the_project_root_git_or_knowledge_folder(tmp_path: Path, local_path: str) -> None:
-    repo = Repo(tmp_path / "repo", {"README.md": "# lib", "config": "[core]\n\tfsmonitor = touch /tmp/x\n"},)
+    repo = Repo(
+        tmp_path / "repo",
+        {"README.md": "# lib", "config": "[core]\n\tfsmonitor = touch /tmp/x\n"},
+    )
     root = tmp_path / "p"
     (root / ".git").mkdir(parents=True)
-    project, docset = web_docset(root, repo.url, extra=f"    local_path: {local_path}\n",
-                                 source_extra="        paths: [README.md, config]\n")
+    project, docset = web_docset(
+        root, repo.url, extra=f"    local_path: {local_path}\n", source_extra="        paths: [README.md, config]\n"
+    )
     result = load_docset(project, docset)
     assert not result.ok and not (root / "README.md").exists() and not (root / ".git" / "config").exists()
     assert not (root / ".knowledge" / "README.md").exists() and not (tmp_path / "README.md").exists()
@@ -387,8 +415,10 @@ def test_a_timeout_kills_git_and_its_helpers(tmp_path: Path) -> None:
         started = time.monotonic()
         with pytest.raises(SourceError) as err:
             loader.clone(tmp_path / "clone")
-        assert str(err.value) == (f"{url}: git took longer than 1.5 s and was stopped; check your internet connection "
-                                  "and retry, or raise AGENTIC_KNOWLEDGE_GIT_TIMEOUT (seconds)")
+        assert str(err.value) == (
+            f"{url}: git took longer than 1.5 s and was stopped; check your internet connection "
+            "and retry, or raise AGENTIC_KNOWLEDGE_GIT_TIMEOUT (seconds)"
+        )
         assert 1.5 <= time.monotonic() - started < 10  # stopped at the timeout, not before
         deadline = time.monotonic() + 3
         while processes_mentioning(f"127.0.0.1:{server.port}") and time.monotonic() < deadline:
@@ -424,23 +454,49 @@ def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
             if os.environ.get("CI"):
                 pytest.fail("the TLS test needs the cryptography package or the openssl command")
             pytest.skip("neither the cryptography package nor the openssl command is available")
-        subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                        "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                openssl,
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                str(key),
+                "-out",
+                str(cert),
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ],
+            check=True,
+            capture_output=True,
+        )
         return cert, key
     private = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.UTC)
     certificate = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(private.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(private.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
         .sign(private, hashes.SHA256())
     )
     cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key.write_bytes(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
+    key.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     return cert, key
 
 
@@ -449,7 +505,7 @@ def https_server(tmp_path: Path) -> Iterator[str]:
     cert, key = self_signed_certificate(tmp_path)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self.send_response(404)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -538,9 +594,9 @@ def test_a_folder_reads_only_regular_files_below_it(tree: Path, tmp_path: Path) 
             repo.open_file("missing.md")
         cases = {
             "link.md": f"link.md in the repository is a symbolic link (to {tmp_path / 'outside' / 'secret.md'}); "
-                       "links are never followed. Name real files.",
+            "links are never followed. Name real files.",
             "dlink/secret.md": f"dlink in the repository is a symbolic link (to {tmp_path / 'outside'}); links are "
-                               "never followed. Name real files.",
+            "never followed. Name real files.",
             "docs": "docs in the repository is not a regular file; Name real files.",
             "file/x.md": "file in the repository is a file where a folder is needed; Name real files.",
             "docs/a.md/x": "docs/a.md in the repository is a file where a folder is needed; Name real files.",
@@ -602,7 +658,9 @@ def test_staging_copies_the_file_beside_its_name_then_commit_puts_it_in_place(tm
         assert (dest_root / "deep" / "er" / "big.bin").stat().st_mtime == 5.0
 
         staged = dest.stage(f"docs/{long_name}", repo, 0.0)
-        assert re.fullmatch(r"\." + "n" * 100 + r"\.[0-9a-f]{12}\.tmp", staged.temp)  # the name is cut to 100 characters
+        assert re.fullmatch(
+            r"\." + "n" * 100 + r"\.[0-9a-f]{12}\.tmp", staged.temp
+        )  # the name is cut to 100 characters
         dest.discard(staged)
         assert list((dest_root / "docs").iterdir()) == []
         dest.discard(staged)  # already gone: nothing to do
@@ -625,12 +683,15 @@ def test_staging_and_committing_never_write_through_a_link(tmp_path: Path) -> No
     (dest_root / "a.md").symlink_to(outside / "secret.md")
     (dest_root / "plain").write_text("a file")
     before = open_fds()
-    with Folder(source, "the repository", "fix-r") as repo, Folder(dest_root, "the docset folder", "Remove it.") as dest:
+    with (
+        Folder(source, "the repository", "fix-r") as repo,
+        Folder(dest_root, "the docset folder", "Remove it.") as dest,
+    ):
         cases = {
             "a.md": f"a.md in the docset folder is a symbolic link (to {outside / 'secret.md'}); links are never "
-                    "followed. Remove it.",
+            "followed. Remove it.",
             "linked/a.md": f"linked in the docset folder is a symbolic link (to {outside}); links are never followed. "
-                           "Remove it.",
+            "Remove it.",
             "plain/a.md": "plain in the docset folder is a file where a folder is needed; Remove it.",
             "sub": "sub in the docset folder is not a regular file; Remove it.",
         }
@@ -643,14 +704,18 @@ def test_staging_and_committing_never_write_through_a_link(tmp_path: Path) -> No
         (dest_root / "b.md").symlink_to(outside / "secret.md")
         with pytest.raises(UnsafePath) as err:
             dest.commit(staged)
-        assert str(err.value) == (f"b.md in the docset folder is a symbolic link (to {outside / 'secret.md'}); links "
-                                  "are never followed. Remove it.")
+        assert str(err.value) == (
+            f"b.md in the docset folder is a symbolic link (to {outside / 'secret.md'}); links "
+            "are never followed. Remove it."
+        )
         (dest_root / "b.md").unlink()
         (dest_root / "b.md").mkdir()
         with pytest.raises(UnsafePath) as err:
             dest.commit(staged)
         assert str(err.value) == "b.md in the docset folder is not a regular file; Remove it."
-    assert (outside / "secret.md").read_text() == "SECRET" and sorted(p.name for p in outside.iterdir()) == ["secret.md"]
+    assert (outside / "secret.md").read_text() == "SECRET" and sorted(p.name for p in outside.iterdir()) == [
+        "secret.md"
+    ]
     assert sorted(p.name for p in dest_root.iterdir() if p.name.endswith(".tmp")) == [staged.temp]  # only the last one
     assert open_fds() == before
 
@@ -670,14 +735,22 @@ def test_remove_deletes_only_the_file_that_was_written_and_prunes_empty_folders(
     with Folder(root, "the docset folder", "Fix.") as dest:
         assert dest.remove("a/b/changed.md", hashlib.sha256(b"old").hexdigest()) == "it changed since it was fetched"
         assert dest.remove("a/b/changed.md", None) == (
-            "the metadata does not record what was written there, so it may not be ours to delete")
+            "the metadata does not record what was written there, so it may not be ours to delete"
+        )
         assert dest.remove("link.md", sha) == (
-            f"it is a symbolic link (to {tmp_path / 'target.md'}), which is never written here, so not ours to delete")
+            f"it is a symbolic link (to {tmp_path / 'target.md'}), which is never written here, so not ours to delete"
+        )
         assert dest.remove("dir", sha) == "it is not a regular file, so not ours to delete"
         assert dest.remove("linked/target.md", hashlib.sha256(b"T").hexdigest()) == (
-            f"linked in the docset folder is a symbolic link (to {tmp_path}); links are never followed. Fix.")
-        assert dest.remove("a/keep.md/x", sha) == "a/keep.md in the docset folder is a file where a folder is needed; Fix."
-        assert dest.remove("../x.md", sha) == "'../x.md' climbs out of the folder with '..'; only paths inside the docset folder are used"
+            f"linked in the docset folder is a symbolic link (to {tmp_path}); links are never followed. Fix."
+        )
+        assert (
+            dest.remove("a/keep.md/x", sha) == "a/keep.md in the docset folder is a file where a folder is needed; Fix."
+        )
+        assert (
+            dest.remove("../x.md", sha)
+            == "'../x.md' climbs out of the folder with '..'; only paths inside the docset folder are used"
+        )
         assert dest.remove("gone.md", sha) is None and dest.remove("gone/gone.md", sha) is None
         assert not (root / "gone").exists()  # removing makes no folder
         assert dest.remove("a/b/c/x.md", sha) is None
@@ -698,17 +771,24 @@ def test_remove_deletes_only_the_file_that_was_written_and_prunes_empty_folders(
 
 # -- the git loader's pieces: settings, environment, progress, and each failure's message ---
 
-ACCEPTED_URLS = ("https://host/owner/repo.git, ssh://git@host/owner/repo.git, git@host:owner/repo.git or "
-                 "file:///path/to/repo")
+ACCEPTED_URLS = (
+    "https://host/owner/repo.git, ssh://git@host/owner/repo.git, git@host:owner/repo.git or file:///path/to/repo"
+)
 
 
-def loader_for(url: str = "https://e.org/x.git", branch: str | None = None, paths: tuple[str, ...] | None = None,
-               timeout: float = 30) -> GitRepoLoader:
+def loader_for(
+    url: str = "https://e.org/x.git",
+    branch: str | None = None,
+    paths: tuple[str, ...] | None = None,
+    timeout: float = 30,
+) -> GitRepoLoader:
     return GitRepoLoader(GitRepoSource(type="git_repo", url=url, branch=branch, paths=paths), timeout=timeout)
 
 
-@pytest.mark.parametrize(("raw", "seconds"), [("", 300.0), ("  ", 300.0), ("12.5", 12.5), (" 7 ", 7.0), ("0", 300.0),
-                                              ("-3", 300.0), ("0.01", 0.01)])
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [("", 300.0), ("  ", 300.0), ("12.5", 12.5), (" 7 ", 7.0), ("0", 300.0), ("-3", 300.0), ("0.01", 0.01)],
+)
 def test_the_git_timeout_setting(monkeypatch: pytest.MonkeyPatch, raw: str, seconds: float) -> None:
     monkeypatch.setenv("AGENTIC_KNOWLEDGE_GIT_TIMEOUT", raw)
     assert repository.git_timeout() == seconds
@@ -716,29 +796,42 @@ def test_the_git_timeout_setting(monkeypatch: pytest.MonkeyPatch, raw: str, seco
     assert GitRepoLoader(GitRepoSource(type="git_repo", url="https://e.org/x.git"), timeout=4.0).timeout == 4.0
 
 
-def test_a_git_timeout_that_is_no_number_is_named_and_ignored(monkeypatch: pytest.MonkeyPatch,
-                                                              caplog: pytest.LogCaptureFixture) -> None:
+def test_a_git_timeout_that_is_no_number_is_named_and_ignored(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.delenv("AGENTIC_KNOWLEDGE_GIT_TIMEOUT", raising=False)
     assert repository.git_timeout() == 300.0 and not caplog.records
     monkeypatch.setenv("AGENTIC_KNOWLEDGE_GIT_TIMEOUT", "ten")
     with caplog.at_level("WARNING", logger="agentloom.packs.docs.content"):
         assert repository.git_timeout() == 300.0
     assert [r.getMessage() for r in caplog.records] == [
-        "AGENTIC_KNOWLEDGE_GIT_TIMEOUT='ten' is not a number of seconds; using 300"]
+        "AGENTIC_KNOWLEDGE_GIT_TIMEOUT='ten' is not a number of seconds; using 300"
+    ]
 
 
 def test_git_gets_no_prompt_english_messages_and_only_the_allowed_transports(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-                 "GIT_NAMESPACE", "GIT_COMMON_DIR"):
+    for name in (
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_NAMESPACE",
+        "GIT_COMMON_DIR",
+    ):
         monkeypatch.setenv(name, "/elsewhere")
     monkeypatch.setenv("LC_ALL", "de_DE.UTF-8")
     monkeypatch.setenv("KEEP_ME", "yes")
     monkeypatch.delenv("GIT_ALLOW_PROTOCOL", raising=False)
     env = repository._env()
-    assert env == {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-                   **{k: v for k, v in os.environ.items() if k.startswith("GIT_") and v != "/elsewhere"},
-                   "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
-                   "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh"}
+    assert env == {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+        **{k: v for k, v in os.environ.items() if k.startswith("GIT_") and v != "/elsewhere"},
+        "GIT_TERMINAL_PROMPT": "0",
+        "LC_ALL": "C",
+        "LANGUAGE": "C",
+        "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh",
+    }
     assert env["KEEP_ME"] == "yes" and "GIT_DIR" not in env and "GIT_COMMON_DIR" not in env
     monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "ssh:ext:https")
     assert repository._env()["GIT_ALLOW_PROTOCOL"] == "https:ssh"  # ours in our order, never more
@@ -752,12 +845,22 @@ def test_git_gets_no_prompt_english_messages_and_only_the_allowed_transports(mon
 def test_progress_lines_become_fractions_and_the_rest_is_kept() -> None:
     reports: list[tuple[str, float | None]] = []
     seen: list[str] = []
-    for line in ["Counting objects:  40% (2/5)", "Compressing objects: 100% (3/3), done.", "",
-                 "remote: Enumerating objects: 5, done.", "Receiving objects:  50% (1/2)",
-                 "Resolving deltas:  20% (1/5)", "warning: redirecting to https://e.org/y.git/"]:
+    for line in [
+        "Counting objects:  40% (2/5)",
+        "Compressing objects: 100% (3/3), done.",
+        "",
+        "remote: Enumerating objects: 5, done.",
+        "Receiving objects:  50% (1/2)",
+        "Resolving deltas:  20% (1/5)",
+        "warning: redirecting to https://e.org/y.git/",
+    ]:
         GitRepoLoader._progress(line, seen, lambda phase, fraction: reports.append((phase, fraction)))
-    assert reports == [("counting objects", pytest.approx(0.02)), ("compressing objects", pytest.approx(0.1)),
-                       ("receiving objects", pytest.approx(0.475)), ("resolving objects", pytest.approx(0.87))]
+    assert reports == [
+        ("counting objects", pytest.approx(0.02)),
+        ("compressing objects", pytest.approx(0.1)),
+        ("receiving objects", pytest.approx(0.475)),
+        ("resolving objects", pytest.approx(0.87)),
+    ]
     assert seen == ["remote: Enumerating objects: 5, done.", "warning: redirecting to https://e.org/y.git/"]
     quiet: list[str] = []
     GitRepoLoader._progress("Receiving objects:  50% (1/2)", quiet, None)  # nobody listens: dropped
@@ -766,7 +869,8 @@ def test_progress_lines_become_fractions_and_the_rest_is_kept() -> None:
 
 
 def test_a_real_clone_reports_its_phases_in_order_and_takes_one_commit_of_one_branch(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     repo = Repo(tmp_path / "repo", {"README.md": "# lib", "docs/a.md": "a"})
     repo.commit({"docs/b.md": "b"})
     git("tag", "v1", cwd=repo.work)
@@ -776,16 +880,32 @@ def test_a_real_clone_reports_its_phases_in_order_and_takes_one_commit_of_one_br
     loader = loader_for(repo.url)
     with caplog.at_level("DEBUG", logger="agentloom.packs.docs.content"):
         fetched = loader.fetch(tmp_path / "clone", lambda phase, fraction: reports.append((phase, fraction)))  # type: ignore[arg-type]
-    command = ["git", "-c", "protocol.ext.allow=never", "clone", "--depth", "1", "--single-branch", "--no-tags",
-               "--progress", "--", repo.url, str(tmp_path / "clone")]
+    command = [
+        "git",
+        "-c",
+        "protocol.ext.allow=never",
+        "clone",
+        "--depth",
+        "1",
+        "--single-branch",
+        "--no-tags",
+        "--progress",
+        "--",
+        repo.url,
+        str(tmp_path / "clone"),
+    ]
     assert [r.getMessage() for r in caplog.records if r.levelname == "DEBUG"] == [f"running {command}"]
 
     assert fetched.folder == tmp_path / "clone" and fetched.files == ["README.md", "docs/a.md", "docs/b.md"]
     assert fetched.commit == git("rev-parse", "main", cwd=repo.bare).strip()
     assert fetched.commit_time == COMMIT_TIME and fetched.warning is None
     assert reports[0] == ("connecting", 0.0) and reports[-1] == ("selecting files", 0.96)
-    phases = {"counting objects": (0.0, 0.05), "compressing objects": (0.05, 0.1), "receiving objects": (0.1, 0.85),
-              "resolving objects": (0.85, 0.95)}
+    phases = {
+        "counting objects": (0.0, 0.05),
+        "compressing objects": (0.05, 0.1),
+        "receiving objects": (0.1, 0.85),
+        "resolving objects": (0.85, 0.95),
+    }
     middle = reports[1:-1]
     assert middle and {p for p, _ in middle} <= set(phases)
     assert [f for _, f in middle] == sorted(f for _, f in middle)
@@ -795,7 +915,10 @@ def test_a_real_clone_reports_its_phases_in_order_and_takes_one_commit_of_one_br
     clone = str(tmp_path / "clone")
     assert git("-C", clone, "rev-list", "--count", "HEAD", cwd=tmp_path).strip() == "1"  # --depth 1
     assert git("-C", clone, "for-each-ref", "--format=%(refname)", cwd=tmp_path).split() == [
-        "refs/heads/main", "refs/remotes/origin/HEAD", "refs/remotes/origin/main"]  # one branch, no tags
+        "refs/heads/main",
+        "refs/remotes/origin/HEAD",
+        "refs/remotes/origin/main",
+    ]  # one branch, no tags
     assert loader.branches() == ["main", "v2"]
     repo.branch_off("feature/refs/heads/x", {"docs/f.md": "f"})  # names may contain what the listing is split on
     git("tag", "old/refs/heads/tagged", cwd=repo.work)  # a tag is no branch, whatever its name
@@ -813,14 +936,20 @@ def test_fetch_warnings_name_the_source(tmp_path: Path) -> None:
     assert fetched.files == []
     assert fetched.warning == (
         f"no documentation files found in {repo.url}; configure `paths:` for this source in .knowledge/config.yaml "
-        f"to say which files to take\n{repo.url}: skipped symbolic links (never followed): docs/readme.md -> /etc/passwd")
+        f"to say which files to take\n{repo.url}: skipped symbolic links (never followed): docs/readme.md -> /etc/passwd"
+    )
     with pytest.raises(SourceError) as err:
         loader_for(repo.url, paths=("manual",)).fetch(tmp_path / "clone2")
-    assert str(err.value) == f"{repo.url}: not in the repository: manual. It has: docs/, src/; fix `paths:` in .knowledge/config.yaml"
+    assert (
+        str(err.value)
+        == f"{repo.url}: not in the repository: manual. It has: docs/, src/; fix `paths:` in .knowledge/config.yaml"
+    )
     with pytest.raises(SourceError) as err:
         loader_for(repo.url)._head(tmp_path)
     # git's words after "not a git repository" depend on whether tmp_path is on a file system of its own (/dev/shm)
-    assert str(err.value).startswith(f"{repo.url}: the clone has no commit to read (fatal: not a git repository (or any ")
+    assert str(err.value).startswith(
+        f"{repo.url}: the clone has no commit to read (fatal: not a git repository (or any "
+    )
     assert str(err.value).endswith("); check the repository and `branch:`")
     full = Repo(tmp_path / "full", {"README.md": "one"})
     full.commit({"README.md": "two"})  # a work tree with its whole history: the newest commit is read
@@ -830,7 +959,9 @@ def test_fetch_warnings_name_the_source(tmp_path: Path) -> None:
     assert str(err.value).startswith("https://e.org/x.git: the clone has no commit to read (fatal: cannot change to ")
 
 
-def test_branches_of_a_repository_that_cannot_be_listed_are_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_branches_of_a_repository_that_cannot_be_listed_are_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert loader_for((tmp_path / "nothing.git").as_uri()).branches() is None
     assert loader_for(empty_repo(tmp_path / "empty")).branches() == []
     monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
@@ -842,20 +973,25 @@ def test_a_missing_default_branch_when_the_branches_cannot_be_listed(tmp_path: P
     assert loader_for(url)._nothing_to_check_out() == (
         f"{url}: the repository's default branch (its HEAD) does not exist, so there is nothing to check out. "
         "Branches: (could not list them: run `git ls-remote --heads` on this URL); set `branch:` for this source in "
-        ".knowledge/config.yaml")
+        ".knowledge/config.yaml"
+    )
     repo = Repo(tmp_path / "repo", {"README.md": "x"})
     repo.branch_off("v2", {"docs/v2.md": "two"})
     assert loader_for(repo.url)._nothing_to_check_out() == (
         f"{repo.url}: the repository's default branch (its HEAD) does not exist, so there is nothing to check out. "
-        "Branches: main, v2; set `branch:` for this source in .knowledge/config.yaml")
+        "Branches: main, v2; set `branch:` for this source in .knowledge/config.yaml"
+    )
     empty = empty_repo(tmp_path / "empty")
     assert loader_for(empty)._nothing_to_check_out() == (
         f"{empty}: the repository is empty (it has no commits on any branch), so there is nothing to fetch; push a "
-        "commit to it, or check the URL in .knowledge/config.yaml")
+        "commit to it, or check the URL in .knowledge/config.yaml"
+    )
 
 
-AUTH = ("authentication failed. Check your git credentials (credential helper, SSH key or access token) by running "
-        "`git ls-remote` on this URL yourself, then retry")
+AUTH = (
+    "authentication failed. Check your git credentials (credential helper, SSH key or access token) by running "
+    "`git ls-remote` on this URL yourself, then retry"
+)
 UNREACHABLE = "the host cannot be reached. Check your internet connection (and proxy), then retry"
 NO_REPO = f"no repository at this URL. Check the URL in .knowledge/config.yaml ({ACCEPTED_URLS})"
 
@@ -863,19 +999,25 @@ NO_REPO = f"no repository at this URL. Check the URL in .knowledge/config.yaml (
 @pytest.mark.parametrize(
     ("stderr", "message"),
     [
-        ("Cloning into 'x'...\nfatal: unable to access 'https://e.org/x.git/': server certificate verification failed. "
-         "CAfile: none CRLfile: none",
-         "TLS certificate verification failed (unable to access 'https://e.org/x.git/': server certificate verification "
-         "failed. CAfile: none CRLfile: none). The server's certificate is not trusted on this machine: if the host is "
-         "yours or your company's (a self-hosted server, a proxy that inspects TLS), install its CA certificate into the "
-         "system store or point git to it with `git config --global http.sslCAInfo /path/to/ca.pem`; otherwise check "
-         "the URL. Certificate checks are never switched off"),
-        ("fatal: unable to access 'x': gnutls_handshake() failed: An unexpected TLS packet was received.\nmore",
-         "the TLS connection failed (unable to access 'x': gnutls_handshake() failed: An unexpected TLS packet was "
-         "received.); check that the URL's host and port serve HTTPS and your proxy settings, then retry"),
-        ("Host key verification failed.\nfatal: Could not read from remote repository.",
-         "the SSH host key of this server is not known yet. Connect once yourself (`ssh -T` to the host) to check and "
-         "accept it, then retry"),
+        (
+            "Cloning into 'x'...\nfatal: unable to access 'https://e.org/x.git/': server certificate verification failed. "
+            "CAfile: none CRLfile: none",
+            "TLS certificate verification failed (unable to access 'https://e.org/x.git/': server certificate verification "
+            "failed. CAfile: none CRLfile: none). The server's certificate is not trusted on this machine: if the host is "
+            "yours or your company's (a self-hosted server, a proxy that inspects TLS), install its CA certificate into the "
+            "system store or point git to it with `git config --global http.sslCAInfo /path/to/ca.pem`; otherwise check "
+            "the URL. Certificate checks are never switched off",
+        ),
+        (
+            "fatal: unable to access 'x': gnutls_handshake() failed: An unexpected TLS packet was received.\nmore",
+            "the TLS connection failed (unable to access 'x': gnutls_handshake() failed: An unexpected TLS packet was "
+            "received.); check that the URL's host and port serve HTTPS and your proxy settings, then retry",
+        ),
+        (
+            "Host key verification failed.\nfatal: Could not read from remote repository.",
+            "the SSH host key of this server is not known yet. Connect once yourself (`ssh -T` to the host) to check and "
+            "accept it, then retry",
+        ),
         ("fatal: Authentication failed for 'https://e.org/x.git/'", AUTH),
         ("fatal: could not read Username for 'https://e.org': No such device or address", AUTH),
         ("fatal: could not read Password for 'https://me@e.org': No such device", AUTH),
@@ -891,16 +1033,20 @@ NO_REPO = f"no repository at this URL. Check the URL in .knowledge/config.yaml (
         ("ssh: connect to host e.org port 22: Network is unreachable", UNREACHABLE),
         ("ssh: connect to host e.org port 22: No route to host", UNREACHABLE),
         ("fatal: unable to access 'x': Connection reset by peer", UNREACHABLE),
-        ("fatal: transport 'ext' not allowed",
-         f"git refused this transport (allowed: GIT_ALLOW_PROTOCOL=file:git:http:https:ssh); use {ACCEPTED_URLS}, or "
-         "widen GIT_ALLOW_PROTOCOL in your environment"),
+        (
+            "fatal: transport 'ext' not allowed",
+            f"git refused this transport (allowed: GIT_ALLOW_PROTOCOL=file:git:http:https:ssh); use {ACCEPTED_URLS}, or "
+            "widen GIT_ALLOW_PROTOCOL in your environment",
+        ),
         ("fatal: 'x' does not appear to be a git repository", NO_REPO),
         ("remote: Repository not found.", NO_REPO),
         ("fatal: remote error: the branch is Not Found", NO_REPO),
         ("error: The requested URL returned error: 404", NO_REPO),
         ("fatal: '/srv/x.git' Does Not Exist", NO_REPO),
-        ("warning: could not find remote branch v9 to clone.",  # no branch configured
-         "git clone failed: warning: could not find remote branch v9 to clone."),
+        (
+            "warning: could not find remote branch v9 to clone.",  # no branch configured
+            "git clone failed: warning: could not find remote branch v9 to clone.",
+        ),
         ("fatal: the transport broke\nfatal: early EOF", "git clone failed: fatal: early EOF"),
         ("fatal: something odd\n  happened here  \n", "git clone failed:   happened here"),
         ("", "git clone failed: no message"),
@@ -911,23 +1057,32 @@ def test_each_git_failure_gets_its_own_message(stderr: str, message: str) -> Non
     assert loader_for("https://e.org/x.git")._explain(stderr) == f"https://e.org/x.git: {message}"
 
 
-@pytest.mark.parametrize("stderr", ["warning: Could not find remote branch v9 to clone.\nfatal: other",
-                                    "fatal: Remote branch v9 not found in upstream origin"])
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "warning: Could not find remote branch v9 to clone.\nfatal: other",
+        "fatal: Remote branch v9 not found in upstream origin",
+    ],
+)
 def test_a_missing_configured_branch_lists_the_branches(tmp_path: Path, stderr: str) -> None:
     repo = Repo(tmp_path / "repo", {"README.md": "x"})
     repo.branch_off("v2", {"docs/v2.md": "two"})
     assert loader_for(repo.url, branch="v9")._explain(stderr) == (
-        f"{repo.url}: branch 'v9' does not exist. Branches: main, v2; fix `branch:` in .knowledge/config.yaml")
+        f"{repo.url}: branch 'v9' does not exist. Branches: main, v2; fix `branch:` in .knowledge/config.yaml"
+    )
     gone = (tmp_path / "gone.git").as_uri()
     assert loader_for(gone, branch="v9")._explain(stderr) == (
-        f"{gone}: branch 'v9' does not exist. Branches: (could not list them); fix `branch:` in .knowledge/config.yaml")
+        f"{gone}: branch 'v9' does not exist. Branches: (could not list them); fix `branch:` in .knowledge/config.yaml"
+    )
     empty = empty_repo(tmp_path / "empty")
     assert loader_for(empty, branch="v9")._explain(stderr) == (
         f"{empty}: the repository is empty (it has no commits on any branch), so there is nothing to fetch; push a "
-        "commit to it, or check the URL in .knowledge/config.yaml")
+        "commit to it, or check the URL in .knowledge/config.yaml"
+    )
     # "remote branch" without "not found" is no missing branch
     assert loader_for(repo.url, branch="v9")._explain("fatal: remote branch v9 is weird") == (
-        f"{repo.url}: git clone failed: fatal: remote branch v9 is weird")
+        f"{repo.url}: git clone failed: fatal: remote branch v9 is weird"
+    )
 
 
 def test_a_refused_url_never_reaches_git_and_says_why(tmp_path: Path) -> None:
@@ -977,7 +1132,8 @@ def test_a_git_that_cannot_be_started_is_named_with_the_fix(tmp_path: Path, monk
     assert str(err.value) == (
         "git is not installed (no `git` on PATH); web sources are fetched with the system git. Install it "
         "(Debian/Ubuntu: `sudo apt-get install git`, Fedora: `sudo dnf install git`, macOS: `xcode-select --install`), "
-        "check that `git --version` works in this shell, then retry")
+        "check that `git --version` works in this shell, then retry"
+    )
     broken = tmp_path / "broken-bin"
     broken.mkdir()
     (broken / "git").write_text("#!/bin/sh\nexit 0\n")
@@ -1030,29 +1186,40 @@ def test_git_never_reads_the_servers_stdin(tmp_path: Path) -> None:
 
 
 def test_git_messages_split_across_reads_or_without_a_last_newline_are_kept_whole() -> None:
-    script = ("import sys, time\n"
-              "sys.stderr.buffer.write(b'fatal: the first par'); sys.stderr.flush(); time.sleep(0.5)\n"
-              "sys.stderr.buffer.write(b't of a line\\nthe last line, caf\\xe9, without a newline'); sys.stderr.flush()\n")
+    script = (
+        "import sys, time\n"
+        "sys.stderr.buffer.write(b'fatal: the first par'); sys.stderr.flush(); time.sleep(0.5)\n"
+        "sys.stderr.buffer.write(b't of a line\\nthe last line, caf\\xe9, without a newline'); sys.stderr.flush()\n"
+    )
     assert loader_for()._run([sys.executable, "-c", script]) == (
-        0, "", "fatal: the first part of a line\nthe last line, caf\ufffd, without a newline")
+        0,
+        "",
+        "fatal: the first part of a line\nthe last line, caf\ufffd, without a newline",
+    )
 
 
 def test_a_git_that_closes_its_output_but_lives_on_is_stopped_at_the_timeout(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    script = (f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
-              "os.close(1); os.close(2)\ntime.sleep(0.6)\nos._exit(0)\n")
+    script = (
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "os.close(1); os.close(2)\ntime.sleep(0.6)\nos._exit(0)\n"
+    )
     with pytest.raises(SourceError) as err:
         loader_for(timeout=0.3)._run([sys.executable, "-c", script])
-    assert str(err.value) == ("https://e.org/x.git: git took longer than 0.3 s and was stopped; check your internet "
-                              "connection and retry, or raise AGENTIC_KNOWLEDGE_GIT_TIMEOUT (seconds)")
+    assert str(err.value) == (
+        "https://e.org/x.git: git took longer than 0.3 s and was stopped; check your internet "
+        "connection and retry, or raise AGENTIC_KNOWLEDGE_GIT_TIMEOUT (seconds)"
+    )
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)  # killed and reaped
 
 
 def test_an_error_while_git_runs_stops_git(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    script = (f"import os, sys, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
-              "sys.stderr.write('Receiving objects:  50% (1/2)\\n'); sys.stderr.flush()\ntime.sleep(20)\n")
+    script = (
+        f"import os, sys, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "sys.stderr.write('Receiving objects:  50% (1/2)\\n'); sys.stderr.flush()\ntime.sleep(20)\n"
+    )
 
     def report(phase: str, fraction: float | None) -> None:
         raise RuntimeError("the client went away")
@@ -1063,7 +1230,9 @@ def test_an_error_while_git_runs_stops_git(tmp_path: Path) -> None:
         os.kill(int(pid_file.read_text()), 0)  # killed and reaped, not left running
 
 
-def test_listing_branches_never_passes_the_url_to_git_as_an_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_listing_branches_never_passes_the_url_to_git_as_an_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = Repo(tmp_path / "repo", {"README.md": "x"})
     monkeypatch.chdir(repo.work)  # a repository with an origin that git would list instead
     pwned = tmp_path / "pwned"
@@ -1073,19 +1242,25 @@ def test_listing_branches_never_passes_the_url_to_git_as_an_option(tmp_path: Pat
     assert not pwned.exists()
 
 
-def test_a_clone_whose_remote_head_names_no_branch_lists_the_branches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_clone_whose_remote_head_names_no_branch_lists_the_branches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = Repo(tmp_path / "repo", {"README.md": "x"})
     repo.branch_off("v2", {"docs/v2.md": "two"})
     # what other git versions print (exit 0, nothing checked out) for a HEAD naming a missing branch
-    stand_in_git(tmp_path / "bin", 'case " $* " in *" clone "*)\n'
-                 '  echo "warning: remote HEAD refers to nonexistent ref, unable to checkout." >&2; exit 0;;\nesac\n'
-                 'exec "$REAL_GIT" "$@"')
+    stand_in_git(
+        tmp_path / "bin",
+        'case " $* " in *" clone "*)\n'
+        '  echo "warning: remote HEAD refers to nonexistent ref, unable to checkout." >&2; exit 0;;\nesac\n'
+        'exec "$REAL_GIT" "$@"',
+    )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(SourceError) as err:
         loader_for(repo.url).clone(tmp_path / "clone")
     assert str(err.value) == (
         f"{repo.url}: the repository's default branch (its HEAD) does not exist, so there is nothing to check out. "
-        "Branches: main, v2; set `branch:` for this source in .knowledge/config.yaml")
+        "Branches: main, v2; set `branch:` for this source in .knowledge/config.yaml"
+    )
 
 
 @pytest.mark.parametrize("code", [0, 1])
@@ -1094,8 +1269,9 @@ def test_a_git_log_that_prints_nothing_is_no_commit(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     with pytest.raises(SourceError) as err:
         loader_for()._head(tmp_path)
-    assert str(err.value) == ("https://e.org/x.git: the clone has no commit to read (no commit); check the repository "
-                              "and `branch:`")
+    assert str(err.value) == (
+        "https://e.org/x.git: the clone has no commit to read (no commit); check the repository and `branch:`"
+    )
 
 
 def test_a_folder_opened_as_descriptor_zero_is_closed_too(tmp_path: Path) -> None:
@@ -1170,7 +1346,10 @@ def test_a_link_swapped_in_while_folders_are_made_is_refused(tmp_path: Path) -> 
             with ChangedBefore(os.mkdir, lambda top=top: (dest_root / top).symlink_to(outside)):  # type: ignore[misc]
                 with pytest.raises(UnsafePath) as err:
                     dest.stage(name, repo, 0.0)
-            assert str(err.value) == f"{top} in the docset folder is a symbolic link (to {outside}); links are never followed. Fix."
+            assert (
+                str(err.value)
+                == f"{top} in the docset folder is a symbolic link (to {outside}); links are never followed. Fix."
+            )
     assert list(outside.iterdir()) == []
 
 
@@ -1196,6 +1375,8 @@ def test_at_a_mount_point_the_error_is_gits_fatal_line_not_its_explanation() -> 
         with pytest.raises(SourceError) as err:
             loader_for("https://e.org/x.git")._head(Path(folder))
     message = str(err.value)
-    assert message.startswith("https://e.org/x.git: the clone has no commit to read (fatal: not a git repository (or any "
-                              "parent up to mount point "), message
+    assert message.startswith(
+        "https://e.org/x.git: the clone has no commit to read (fatal: not a git repository (or any "
+        "parent up to mount point "
+    ), message
     assert message.endswith("); check the repository and `branch:`") and "Stopping at" not in message, message

@@ -91,7 +91,10 @@ def text_of(result: Any) -> str:
 
 # -- ids in the MCP tools ------------------------------------------------------------------
 
-async def test_tool_arguments_cannot_reach_another_endpoint(stitch: StitchServer, worker: Worker, tmp_path: Path) -> None:
+
+async def test_tool_arguments_cannot_reach_another_endpoint(
+    stitch: StitchServer, worker: Worker, tmp_path: Path
+) -> None:
     b = Builder(worker.url)
     b.node("Worker", "w", mode="fail")
     b.node("UX", "gate.v1:review")  # '.' and ':' are node id characters; the tool must send them intact
@@ -101,15 +104,27 @@ async def test_tool_arguments_cannot_reach_another_endpoint(stitch: StitchServer
     before = stitch.http.get(f"/runs/{run_id}/events").json()
     async with Client(stitch_host(tmp_path, stitch.base).server) as client:
         attacks = [
-            ("stitch_complete", {"run_id": f"../retry/{run_id}", "node_id": "w", "output": {}}, "run_id"),  # would retry w
+            (
+                "stitch_complete",
+                {"run_id": f"../retry/{run_id}", "node_id": "w", "output": {}},
+                "run_id",
+            ),  # would retry w
             ("stitch_retry", {"run_id": f"{run_id}/../../retry/{run_id}", "node_id": "w"}, "run_id"),
-            ("stitch_start_run", {"flow_id": f"../complete/{run_id}/gate.v1:review?", "input": {"x": 1}}, "flow_id"),  # would complete the gate
+            (
+                "stitch_start_run",
+                {"flow_id": f"../complete/{run_id}/gate.v1:review?", "input": {"x": 1}},
+                "flow_id",
+            ),  # would complete the gate
             ("stitch_run_status", {"run_id": f"{run_id}?x=1"}, "run_id"),
             ("stitch_complete", {"run_id": run_id, "node_id": "..", "output": {}}, "node_id"),
             ("stitch_retry", {"run_id": run_id, "node_id": "."}, "node_id"),
             ("stitch_retry", {"run_id": run_id, "node_id": "w\n"}, "node_id"),
             # Node ids are sent percent-encoded, as one segment: the server knows no such node.
-            ("stitch_complete", {"run_id": run_id, "node_id": "gate.v1:review?x=1", "output": {}}, "Stitch refused"),  # would complete the gate
+            (
+                "stitch_complete",
+                {"run_id": run_id, "node_id": "gate.v1:review?x=1", "output": {}},
+                "Stitch refused",
+            ),  # would complete the gate
             ("stitch_complete", {"run_id": run_id, "node_id": "gate.v1:review#x", "output": {}}, "Stitch refused"),
             ("stitch_complete", {"run_id": run_id, "node_id": "../retry/w", "output": {}}, "Stitch refused"),
             ("stitch_retry", {"run_id": run_id, "node_id": "w/../w"}, "Stitch refused"),
@@ -118,14 +133,19 @@ async def test_tool_arguments_cannot_reach_another_endpoint(stitch: StitchServer
         for tool, arguments, named in attacks:
             result = await client.call_tool(tool, arguments)
             assert result.is_error, (tool, arguments, result.structured_content)
-            assert text_of(result).startswith(f"{named}: " if named.endswith("_id") else named), (arguments, text_of(result))
+            assert text_of(result).startswith(f"{named}: " if named.endswith("_id") else named), (
+                arguments,
+                text_of(result),
+            )
         now = states(stitch, run_id)
         assert now["gate.v1:review"]["status"] == "waiting_for_user"
         assert (now["w"]["status"], now["w"]["attempt"]) == ("failed", 1)
         assert stitch.http.get(f"/runs/{run_id}/events").json() == before
         assert len(stitch.http.get("/runs").json()["runs"]) == 1
         # The real thing still works: an upper-case UUID, a node id with '.' and ':'.
-        done = await client.call_tool("stitch_complete", {"run_id": run_id.upper(), "node_id": "gate.v1:review", "output": {"ok": 1}})
+        done = await client.call_tool(
+            "stitch_complete", {"run_id": run_id.upper(), "node_id": "gate.v1:review", "output": {"ok": 1}}
+        )
         assert not done.is_error, text_of(done)
         assert states(stitch, run_id)["gate.v1:review"]["output"] == {"ok": 1}
 
@@ -170,6 +190,7 @@ def test_every_accepted_node_id_round_trips_through_a_real_callback(stitch: Stit
 
 # -- values that cannot be stored or returned ----------------------------------------------------
 
+
 def _deep(levels: int) -> str:
     return "[" * levels + "1" + "]" * levels
 
@@ -205,19 +226,37 @@ def test_values_that_cannot_be_stored_are_refused_with_their_json_path(stitch: S
     callback = until(lambda: worker.received)[0]["callbackUrl"]
     for name, (value, what) in BAD_VALUES.items():
         post = stitch.http.post
+
         def body(template: str) -> str:
             return template.replace("VALUE", value)  # noqa: B023 - used at once, in this iteration
 
         graph = body('{"name": "f", "graph": {"nodes": [{"id": "u", "type": "UX", "data": {"x": VALUE}}]}}')
         _refused(post("/flows", content=graph, headers=JSON), "$.graph.nodes[0].data.x", what)
         _refused(stitch.http.put(f"/flows/{flow_id}", content=graph, headers=JSON), "$.graph.nodes[0].data.x", what)
-        _refused(post(f"/flows/{flow_id}/runs", content=body('{"input": {"k": VALUE}}'), headers=JSON), "$.input.k", what)
-        _refused(httpx.post(callback, content=body('{"status": "completed", "output": {"k": VALUE}}'), headers=JSON), "$.output.k", what)
+        _refused(
+            post(f"/flows/{flow_id}/runs", content=body('{"input": {"k": VALUE}}'), headers=JSON), "$.input.k", what
+        )
+        _refused(
+            httpx.post(callback, content=body('{"status": "completed", "output": {"k": VALUE}}'), headers=JSON),
+            "$.output.k",
+            what,
+        )
         _refused(post(f"/complete/{run_id}/gate", content=body('{"k": VALUE}'), headers=JSON), "$.k", what)
         if name in STRINGS:
-            _refused(httpx.post(callback, content=body('{"status": "failed", "error": VALUE}'), headers=JSON), "$.error", what)
-            _refused(post("/flows", content=body('{"name": VALUE, "graph": {"nodes": [{"id": "u", "type": "UX"}]}}'), headers=JSON),
-                     "$.name", what)
+            _refused(
+                httpx.post(callback, content=body('{"status": "failed", "error": VALUE}'), headers=JSON),
+                "$.error",
+                what,
+            )
+            _refused(
+                post(
+                    "/flows",
+                    content=body('{"name": VALUE, "graph": {"nodes": [{"id": "u", "type": "UX"}]}}'),
+                    headers=JSON,
+                ),
+                "$.name",
+                what,
+            )
         # Nothing was written, and everything still reads.
         assert [f["version"] for f in stitch.http.get("/flows").json()] == [1], name
         assert [r["id"] for r in stitch.http.get("/runs").json()["runs"]] == [run_id], name
@@ -239,8 +278,14 @@ def test_values_that_cannot_be_stored_are_refused_with_their_json_path(stitch: S
 def test_ids_that_are_not_uuids_are_unknown_alike_on_both_databases(stitch: StitchServer) -> None:
     base = f"{stitch.base}/api/stitch"
     for bad in ["%00", "%ED%A0%80", "nope", "00000000-0000-0000-0000-00000000000%00"]:
-        for method, path in [("GET", f"/runs/{bad}"), ("GET", f"/flows/{bad}"), ("POST", f"/flows/{bad}/runs"),
-                             ("PUT", f"/flows/{bad}"), ("POST", f"/complete/{bad}/x"), ("POST", f"/retry/{bad}/x")]:
+        for method, path in [
+            ("GET", f"/runs/{bad}"),
+            ("GET", f"/flows/{bad}"),
+            ("POST", f"/flows/{bad}/runs"),
+            ("PUT", f"/flows/{bad}"),
+            ("POST", f"/complete/{bad}/x"),
+            ("POST", f"/retry/{bad}/x"),
+        ]:
             response = httpx.request(method, base + path, json={"name": "n"} if method == "PUT" else {})
             assert response.status_code == 404, (method, path, response.status_code, response.text)
         assert httpx.get(f"{base}/runs/{bad}/events").status_code == 404
@@ -256,8 +301,11 @@ class FakeStitch:
         self.url = f"http://127.0.0.1:{self.port}"
         self.outage = False
         routes = [Route("/api/stitch/runs/{run_id}", self._run), Route("/api/stitch/flows", self._flows)]
-        self._server = uvicorn.Server(uvicorn.Config(Starlette(routes=routes), host="127.0.0.1", port=self.port,
-                                                     log_level="warning", lifespan="off"))
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                Starlette(routes=routes), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+            )
+        )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
     def __enter__(self) -> Self:
@@ -286,7 +334,11 @@ async def test_a_500_for_one_request_does_not_open_the_breaker_for_every_tool(tm
         async with Client(stitch_host(tmp_path, fake.url).server) as client:
             for _ in range(5):
                 result = await client.call_tool("stitch_run_status", {"run_id": run_id})
-                assert result.is_error and "HTTP 500" in text_of(result) and "internal error on this run" in text_of(result)
+                assert (
+                    result.is_error
+                    and "HTTP 500" in text_of(result)
+                    and "internal error on this run" in text_of(result)
+                )
                 assert "circuit" not in text_of(result)
             listed = await client.call_tool("stitch_list_flows", {})
             assert not listed.is_error, text_of(listed)
@@ -321,7 +373,10 @@ def test_a_lost_database_answers_503_and_opens_the_breaker(postgres: str, tmp_pa
 
 # -- request limits ----------------------------------------------------------------------------
 
-def test_bodies_above_the_limit_are_refused_before_they_are_parsed(database_url: str, tmp_path: Path, worker: Worker) -> None:
+
+def test_bodies_above_the_limit_are_refused_before_they_are_parsed(
+    database_url: str, tmp_path: Path, worker: Worker
+) -> None:
     server = StitchServer(database_url, tmp_path)
     server.env["STITCH_MAX_BODY_BYTES"] = "4096"
     server.start()
@@ -333,10 +388,17 @@ def test_bodies_above_the_limit_are_refused_before_they_are_parsed(database_url:
         callback = until(lambda: worker.received)[0]["callbackUrl"]
         big = "x" * 5000
         too_large = [
-            server.http.post("/flows", json={"name": "f", "graph": {"nodes": [{"id": "u", "type": "UX", "data": {"big": big}}]}}),
+            server.http.post(
+                "/flows", json={"name": "f", "graph": {"nodes": [{"id": "u", "type": "UX", "data": {"big": big}}]}}
+            ),
             server.http.post("/flows", content=b"{" * 5000, headers=JSON),  # not even JSON: refused before parsing
-            server.http.post("/flows", content=iter([b"{" * 3000, b"{" * 3000]), headers=JSON),  # chunked: no Content-Length
-            server.http.put(f"/flows/{flow_id}", json={"name": "renamed", "graph": {"nodes": [{"id": "u", "type": "UX", "data": {"big": big}}]}}),
+            server.http.post(
+                "/flows", content=iter([b"{" * 3000, b"{" * 3000]), headers=JSON
+            ),  # chunked: no Content-Length
+            server.http.put(
+                f"/flows/{flow_id}",
+                json={"name": "renamed", "graph": {"nodes": [{"id": "u", "type": "UX", "data": {"big": big}}]}},
+            ),
             server.http.post(f"/flows/{flow_id}/runs", json={"input": big}),
             httpx.post(callback, json={"status": "completed", "output": big}),
             httpx.post(callback, content=iter([b" " * 3000, b" " * 3000]), headers=JSON),
@@ -379,27 +441,43 @@ def test_webhook_urls_with_credentials_or_metadata_addresses_are_refused_when_sa
         assert "secret" not in response.text
     assert stitch.http.get("/flows").json() == []
     # Loopback and private networks stay allowed by default: workers often run there.
-    for allowed in ("http://127.0.0.1:9/work", "http://[::1]:9/work", "http://10.1.2.3/work", "http://192.168.1.20:8080/w",
-                    "http://localhost:9/work", "https://example.com/hook?token=t"):
+    for allowed in (
+        "http://127.0.0.1:9/work",
+        "http://[::1]:9/work",
+        "http://10.1.2.3/work",
+        "http://192.168.1.20:8080/w",
+        "http://localhost:9/work",
+        "https://example.com/hook?token=t",
+    ):
         b = Builder(allowed)
         b.node("Worker", "w")
         create(stitch, b.graph())
 
 
 def test_deny_private_refuses_loopback_by_address_and_by_name_and_the_allow_list_permits(
-    database_url: str, tmp_path: Path, worker: Worker,
+    database_url: str,
+    tmp_path: Path,
+    worker: Worker,
 ) -> None:
     server = StitchServer(database_url, tmp_path)
     server.env.update(STITCH_WEBHOOK_DENY_PRIVATE="true", STITCH_WEBHOOK_ALLOW="169.254.169.254, 192.168.7.0/24")
     server.start()
     try:
+
         def save(url: str) -> httpx.Response:
-            return server.http.post("/flows", json={"name": "f", "graph": {"nodes": [{"id": "w", "type": "Worker", "data": {"webhookUrl": url}}]}})
+            return server.http.post(
+                "/flows",
+                json={"name": "f", "graph": {"nodes": [{"id": "w", "type": "Worker", "data": {"webhookUrl": url}}]}},
+            )
 
         for refused in (worker.url, "http://10.0.0.1/work", "http://[::1]:9/work", "http://169.254.169.1/"):
             response = save(refused)
             assert response.status_code == 422 and "STITCH_WEBHOOK" in response.text, (refused, response.text)
-        for allowed in ("http://169.254.169.254/latest/meta-data/", "http://192.168.7.9/work", "http://93.184.215.14/work"):
+        for allowed in (
+            "http://169.254.169.254/latest/meta-data/",
+            "http://192.168.7.9/work",
+            "http://93.184.215.14/work",
+        ):
             assert save(allowed).status_code == 201, allowed
         # A name is checked when the webhook is sent: localhost resolves to loopback, refused.
         by_name = f"http://localhost:{worker.port}/work"
@@ -423,7 +501,10 @@ async def test_names_resolving_to_metadata_addresses_are_refused_when_sent() -> 
             self.addresses = addresses
 
         async def resolve(self, host: str, port: int = 0, family: int = 0) -> list[dict[str, Any]]:
-            return [{"hostname": host, "host": a, "port": port, "family": family, "proto": 0, "flags": 0} for a in self.addresses]
+            return [
+                {"hostname": host, "host": a, "port": port, "family": family, "proto": 0, "flags": 0}
+                for a in self.addresses
+            ]
 
         async def close(self) -> None:
             pass
@@ -434,7 +515,13 @@ async def test_names_resolving_to_metadata_addresses_are_refused_when_sent() -> 
         resolver.inner = Fixed(addresses)  # type: ignore[attr-defined]
         return await resolver.resolve(host, 80)  # type: ignore[return-value]
 
-    for addresses in (["169.254.169.254"], ["93.184.215.14", "169.254.169.254"], ["fd00:ec2::254"], ["fe80::1"], ["::ffff:169.254.169.254"]):
+    for addresses in (
+        ["169.254.169.254"],
+        ["93.184.215.14", "169.254.169.254"],
+        ["fd00:ec2::254"],
+        ["fe80::1"],
+        ["::ffff:169.254.169.254"],
+    ):
         with pytest.raises(TargetRefused, match="metadata.example resolves to"):
             await resolve(WebhookPolicy(), "metadata.example", addresses)
     assert await resolve(WebhookPolicy("metadata.example"), "metadata.example", ["169.254.169.254"])
@@ -466,18 +553,40 @@ def test_a_worker_error_answer_is_kept_short_and_clean(stitch: StitchServer, wor
 
 # -- the API key ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("key,message", [("", "is set but blank"), ("   ", "is set but blank"), ("short-key", "too short (9 characters"),
-                                         ("fifteen-chars!!", "too short (15 characters"), (" padded-key-of-20ch ", "printable ASCII")])
+
+@pytest.mark.parametrize(
+    "key,message",
+    [
+        ("", "is set but blank"),
+        ("   ", "is set but blank"),
+        ("short-key", "too short (9 characters"),
+        ("fifteen-chars!!", "too short (15 characters"),
+        (" padded-key-of-20ch ", "printable ASCII"),
+    ],
+)
 def test_a_blank_or_short_api_key_is_refused_at_start(tmp_path: Path, key: str, message: str) -> None:
-    env = {"PATH": "/usr/bin:/bin", "AGENTLOOM_DATA_DIR": str(tmp_path / "data"), "STITCH_BASE_URL": "http://127.0.0.1:8000",
-           "STITCH_API_KEY": key, **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AGENTLOOM_DATA_DIR": str(tmp_path / "data"),
+        "STITCH_BASE_URL": "http://127.0.0.1:8000",
+        "STITCH_API_KEY": key,
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+    }
     try:
-        done = subprocess.run([PYTHON, "-m", "agentloom", "stitch", "serve", "--port", str(free_port())], env=env,
-                              capture_output=True, text=True, timeout=30, check=False)
+        done = subprocess.run(
+            [PYTHON, "-m", "agentloom", "stitch", "serve", "--port", str(free_port())],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"the server started with STITCH_API_KEY={key!r}")
     assert done.returncode == 2, done.stderr
-    assert message in done.stderr and "STITCH_API_KEY" in done.stderr and "secrets.token_urlsafe" in done.stderr, done.stderr
+    assert message in done.stderr and "STITCH_API_KEY" in done.stderr and "secrets.token_urlsafe" in done.stderr, (
+        done.stderr
+    )
 
 
 def test_docs_and_the_openapi_description_need_the_key_when_one_is_set(tmp_path: Path) -> None:
@@ -486,7 +595,10 @@ def test_docs_and_the_openapi_description_need_the_key_when_one_is_set(tmp_path:
     try:
         for path in ("/docs", "/openapi.json", "/redoc", "/api/stitch/flows", "/api/stitch/nowhere"):
             assert httpx.get(server.base + path).status_code == 401, path
-            assert httpx.get(server.base + path, headers={"Authorization": "Bearer wrong-key-of-some-length"}).status_code == 401, path
+            assert (
+                httpx.get(server.base + path, headers={"Authorization": "Bearer wrong-key-of-some-length"}).status_code
+                == 401
+            ), path
         assert httpx.get(server.base + "/docs", headers={"Authorization": f"Bearer {key}"}).status_code == 200
         described = httpx.get(server.base + "/openapi.json", headers={"X-API-Key": key})
         assert described.status_code == 200 and "/api/stitch/flows" in described.json()["paths"]

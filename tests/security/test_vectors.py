@@ -63,8 +63,9 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
-async def test_files_outside_the_allowed_folders_are_refused_naming_them(tmp_path: Path, project: Path,
-                                                                         outside: Path) -> None:
+async def test_files_outside_the_allowed_folders_are_refused_naming_them(
+    tmp_path: Path, project: Path, outside: Path
+) -> None:
     host, name = host_with(tmp_path / "data", file_roots=[str(project)])
     async with Client(host.server) as client:
         for path in ("/etc/hostname", str(outside), str(project / ".." / "outside" / "secret.md"), "../outside"):
@@ -75,7 +76,12 @@ async def test_files_outside_the_allowed_folders_are_refused_naming_them(tmp_pat
         # One path outside refuses the whole call: nothing is half-added.
         error, text, _ = await add_files(client, name, [str(project / "docs"), str(outside)])
         assert error and str(outside) in text
-        assert host.packs["vectors"].state.store.describe(host.packs["vectors"].state.store.collection(name))["chunk_count"] == 0
+        assert (
+            host.packs["vectors"].state.store.describe(host.packs["vectors"].state.store.collection(name))[
+                "chunk_count"
+            ]
+            == 0
+        )
         # Inside, relative paths are looked up in the allowed folders.
         error, text, added = await add_files(client, name, ["docs"])
         assert not error, text
@@ -94,9 +100,13 @@ async def test_symlinks_are_followed_before_the_check(tmp_path: Path, project: P
         error, text, added = await add_files(client, name, [str(project / "docs")])
         assert not error, text
         assert [d["document_id"] for d in added["documents"]] == ["docs/guide.md"]
-        assert added["skipped"] == [{"path": str(project / "docs" / "link.md"),
-                                     "reason": "a symbolic link to a file outside the allowed folders (not read)"}]
-        found = (await client.call_tool("vector_search", {"collection": name, "query": "launch code", "n": 10}))
+        assert added["skipped"] == [
+            {
+                "path": str(project / "docs" / "link.md"),
+                "reason": "a symbolic link to a file outside the allowed folders (not read)",
+            }
+        ]
+        found = await client.call_tool("vector_search", {"collection": name, "query": "launch code", "n": 10})
         assert "0000" not in found.content[0].text
 
 
@@ -130,8 +140,9 @@ async def test_the_default_is_the_working_directory_but_never_root_or_home(
             assert error and "may read no folder" in text and "is not used by default" in text, text
 
 
-async def test_file_roots_from_the_environment(tmp_path: Path, project: Path, outside: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_file_roots_from_the_environment(
+    tmp_path: Path, project: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENTLOOM_VECTORS__FILE_ROOTS", json.dumps([str(outside.parent)]))
     host, name = host_with(tmp_path / "data", file_roots=None)
     async with Client(host.server) as client:
@@ -170,8 +181,9 @@ async def test_roots_over_stdio_from_a_real_client(server_env: dict[str, str], p
         ([], "patterns is empty"),
     ],
 )
-async def test_bad_patterns_are_refused_with_the_reason(tmp_path: Path, project: Path, patterns: list[str],
-                                                        fragment: str) -> None:
+async def test_bad_patterns_are_refused_with_the_reason(
+    tmp_path: Path, project: Path, patterns: list[str], fragment: str
+) -> None:
     host, name = host_with(tmp_path / "data", file_roots=[str(project)])
     async with Client(host.server) as client:
         error, text, _ = await add_files(client, name, [str(project)], patterns=patterns)
@@ -188,10 +200,15 @@ async def test_search_refusals_say_why(tmp_path: Path, store_settings: dict[str,
     store.create_collection(name)
     store.add_document(name, "Cats purr.", "cats", {"rank": 1, "topic": "cats"})
     cases: list[tuple[dict[str, Any], str]] = [
-        ({"filter": {"rank": {"$in": list(range(50_000))}}}, "has 50,000 values; at most 1,000 are allowed in one $in list"),
+        (
+            {"filter": {"rank": {"$in": list(range(50_000))}}},
+            "has 50,000 values; at most 1,000 are allowed in one $in list",
+        ),
         ({"filter": {"rank": {"$nin": list(range(1_001))}}}, "at most 1,000 are allowed in one $nin list"),
-        ({"filter": {"$or": [{f"f{i}": {"$in": list(range(900))}} for i in range(7)]}},
-         "more than 5,000 values in all"),
+        (
+            {"filter": {"$or": [{f"f{i}": {"$in": list(range(900))}} for i in range(7)]}},
+            "more than 5,000 values in all",
+        ),
         ({"filter": {"rank": {"$in": [1, "a"]}}}, "mixes integer and string values"),
         ({"filter": {"rank": {"$in": [1, 1.5]}}}, "mixes decimal and integer values"),
         ({"filter": {"rank": {"$in": [2**63]}}}, "does not fit in a 64-bit integer"),
@@ -209,8 +226,9 @@ async def test_search_refusals_say_why(tmp_path: Path, store_settings: dict[str,
             assert result.is_error and fragment in text, (args if len(str(args)) < 200 else fragment, text)
             assert "internal error" not in text and "unreachable" not in text
         # Nothing above reached Chroma as a failure: the breaker is still closed, the store answers.
-        ok = await client.call_tool("vector_search", {"collection": name, "query": "cats",
-                                                      "filter": {"rank": {"$in": list(range(1_000))}}})
+        ok = await client.call_tool(
+            "vector_search", {"collection": name, "query": "cats", "filter": {"rank": {"$in": list(range(1_000))}}}
+        )
         assert not ok.is_error and ok.structured_content["results"][0]["document_id"] == "cats"
 
 
@@ -221,7 +239,11 @@ async def test_metadata_refusals_say_why(tmp_path: Path, store_settings: dict[st
         bad = await client.call_tool("vector_create_collection", {"name": name, "metadata": {"#team": "docs"}})
         assert bad.is_error and "'#team' is invalid" in bad.content[0].text and "Chroma reserves" in bad.content[0].text
         await client.call_tool("vector_create_collection", {"name": name})
-        for metadata, fragment in [({"#x": 1}, "'#x' is invalid"), ({"big": 2**64}, "does not fit in a 64-bit integer")]:
-            result = await client.call_tool("vector_add_document", {"collection": name, "text": "hello",
-                                                                    "metadata": metadata})
+        for metadata, fragment in [
+            ({"#x": 1}, "'#x' is invalid"),
+            ({"big": 2**64}, "does not fit in a 64-bit integer"),
+        ]:
+            result = await client.call_tool(
+                "vector_add_document", {"collection": name, "text": "hello", "metadata": metadata}
+            )
             assert result.is_error and fragment in result.content[0].text, result.content[0].text

@@ -35,6 +35,7 @@ class RawStdioLogged(RawStdio):
         self._errlog.close()
         return self.log.read_text()
 
+
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -94,9 +95,9 @@ def replies(response: Any) -> list[dict[str, Any]]:
     return [response.json()]
 
 
-def exchange(raw: RawStdio, request_id: int, method: str, params: dict[str, Any] | None = None) -> tuple[
-    list[dict[str, Any]], dict[str, Any]
-]:
+def exchange(
+    raw: RawStdio, request_id: int, method: str, params: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Send a request; return the notifications that came before its answer, and the answer."""
     raw.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
     before: list[dict[str, Any]] = []

@@ -13,7 +13,7 @@ from tests.server.clients import stdio_client_session
 def install_example(site: Path) -> None:
     text = (REPO / "ARCHITECTURE.md").read_text()
     code = re.search(r"```python\n# notes_pack/__init__.py\n(.*?)```", text, re.S)
-    entry = re.search(r'```toml\n# notes_pack\'s pyproject.toml\n(.*?)```', text, re.S)
+    entry = re.search(r"```toml\n# notes_pack\'s pyproject.toml\n(.*?)```", text, re.S)
     assert code and entry, "ARCHITECTURE.md lost its example pack"
     (site / "notes_pack").mkdir(parents=True)
     (site / "notes_pack" / "__init__.py").write_text(code.group(1))
@@ -24,7 +24,9 @@ def install_example(site: Path) -> None:
     (dist / "entry_points.txt").write_text(group.replace('"', ""))
 
 
-async def test_the_documented_pack_works_from_the_server_and_the_cli(server_env: dict[str, str], tmp_path: Path) -> None:
+async def test_the_documented_pack_works_from_the_server_and_the_cli(
+    server_env: dict[str, str], tmp_path: Path
+) -> None:
     install_example(tmp_path / "site")
     server_env["PYTHONPATH"] = str(tmp_path / "site")
     async with stdio_client_session(server_env, "--packs", "notes") as client:
@@ -36,7 +38,10 @@ async def test_the_documented_pack_works_from_the_server_and_the_cli(server_env:
         assert any(c["name"] == "notes file" and c["ok"] for c in health["checks"])  # type: ignore[index]
     listed = subprocess.run(
         [PYTHON, "-m", "agentloom", "notes", "list", "--data-dir", server_env["AGENTLOOM_DATA_DIR"]],
-        env=server_env, capture_output=True, text=True, timeout=60,
+        env=server_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout == "a: remember the milk\n"

@@ -124,7 +124,9 @@ def test_the_cached_definition_is_what_the_sdk_lists() -> None:
 def test_only_agentloom_tools_are_cached(tmp_path: Path) -> None:
     cache = ToolCache(tmp_path)
     server = LoomServer("loom", tool_cache=cache)
-    server.add_strict_tool(search)  # a tool from outside agentloom: its definition may change without our files changing
+    server.add_strict_tool(
+        search
+    )  # a tool from outside agentloom: its definition may change without our files changing
     assert cache.get(registration_key(search, {})) is None
     assert server._deferred == {} and server.tool_names() == ["search"]
 

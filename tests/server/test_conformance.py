@@ -193,7 +193,9 @@ def test_conformance_suite(name: str, server_env: dict[str, str], tmp_path: Path
     # New scenarios of this revision are run: one that needs the suite's fixtures fails until it is listed above.
     applicable = [s for s, revisions in listed.items() if suite.revision in revisions and s not in NOT_APPLICABLE]
     assert applicable, f"{name}: no scenario applies at {suite.revision}"
-    skipped = {s: NOT_APPLICABLE[s] for s, revisions in listed.items() if suite.revision in revisions and s in NOT_APPLICABLE}
+    skipped = {
+        s: NOT_APPLICABLE[s] for s, revisions in listed.items() if suite.revision in revisions and s in NOT_APPLICABLE
+    }
     print(f"{name}: running {applicable}; not applicable: " + json.dumps(skipped, indent=1))
 
     failures: list[str] = []
@@ -205,7 +207,9 @@ def test_conformance_suite(name: str, server_env: dict[str, str], tmp_path: Path
             run = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
             results = sorted(out_dir.glob("*/checks.json"))
             if not results:
-                failures.append(f"{scenario}: no results (exit {run.returncode})\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
+                failures.append(
+                    f"{scenario}: no results (exit {run.returncode})\n{run.stdout[-2000:]}{run.stderr[-2000:]}"
+                )
                 continue
             for check in json.loads(results[0].read_text()):
                 if check["status"] in PASSING or (scenario, check["id"]) in NOT_APPLICABLE_CHECKS:

@@ -44,7 +44,11 @@ def test_nearest_puts_close_spellings_first_then_names_sharing_a_stem() -> None:
     tools = ["vector_search", "vector_add", "docs_search", "vectors"]
     assert nearest("vector_find", tools) == ["vector_add", "vectors", "vector_search"]
     assert nearest("vector_find", tools, n=1) == ["vector_add"]
-    assert nearest("serch_docs", ["search_docs", "list_docsets", "search_skills"]) == ["search_docs", "search_skills", "list_docsets"]
+    assert nearest("serch_docs", ["search_docs", "list_docsets", "search_skills"]) == [
+        "search_docs",
+        "search_skills",
+        "list_docsets",
+    ]
     assert nearest("docs", ["docs_search", "search"]) == ["docs_search"]  # contained in a name
     assert nearest("flowise_search_nodes_x", ["search_nodes"]) == ["search_nodes"]  # a name contained in it
     assert nearest("zzz", ["a_b", "zzzz_q"]) == ["zzzz_q"]
@@ -56,29 +60,34 @@ def test_unknown_tool_suggests_and_counts() -> None:
         "Unknown tool 'serch_docs'. Did you mean `search_docs`, `list_docsets`? "
         "Call tools/list for every tool; this server has 2."
     )
-    assert unknown_tool("zzz", ["search_docs"]) == "Unknown tool 'zzz'. Call tools/list for every tool; this server has 1."
+    assert (
+        unknown_tool("zzz", ["search_docs"]) == "Unknown tool 'zzz'. Call tools/list for every tool; this server has 1."
+    )
 
 
-@pytest.mark.parametrize(("schema", "words"), [
-    ({"enum": ["a", 1]}, "one of 'a', 1"),
-    ({"enum": ["a", None]}, "one of 'a', null"),  # tools/list's form of an optional enum
-    ({"type": ["array", "null"], "items": {"type": "string"}}, "an array of strings or null"),
-    ({"const": "x"}, "'x'"),
-    ({"anyOf": [{"type": "string"}, {"type": "null"}]}, "a string or null"),
-    ({"oneOf": [{"type": "integer"}, {"type": "integer"}]}, "an integer"),
-    ({"type": ["string", "integer", "weird"]}, "a string or an integer or weird"),
-    ({"type": "array", "items": {"type": "integer"}}, "an array of integers"),
-    ({"type": "array", "items": {"type": "object"}}, "an array of objects"),
-    ({"type": "array", "items": {"type": "boolean"}}, "an array of true or falses"),
-    ({"type": "array", "items": {}}, "an array"),
-    ({"type": "array"}, "an array"),
-    ({"type": "number"}, "a number"),
-    ({"type": "boolean"}, "true or false"),
-    ({"type": "object"}, "an object"),
-    ({"type": "null"}, "null"),
-    ({"type": "mystery"}, "a JSON value"),
-    ({}, "a JSON value"),
-])
+@pytest.mark.parametrize(
+    ("schema", "words"),
+    [
+        ({"enum": ["a", 1]}, "one of 'a', 1"),
+        ({"enum": ["a", None]}, "one of 'a', null"),  # tools/list's form of an optional enum
+        ({"type": ["array", "null"], "items": {"type": "string"}}, "an array of strings or null"),
+        ({"const": "x"}, "'x'"),
+        ({"anyOf": [{"type": "string"}, {"type": "null"}]}, "a string or null"),
+        ({"oneOf": [{"type": "integer"}, {"type": "integer"}]}, "an integer"),
+        ({"type": ["string", "integer", "weird"]}, "a string or an integer or weird"),
+        ({"type": "array", "items": {"type": "integer"}}, "an array of integers"),
+        ({"type": "array", "items": {"type": "object"}}, "an array of objects"),
+        ({"type": "array", "items": {"type": "boolean"}}, "an array of true or falses"),
+        ({"type": "array", "items": {}}, "an array"),
+        ({"type": "array"}, "an array"),
+        ({"type": "number"}, "a number"),
+        ({"type": "boolean"}, "true or false"),
+        ({"type": "object"}, "an object"),
+        ({"type": "null"}, "null"),
+        ({"type": "mystery"}, "a JSON value"),
+        ({}, "a JSON value"),
+    ],
+)
 def test_describe_type_in_words(schema: dict[str, Any], words: str) -> None:
     assert describe_type(schema) == words
 
@@ -111,7 +120,10 @@ def test_wrong_values_say_what_was_expected_and_what_came() -> None:
 
 
 def test_arguments_the_server_found_unknown_itself() -> None:
-    assert argument_errors("search", SCHEMA, None, ["oops"]) == "search does not take `oops`. Accepted arguments: query, limit, tags."
+    assert (
+        argument_errors("search", SCHEMA, None, ["oops"])
+        == "search does not take `oops`. Accepted arguments: query, limit, tags."
+    )
     assert argument_errors("ping", {}, None, ["x"]) == "ping does not take `x`. Accepted arguments: none."
     assert argument_errors("search", {}, None) == "search: invalid arguments."
 
@@ -142,7 +154,10 @@ def test_validation_summary_names_each_place_and_stops_at_five() -> None:
     assert validation_summary(many).count("`") == 10  # five places, each in backticks
     with pytest.raises(ValidationError) as whole:  # an error about the whole value: named by its title
         TypeAdapter(int).validate_python("x")
-    assert validation_summary(whole.value) == "`int`: input should be a valid integer, unable to parse string as an integer (got 'x')"
+    assert (
+        validation_summary(whole.value)
+        == "`int`: input should be a valid integer, unable to parse string as an integer (got 'x')"
+    )
 
 
 def test_nearest_offers_three_names_unless_told_otherwise() -> None:
@@ -152,7 +167,12 @@ def test_nearest_offers_three_names_unless_told_otherwise() -> None:
         "Unknown tool 'vector_find'. Did you mean `vector_d`, `vector_c`, `vector_b`? "
         "Call tools/list for every tool; this server has 4."
     )
-    assert nearest("abcd", ["abce", "abcf", "abcg", "abch"], n=4) == ["abch", "abcg", "abcf", "abce"]  # four close ones, all kept
+    assert nearest("abcd", ["abce", "abcf", "abcg", "abch"], n=4) == [
+        "abch",
+        "abcg",
+        "abcf",
+        "abce",
+    ]  # four close ones, all kept
 
 
 def test_nearest_relates_names_by_stem_or_containment_even_when_not_close() -> None:
@@ -161,10 +181,13 @@ def test_nearest_relates_names_by_stem_or_containment_even_when_not_close() -> N
     assert nearest("x_docs", ["mega_x_docs_lookup_table"]) == ["mega_x_docs_lookup_table"]  # contains it, other stem
 
 
-@pytest.mark.parametrize(("schema", "words"), [
-    ({"type": "array", "items": {"type": "string"}}, "an array of strings"),
-    ({"type": "array", "items": {"type": "number"}}, "an array of numbers"),
-])
+@pytest.mark.parametrize(
+    ("schema", "words"),
+    [
+        ({"type": "array", "items": {"type": "string"}}, "an array of strings"),
+        ({"type": "array", "items": {"type": "number"}}, "an array of numbers"),
+    ],
+)
 def test_an_array_of_a_type_with_an_a_loses_the_article(schema: dict[str, Any], words: str) -> None:
     assert describe_type(schema) == words
 
@@ -177,7 +200,10 @@ def test_an_error_about_the_whole_arguments_object_is_named_arguments() -> None:
 
 
 def test_an_argument_the_schema_does_not_describe_is_still_named_with_a_json_value() -> None:
-    assert argument_errors("search", {}, error_of(Search, {"query": 3})) == "search: `query`: expected a JSON value, got 3."
+    assert (
+        argument_errors("search", {}, error_of(Search, {"query": 3}))
+        == "search: `query`: expected a JSON value, got 3."
+    )
     assert argument_errors("search", {"type": "object"}, error_of(Search, {})) == (
         "search is missing the required argument `query` (a JSON value)."
     )
@@ -196,17 +222,26 @@ class Unions(BaseModel):
     inner: Search | None = None
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"metadata": {"a": {"b": 1}}}, "`metadata.a`: nested objects are not allowed; values must be strings, numbers or booleans"),
-    ({"metadata": {"a": None}}, "`metadata.a`: null is not allowed; values must be strings, numbers or booleans"),
-    ({"scores": [1, [2]]}, "`scores.1`: nested arrays are not allowed; items must be integers or strings"),
-    ({"either": {}}, "`either`: objects are not allowed; expected an integer or true or false"),
-    ({"either": "abc"}, "`either`: expected an integer or true or false, got 'abc'"),
-    # Not only "not this type": the limit is what the caller needs, at the value's place.
-    ({"limited": 0}, "`limited`: input should be greater than or equal to 1 (got 0)"),
-    ({"scores": [1.5]}, "`scores.0`: input should be a valid integer, got a number with a fractional part (got 1.5)"),
-    ({"metadata": "x"}, "`metadata`: expected an object or null, got 'x'"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"metadata": {"a": {"b": 1}}},
+            "`metadata.a`: nested objects are not allowed; values must be strings, numbers or booleans",
+        ),
+        ({"metadata": {"a": None}}, "`metadata.a`: null is not allowed; values must be strings, numbers or booleans"),
+        ({"scores": [1, [2]]}, "`scores.1`: nested arrays are not allowed; items must be integers or strings"),
+        ({"either": {}}, "`either`: objects are not allowed; expected an integer or true or false"),
+        ({"either": "abc"}, "`either`: expected an integer or true or false, got 'abc'"),
+        # Not only "not this type": the limit is what the caller needs, at the value's place.
+        ({"limited": 0}, "`limited`: input should be greater than or equal to 1 (got 0)"),
+        (
+            {"scores": [1.5]},
+            "`scores.0`: input should be a valid integer, got a number with a fractional part (got 1.5)",
+        ),
+        ({"metadata": "x"}, "`metadata`: expected an object or null, got 'x'"),
+    ],
+)
 def test_a_value_fitting_no_type_of_a_union_is_one_problem(data: dict[str, Any], message: str) -> None:
     assert argument_errors("t", Unions.model_json_schema(), error_of(Unions, data)) == f"t: {message}."
 

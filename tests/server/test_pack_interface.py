@@ -71,8 +71,13 @@ async def test_two_servers_in_one_process_keep_their_own_state(tmp_path: Path, c
     first, second = counter_host(tmp_path / "a"), counter_host(tmp_path / "b")
     async with Client(first.server) as a, Client(second.server) as b:
         assert (await a.call_tool("count", {"word": "x", "times": 3})).structured_content == {
-            "label": str(tmp_path / "a"), "calls": 3}
-        assert (await b.call_tool("count", {"word": "y"})).structured_content == {"label": str(tmp_path / "b"), "calls": 1}
+            "label": str(tmp_path / "a"),
+            "calls": 3,
+        }
+        assert (await b.call_tool("count", {"word": "y"})).structured_content == {
+            "label": str(tmp_path / "b"),
+            "calls": 1,
+        }
         assert (await a.call_tool("count", {"word": "z"})).structured_content["calls"] == 4  # type: ignore[index]
     assert first.packs["counter"].state.calls == ["x", "x", "x", "z"]
     assert second.packs["counter"].state.calls == ["y"]
@@ -111,7 +116,9 @@ async def test_bad_arguments_get_one_line_naming_the_argument(
     assert "pydantic" not in text and "http" not in text
 
 
-async def test_every_failure_takes_the_same_path(tmp_path: Path, counter_entry: None, caplog: pytest.LogCaptureFixture) -> None:
+async def test_every_failure_takes_the_same_path(
+    tmp_path: Path, counter_entry: None, caplog: pytest.LogCaptureFixture
+) -> None:
     async with Client(counter_host(tmp_path).server) as client:
         refused = await client.call_tool("fail", {"how": "refuse"})
         outage = await client.call_tool("fail", {"how": "outage"})
@@ -119,7 +126,10 @@ async def test_every_failure_takes_the_same_path(tmp_path: Path, counter_entry: 
         unknown = await client.call_tool("cuont", {})
     assert refused.is_error and refused.content[0].text == "how: 'refuse' was asked for; pass another value"  # type: ignore[union-attr]
     assert outage.is_error and outage.content[0].text == "Example service at 127.0.0.1:9 is unreachable; start it"  # type: ignore[union-attr]
-    assert crash.is_error and crash.content[0].text == "fail failed with an internal error (KeyError); the server log has the details."  # type: ignore[union-attr]
+    assert (
+        crash.is_error
+        and crash.content[0].text == "fail failed with an internal error (KeyError); the server log has the details."
+    )  # type: ignore[union-attr]
     assert "secret internal detail" not in crash.content[0].text  # type: ignore[union-attr]
     assert "secret internal detail" in caplog.text  # the traceback stays in the server log
     assert unknown.is_error and unknown.content[0].text.startswith("Unknown tool 'cuont'. Did you mean `count`?")  # type: ignore[union-attr]

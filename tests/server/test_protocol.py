@@ -96,7 +96,12 @@ def test_requests_with_unusable_or_readable_ids_are_answered_over_stdio(pack_env
             ({"jsonrpc": "1.0", "id": 5, "method": "tools/list"}, 5, -32600, '`jsonrpc` must be the string "2.0"'),
             ({"id": "abc", "method": "tools/list"}, "abc", -32600, "`jsonrpc`"),
             ({"jsonrpc": "2.0", "id": 7, "method": 42}, 7, -32600, "`method` must be a string"),
-            ({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": [1]}, 8, -32602, "`params` must be an object"),
+            (
+                {"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": [1]},
+                8,
+                -32602,
+                "`params` must be an object",
+            ),
             ({"jsonrpc": "2.0", "id": 9}, 9, -32600, "no `method`"),
         ]
         for message, request_id, code, text in cases:
@@ -159,9 +164,15 @@ def test_params_errors_and_requests_without_session_say_what_is_wrong_over_http(
         assert "Send initialize first" in early.json()["error"]["message"]
         assert "mcp-session-id" not in early.headers  # before: a session id for a session discarded at once
         opened = httpx.post(url, json=INITIALIZE, headers=STREAMABLE, timeout=30)
-        session = {**STREAMABLE, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        session = {
+            **STREAMABLE,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-11-25",
+        }
         httpx.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
-        nameless = replies(httpx.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {}}, headers=session))
+        nameless = replies(
+            httpx.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {}}, headers=session)
+        )
         assert "`params.name` is missing" in nameless[-1]["error"]["message"]
         listed = replies(
             httpx.post(

@@ -98,7 +98,8 @@ def test_a_compact_schema_drops_titles_null_branches_and_one_use_defs() -> None:
 
 def test_a_tool_without_arguments_lists_mcp_s_form_for_it() -> None:
     assert compact_schema({"type": "object", "properties": {}, "additionalProperties": False}) == {
-        "type": "object", "additionalProperties": False,
+        "type": "object",
+        "additionalProperties": False,
     }
 
 
@@ -123,17 +124,21 @@ def test_annotations_keep_what_differs_from_the_specification_and_what_makes_a_c
         return result.model_dump(by_alias=True, exclude_none=True) if result else {}
 
     assert compact(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False) == {
-        "readOnlyHint": True, "openWorldHint": False,
+        "readOnlyHint": True,
+        "openWorldHint": False,
     }
     assert compact(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True) == {
         "readOnlyHint": True,
     }
     assert compact(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False) == {
-        "destructiveHint": False, "idempotentHint": True, "openWorldHint": False,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
     }
     # The specification's defaults, but a client reading a missing hint as false would not ask first.
     assert compact(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True) == {
-        "destructiveHint": True, "openWorldHint": True,
+        "destructiveHint": True,
+        "openWorldHint": True,
     }
     assert compact_annotations(None) is None
 

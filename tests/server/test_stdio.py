@@ -95,7 +95,9 @@ async def test_a_pack_named_in_packs_whose_extra_is_missing_is_an_error(pack_env
 
 
 async def test_configuration_disables_a_pack(pack_env: dict[str, str], mode: str) -> None:
-    pack_env["AGENTLOOM_DISABLED_PACKS"] = "echo,broken,needs_missing,badimport,notapack,vectors,docs,stitch,skills,flowise"
+    pack_env["AGENTLOOM_DISABLED_PACKS"] = (
+        "echo,broken,needs_missing,badimport,notapack,vectors,docs,stitch,skills,flowise"
+    )
     async with stdio_client_session(pack_env, mode=mode) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         report = (await client.call_tool("health", {"check_model": False})).structured_content

@@ -23,7 +23,9 @@ def _host(tmp_path: Path, cache: Path) -> Host:
 def _listing(host: Host) -> list[dict[str, Any]]:
     async def go() -> list[dict[str, Any]]:
         async with Client(host.server) as client:
-            return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools]
+            return [
+                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools
+            ]
 
     return anyio.run(go)
 

@@ -62,5 +62,9 @@ async def test_the_tools_setting_lists_only_the_chosen_tools_and_names_a_pattern
     assert {p["name"]: p["tools"] for p in health["packs"]}["vectors"] == ["vector_search"]
     assert refused.is_error and "Unknown tool 'vector_add_document'" in refused.content[0].text  # type: ignore[union-attr]
     (check,) = [c for c in health["checks"] if c["name"] == "tools setting"]
-    assert check == {"name": "tools setting", "ok": False, "detail": "'nosuch_*' matches no tool of the loaded packs",
-                     "required": False}
+    assert check == {
+        "name": "tools setting",
+        "ok": False,
+        "detail": "'nosuch_*' matches no tool of the loaded packs",
+        "required": False,
+    }

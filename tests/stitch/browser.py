@@ -19,8 +19,16 @@ from agentloom.stitch.console import CONSOLE_DIR
 
 CHROMIUM = os.environ.get("STITCH_TEST_CHROMIUM", "/usr/bin/chromium")
 # What a headless Chromium needs on a machine with no network, no GPU and no screen.
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 VIEWPORT = {"width": 1440, "height": 900}
 
 

@@ -66,28 +66,57 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 class StitchServer:
     """`agentloom stitch serve` as a child process."""
 
-    def __init__(self, database_url: str, tmp_path: Path, *, port: int | None = None, api_key: str | None = None,
-                 poll_interval: float = 0.2, worker_timeout: float = 5.0, workers: int = 1) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        tmp_path: Path,
+        *,
+        port: int | None = None,
+        api_key: str | None = None,
+        poll_interval: float = 0.2,
+        worker_timeout: float = 5.0,
+        workers: int = 1,
+    ) -> None:
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.database_url = database_url
         self.log = tmp_path / f"stitch-{self.port}.log"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("STITCH_", "AGENTLOOM_", "NEXT_PUBLIC_"))}
-        self.env.update(STITCH_BASE_URL=self.base, STITCH_POLL_INTERVAL=str(poll_interval),
-                        STITCH_WORKER_TIMEOUT=str(worker_timeout), AGENTLOOM_DATA_DIR=str(tmp_path / "data"))
+        self.env.update(
+            STITCH_BASE_URL=self.base,
+            STITCH_POLL_INTERVAL=str(poll_interval),
+            STITCH_WORKER_TIMEOUT=str(worker_timeout),
+            AGENTLOOM_DATA_DIR=str(tmp_path / "data"),
+        )
         if api_key:
             self.env["STITCH_API_KEY"] = api_key
         self.workers = workers
         self.proc: subprocess.Popen[bytes] | None = None
-        self.http = httpx.Client(base_url=self.base + "/api/stitch", timeout=30,
-                                 headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+        self.http = httpx.Client(
+            base_url=self.base + "/api/stitch",
+            timeout=30,
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+        )
 
     def start(self) -> StitchServer:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [PYTHON, "-m", "agentloom", "stitch", "serve", "--port", str(self.port), "--database", self.database_url,
-                 "--workers", str(self.workers)],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                [
+                    PYTHON,
+                    "-m",
+                    "agentloom",
+                    "stitch",
+                    "serve",
+                    "--port",
+                    str(self.port),
+                    "--database",
+                    self.database_url,
+                    "--workers",
+                    str(self.workers),
+                ],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 60
         while True:

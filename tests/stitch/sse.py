@@ -34,8 +34,9 @@ class SseReader:
 
     def _read(self) -> None:
         try:
-            with httpx.stream("GET", self.url, headers=self.headers, params=self.params,
-                              timeout=httpx.Timeout(30, read=60)) as response:
+            with httpx.stream(
+                "GET", self.url, headers=self.headers, params=self.params, timeout=httpx.Timeout(30, read=60)
+            ) as response:
                 self.status, self.content_type = response.status_code, response.headers.get("content-type")
                 self._ready.set()
                 fields: dict[str, str] = {}
@@ -46,8 +47,13 @@ class SseReader:
                         self.comments += 1
                     elif line == "":
                         if "data" in fields:
-                            self.queue.put({"event": fields.get("event", "message"), "id": fields.get("id"),
-                                            "data": json.loads(fields["data"])})
+                            self.queue.put(
+                                {
+                                    "event": fields.get("event", "message"),
+                                    "id": fields.get("id"),
+                                    "data": json.loads(fields["data"]),
+                                }
+                            )
                         fields = {}
                     else:
                         name, _, value = line.partition(":")

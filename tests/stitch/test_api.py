@@ -72,9 +72,13 @@ def test_flows_are_created_read_updated_and_validated(stitch: StitchServer) -> N
         return str(response.json()["detail"])
 
     assert "'Worker', 'UX', 'Splitter' or 'Collector'" in problem({"nodes": [{"id": "x", "type": "Robot"}]})
-    assert "dangling" in problem({"nodes": [{"id": "x", "type": "UX"}], "edges": [{"id": "e", "source": "x", "target": "y"}]})
-    cyclic = {"nodes": [{"id": "x", "type": "UX"}, {"id": "y", "type": "UX"}],
-              "edges": [{"id": "e1", "source": "x", "target": "y"}, {"id": "e2", "source": "y", "target": "x"}]}
+    assert "dangling" in problem(
+        {"nodes": [{"id": "x", "type": "UX"}], "edges": [{"id": "e", "source": "x", "target": "y"}]}
+    )
+    cyclic = {
+        "nodes": [{"id": "x", "type": "UX"}, {"id": "y", "type": "UX"}],
+        "edges": [{"id": "e1", "source": "x", "target": "y"}, {"id": "e2", "source": "y", "target": "x"}],
+    }
     assert "cycle" in problem(cyclic)
     assert "webhookUrl" in problem({"nodes": [{"id": "w", "type": "Worker", "data": {}}]})
     assert "no Splitter upstream" in problem({"nodes": [{"id": "c", "type": "Collector"}]})
@@ -93,7 +97,9 @@ def test_a_worker_chain_runs_with_the_documented_payload(stitch: StitchServer, w
     assert (first["runId"], first["nodeId"], first["input"]) == (run_id, "fetch", {"topic": "cats"})
     assert first["config"]["extra"] == 1 and first["config"]["webhookUrl"] == worker.url
     assert first["callbackUrl"].startswith(f"{stitch.base}/api/stitch/callback/{run_id}/fetch?")
-    assert [r["flow_id"] for r in stitch.http.get("/runs", params={"flow_id": run["flow_id"]}).json()["runs"]] == [run["flow_id"]]
+    assert [r["flow_id"] for r in stitch.http.get("/runs", params={"flow_id": run["flow_id"]}).json()["runs"]] == [
+        run["flow_id"]
+    ]
     events = [(e["node_key"], e["status"]) for e in stitch.http.get(f"/runs/{run_id}/events").json()]
     assert events == [("fetch", "running"), ("fetch", "completed"), ("node_1", "running"), ("node_1", "completed")]
 
@@ -156,7 +162,9 @@ def test_ux_gates_wait_for_a_person(stitch: StitchServer, worker: Worker) -> Non
     assert run["status"] == "completed" and run["node_states"]["publish"]["input"] == {"approved": True}
 
 
-def test_retry_reruns_a_failed_node_and_rejects_the_rest(stitch: StitchServer, worker: Worker, database_url: str) -> None:
+def test_retry_reruns_a_failed_node_and_rejects_the_rest(
+    stitch: StitchServer, worker: Worker, database_url: str
+) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Worker", "ok"), b.node("Worker", "flaky", mode="flaky"))
     run_id = start(stitch, create(stitch, b.graph()), 5)
@@ -187,11 +195,24 @@ def test_callbacks_are_signed_and_checked(stitch: StitchServer, worker: Worker, 
     assert httpx.post(url, json={"status": "done"}).status_code == 422
     secret = secret_of(database_url)
     unknown_run = f"{stitch.base}/api/stitch/callback/00000000-0000-0000-0000-000000000000/w"
-    assert httpx.post(unknown_run, params={"attempt": 1, "sig": sign(secret, "00000000-0000-0000-0000-000000000000", "w", 1)}, json=body).status_code == 404
+    assert (
+        httpx.post(
+            unknown_run,
+            params={"attempt": 1, "sig": sign(secret, "00000000-0000-0000-0000-000000000000", "w", 1)},
+            json=body,
+        ).status_code
+        == 404
+    )
     unknown_node = f"{stitch.base}/api/stitch/callback/{run_id}/zz"
-    assert httpx.post(unknown_node, params={"attempt": 1, "sig": sign(secret, run_id, "zz", 1)}, json=body).status_code == 404
+    assert (
+        httpx.post(unknown_node, params={"attempt": 1, "sig": sign(secret, run_id, "zz", 1)}, json=body).status_code
+        == 404
+    )
     pending_gate = f"{stitch.base}/api/stitch/callback/{run_id}/gate"
-    assert httpx.post(pending_gate, params={"attempt": 0, "sig": sign(secret, run_id, "gate", 0)}, json=body).status_code == 409
+    assert (
+        httpx.post(pending_gate, params={"attempt": 0, "sig": sign(secret, run_id, "gate", 0)}, json=body).status_code
+        == 409
+    )
     first = httpx.post(url, json=body)
     assert first.status_code == 200 and not first.json()["duplicate"]
     duplicate = httpx.post(url, json=body)
@@ -202,7 +223,9 @@ def test_callbacks_are_signed_and_checked(stitch: StitchServer, worker: Worker, 
 
 def test_duplicate_callbacks_from_the_worker_change_nothing(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(worker.url)
-    b.chain(b.node("Splitter", "s"), b.node("Worker", "w", mode="twice"), b.node("Collector", "c"), b.node("Worker", "z"))
+    b.chain(
+        b.node("Splitter", "s"), b.node("Worker", "w", mode="twice"), b.node("Collector", "c"), b.node("Worker", "z")
+    )
     run_id = start(stitch, create(stitch, b.graph()), {"items": list(range(8))})
     run = stitch.wait_for(run_id)
     assert run["status"] == "completed" and run["node_states"]["c"]["output"] == list(range(8))
@@ -212,8 +235,13 @@ def test_duplicate_callbacks_from_the_worker_change_nothing(stitch: StitchServer
     assert worker.keys().count("z") == 1
 
 
-@pytest.mark.parametrize("mode,reason", [("unreachable", "is unreachable"), ("reject", "answered HTTP 500"), ("slow", "did not answer within")])
-def test_a_worker_that_cannot_take_the_job_fails_the_node(database_url: str, tmp_path, worker: Worker, mode: str, reason: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "mode,reason",
+    [("unreachable", "is unreachable"), ("reject", "answered HTTP 500"), ("slow", "did not answer within")],
+)
+def test_a_worker_that_cannot_take_the_job_fails_the_node(
+    database_url: str, tmp_path, worker: Worker, mode: str, reason: str
+) -> None:  # type: ignore[no-untyped-def]
     server = StitchServer(database_url, tmp_path, worker_timeout=1.0).start()
     try:
         url = f"http://127.0.0.1:{free_port()}/gone" if mode == "unreachable" else worker.url
@@ -240,9 +268,16 @@ def test_docs_work_with_no_internet(stitch: StitchServer) -> None:
     assert '"validatorUrl": null' in page.text  # Swagger UI would otherwise call validator.swagger.io
     assert httpx.get(f"{stitch.base}/redoc").status_code == 404  # ReDoc has no local bundle: not offered
     paths = httpx.get(f"{stitch.base}/openapi.json").json()["paths"]
-    assert {"/api/stitch/flows", "/api/stitch/callback/{run_id}/{node_id}", "/api/stitch/retry/{run_id}/{node_id}",
-            "/api/stitch/complete/{run_id}/{node_id}", "/api/stitch/runs/{run_id}", "/api/stitch/runs/{run_id}/cancel",
-            "/api/stitch/runs/waiting", "/api/stitch/runs/{run_id}/nodes/{node_id}/attempts"} <= set(paths)
+    assert {
+        "/api/stitch/flows",
+        "/api/stitch/callback/{run_id}/{node_id}",
+        "/api/stitch/retry/{run_id}/{node_id}",
+        "/api/stitch/complete/{run_id}/{node_id}",
+        "/api/stitch/runs/{run_id}",
+        "/api/stitch/runs/{run_id}/cancel",
+        "/api/stitch/runs/waiting",
+        "/api/stitch/runs/{run_id}/nodes/{node_id}/attempts",
+    } <= set(paths)
 
 
 def openapi(**settings: object) -> dict:  # type: ignore[type-arg]
@@ -269,10 +304,15 @@ def test_the_openapi_description_has_real_schemas_and_every_status() -> None:
                 assert operation["responses"][code]["description"] != "Successful Response", (where, code)
     ops = spec["paths"]
     assert {"403", "404", "409", "413"} <= set(ops["/api/stitch/callback/{run_id}/{node_id}"]["post"]["responses"])
-    assert {"400", "404", "409", "413", "415"} <= set(ops["/api/stitch/complete/{run_id}/{node_id}"]["post"]["responses"])
+    assert {"400", "404", "409", "413", "415"} <= set(
+        ops["/api/stitch/complete/{run_id}/{node_id}"]["post"]["responses"]
+    )
     assert {"404", "409"} <= set(ops["/api/stitch/flows/{flow_id}"]["delete"]["responses"])
     assert {"404", "409"} <= set(ops["/api/stitch/runs/{run_id}/cancel"]["post"]["responses"])
-    assert "413" in ops["/api/stitch/flows"]["post"]["responses"] and "413" not in ops["/api/stitch/flows"]["get"]["responses"]
+    assert (
+        "413" in ops["/api/stitch/flows"]["post"]["responses"]
+        and "413" not in ops["/api/stitch/flows"]["get"]["responses"]
+    )
     listing = {p["name"]: p for p in ops["/api/stitch/runs"]["get"]["parameters"]}
     assert set(listing) == {"status", "flow_id", "cursor", "limit"}
     assert "cancelled" in str(listing["status"]["schema"])

@@ -54,7 +54,9 @@ def laid_out(worker: Worker, *, first: dict[str, Any] | None = None) -> dict[str
     return b.graph()
 
 
-def test_a_run_started_from_the_flow_page_turns_completed_live(stitch: StitchServer, worker: Worker, page: Page) -> None:
+def test_a_run_started_from_the_flow_page_turns_completed_live(
+    stitch: StitchServer, worker: Worker, page: Page
+) -> None:
     flow_id = new_flow(stitch, laid_out(worker, first={"mode": "late", "delay": 3.0}), "two steps")
     page.goto(f"{stitch.base}/flows/{flow_id}")
     expect(node(page, "fetch")).to_have_attribute("data-type", "Worker")
@@ -185,12 +187,15 @@ def test_a_run_is_cancelled_from_the_page(stitch: StitchServer, worker: Worker, 
     not_reloaded(page)
 
 
-def test_flows_are_imported_and_exported_and_runs_listed_live(stitch: StitchServer, worker: Worker, page: Page,
-                                                              tmp_path: Path) -> None:
+def test_flows_are_imported_and_exported_and_runs_listed_live(
+    stitch: StitchServer, worker: Worker, page: Page, tmp_path: Path
+) -> None:
     graph = laid_out(worker)
     good, bad = tmp_path / "imported.json", tmp_path / "broken.json"
     good.write_text(json.dumps(graph))
-    bad.write_text(json.dumps({"name": "broken", "graph": {"nodes": [{"id": "w", "type": "Worker", "data": {}}], "edges": []}}))
+    bad.write_text(
+        json.dumps({"name": "broken", "graph": {"nodes": [{"id": "w", "type": "Worker", "data": {}}], "edges": []}})
+    )
     page.goto(stitch.base + "/")
     page.get_by_test_id("import-flow").set_input_files(str(bad))
     expect(page.get_by_test_id("import-error")).to_contain_text("webhookUrl")
@@ -209,7 +214,9 @@ def test_flows_are_imported_and_exported_and_runs_listed_live(stitch: StitchServ
     page.goto(f"{stitch.base}/runs")
     mark(page)
     run_id = start(stitch, flow_id, 1)
-    expect(page.locator(f'[data-testid="run-row"][data-run-id="{run_id}"]')).to_have_attribute("data-status", "completed")
+    expect(page.locator(f'[data-testid="run-row"][data-run-id="{run_id}"]')).to_have_attribute(
+        "data-status", "completed"
+    )
     failing = new_flow(stitch, laid_out(worker, first={"mode": "fail"}), "failing")
     failed_run = start(stitch, failing, 1)
     stitch.wait_for(failed_run, ("failed",))

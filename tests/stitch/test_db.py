@@ -19,10 +19,19 @@ def test_migrations_run_once_and_keep_data(database_url: str) -> None:
         versions = conn.execute(text("SELECT version FROM stitch_schema_version")).scalars().all()
         tables = set(inspect(conn).get_table_names())
         if again.name == "postgresql":
-            kinds = dict(conn.execute(text(
-                "SELECT table_name || '.' || column_name, data_type FROM information_schema.columns "
-                "WHERE column_name IN ('graph', 'node_states')")).all())
-            assert kinds == {"stitch_flows.graph": "jsonb", "stitch_runs.graph": "jsonb", "stitch_runs.node_states": "jsonb"}
+            kinds = dict(
+                conn.execute(
+                    text(
+                        "SELECT table_name || '.' || column_name, data_type FROM information_schema.columns "
+                        "WHERE column_name IN ('graph', 'node_states')"
+                    )
+                ).all()
+            )
+            assert kinds == {
+                "stitch_flows.graph": "jsonb",
+                "stitch_runs.graph": "jsonb",
+                "stitch_runs.node_states": "jsonb",
+            }
     assert versions == [version for version, _, _ in STEPS]
     assert {"stitch_flows", "stitch_runs", "stitch_outbox", "stitch_events", "stitch_settings"} <= tables
     again.dispose()

@@ -109,8 +109,9 @@ def test_a_worker_that_never_listens_fails_the_node_after_the_tries(stitch: Stit
 
 
 @pytest.mark.parametrize("mode,reason", [("reject", "answered HTTP 500"), ("hop", "redirects are not followed")])
-def test_a_worker_that_answers_an_error_fails_the_node_at_once(stitch: StitchServer, worker: Worker, mode: str,
-                                                                reason: str) -> None:
+def test_a_worker_that_answers_an_error_fails_the_node_at_once(
+    stitch: StitchServer, worker: Worker, mode: str, reason: str
+) -> None:
     url = f"{worker.base}/hop" if mode == "hop" else worker.url
     run = stitch.wait_for(start(stitch, create(stitch, one_worker(url, mode=mode))))
     assert run["status"] == "failed"
@@ -120,7 +121,9 @@ def test_a_worker_that_answers_an_error_fails_the_node_at_once(stitch: StitchSer
     assert worker.keys() == ([] if mode == "hop" else ["w"])  # /hop records nothing; /work exactly once
 
 
-def test_an_unanswered_webhook_is_sent_again_with_the_same_token(database_url: str, tmp_path: Path, worker: Worker) -> None:
+def test_an_unanswered_webhook_is_sent_again_with_the_same_token(
+    database_url: str, tmp_path: Path, worker: Worker
+) -> None:
     server = StitchServer(database_url, tmp_path, worker_timeout=0.5).start()
     try:
         run = server.wait_for(start(server, create(server, one_worker(worker.url, mode="slow", delay=2))), timeout=30)
@@ -142,7 +145,9 @@ class HeldWorker:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+        length = next(
+            int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+        )
         await reader.readexactly(length)
         self.now += 1
         self.most = max(self.most, self.now)

@@ -10,8 +10,20 @@ from typing import Any
 
 import pytest
 
-from agentloom.stitch.execution import (CANCELLED_ERROR, TEMPLATE_ORDER, AttemptChange, Dispatch, Event, Execution,
-                                        Outcome, Result, Timer, initial_states, summary, template_summary)
+from agentloom.stitch.execution import (
+    CANCELLED_ERROR,
+    TEMPLATE_ORDER,
+    AttemptChange,
+    Dispatch,
+    Event,
+    Execution,
+    Outcome,
+    Result,
+    Timer,
+    initial_states,
+    summary,
+    template_summary,
+)
 from agentloom.stitch.graph import Plan, analyse
 from agentloom.stitch.models import Graph
 
@@ -37,10 +49,17 @@ def url(run_id: str, key: str, attempt: int) -> str:
     return f"https://stitch/cb/{run_id}/{key}/{attempt}"
 
 
-def new(p: Plan, states: States | None = None, run_input: Any = None, *, at: float = 1000.0,
-        node_timeout: float | None = None) -> Execution:
-    return Execution("r1", p, initial_states(p) if states is None else states, run_input, url, NOW, at=at,
-                     node_timeout=node_timeout)
+def new(
+    p: Plan,
+    states: States | None = None,
+    run_input: Any = None,
+    *,
+    at: float = 1000.0,
+    node_timeout: float | None = None,
+) -> Execution:
+    return Execution(
+        "r1", p, initial_states(p) if states is None else states, run_input, url, NOW, at=at, node_timeout=node_timeout
+    )
 
 
 def started(p: Plan, run_input: Any = None, *, at: float = 1000.0, node_timeout: float | None = None) -> Execution:
@@ -59,21 +78,43 @@ def statuses(ex: Execution) -> dict[str, str]:
 
 
 def payload(key: str, attempt: int, value: Any, **config: Any) -> dict[str, Any]:
-    return {"runId": "r1", "nodeId": key, "config": {"webhookUrl": W, **config}, "input": value,
-            "callbackUrl": f"https://stitch/cb/r1/{key}/{attempt}"}
+    return {
+        "runId": "r1",
+        "nodeId": key,
+        "config": {"webhookUrl": W, **config},
+        "input": value,
+        "callbackUrl": f"https://stitch/cb/r1/{key}/{attempt}",
+    }
 
 
 def fan() -> Plan:
     """w -> s (items) -> m -> n (UX) -> c (Collector) -> after."""
-    return plan([worker("w"), node("s", "Splitter", arrayPath="items"), worker("m"), node("n", "UX"),
-                 node("c", "Collector"), worker("after")],
-                ("w", "s"), ("s", "m"), ("m", "n"), ("n", "c"), ("c", "after"))
+    return plan(
+        [
+            worker("w"),
+            node("s", "Splitter", arrayPath="items"),
+            worker("m"),
+            node("n", "UX"),
+            node("c", "Collector"),
+            worker("after"),
+        ],
+        ("w", "s"),
+        ("s", "m"),
+        ("m", "n"),
+        ("n", "c"),
+        ("c", "after"),
+    )
 
 
 def nested() -> Plan:
     """s1 (the run's input) -> s2 (each element) -> x -> c2 (closes s2) -> c1 (closes s1)."""
-    return plan([node("s1", "Splitter"), node("s2", "Splitter"), worker("x"), node("c2", "Collector"),
-                 node("c1", "Collector")], ("s1", "s2"), ("s2", "x"), ("x", "c2"), ("c2", "c1"))
+    return plan(
+        [node("s1", "Splitter"), node("s2", "Splitter"), worker("x"), node("c2", "Collector"), node("c1", "Collector")],
+        ("s1", "s2"),
+        ("s2", "x"),
+        ("x", "c2"),
+        ("c2", "c1"),
+    )
 
 
 RETRY = {"maxAttempts": 3, "backoffSeconds": 5, "backoffFactor": 3}
@@ -81,10 +122,20 @@ RETRY = {"maxAttempts": 3, "backoffSeconds": 5, "backoffFactor": 3}
 
 # -- the answer, summaries, templates, initial states ------------------------------------------
 
-@pytest.mark.parametrize(("outcome", "status", "ok", "duplicate"), [
-    (Outcome.APPLIED, 200, True, False), (Outcome.DUPLICATE, 200, True, True), (Outcome.BAD_REQUEST, 400, False, False),
-    (Outcome.NOT_FOUND, 404, False, False), (Outcome.CONFLICT, 409, False, False)])
-def test_an_outcome_answers_with_its_http_status_and_body(outcome: Outcome, status: int, ok: bool, duplicate: bool) -> None:
+
+@pytest.mark.parametrize(
+    ("outcome", "status", "ok", "duplicate"),
+    [
+        (Outcome.APPLIED, 200, True, False),
+        (Outcome.DUPLICATE, 200, True, True),
+        (Outcome.BAD_REQUEST, 400, False, False),
+        (Outcome.NOT_FOUND, 404, False, False),
+        (Outcome.CONFLICT, 409, False, False),
+    ],
+)
+def test_an_outcome_answers_with_its_http_status_and_body(
+    outcome: Outcome, status: int, ok: bool, duplicate: bool
+) -> None:
     """Applied and duplicate events are ok; only a duplicate says so."""
     assert outcome.http_status == status
     assert Result(outcome, "why").reply() == {"ok": ok, "detail": "why", "duplicate": duplicate}
@@ -111,14 +162,27 @@ def test_a_template_reads_the_worst_of_its_paths() -> None:
         states["m"] = {"status": "completed", "node_id": "m", "path": None}  # the template itself is no path
         states["other_0"] = {"status": "running", "node_id": "other", "path": [0]}
         assert template_summary(states, "m") == {"status": worst, "paths": {s: 1 for s in order[i:]}}
-    two = {"m_0": {"status": "failed", "node_id": "m", "path": [0]}, "m_1": {"status": "failed", "node_id": "m", "path": [1]}}
+    two = {
+        "m_0": {"status": "failed", "node_id": "m", "path": [0]},
+        "m_1": {"status": "failed", "node_id": "m", "path": [1]},
+    }
     assert template_summary(two, "m") == {"status": "failed", "paths": {"failed": 2}}
     assert template_summary({"m_0": {"status": "odd", "node_id": "m", "path": [0]}}, "m") == {
-        "status": "pending", "paths": {"odd": 1}}
+        "status": "pending",
+        "paths": {"odd": 1},
+    }
 
 
-@pytest.mark.parametrize(("own", "shown"), [
-    ("completed", "completed"), ("cancelled", "cancelled"), ("pending", "pending"), ("failed", "pending"), (None, "pending")])
+@pytest.mark.parametrize(
+    ("own", "shown"),
+    [
+        ("completed", "completed"),
+        ("cancelled", "cancelled"),
+        ("pending", "pending"),
+        ("failed", "pending"),
+        (None, "pending"),
+    ],
+)
 def test_a_template_without_paths_is_pending_unless_closed_or_cancelled(own: str | None, shown: str) -> None:
     states = {} if own is None else {"m": {"status": own, "node_id": "m", "path": None}}
     assert template_summary(states, "m") == {"status": shown, "paths": {}}
@@ -126,13 +190,28 @@ def test_a_template_without_paths_is_pending_unless_closed_or_cancelled(own: str
 
 def test_initial_states_are_pending_and_fan_out_nodes_are_templates() -> None:
     def pending(node_id: str, path: list[int] | None) -> dict[str, Any]:
-        return {"status": "pending", "output": None, "error": None, "node_id": node_id, "path": path, "attempt": 0,
-                "input": None}
-    assert initial_states(fan()) == {"w": pending("w", []), "s": pending("s", []), "m": pending("m", None),
-                                     "n": pending("n", None), "c": pending("c", []), "after": pending("after", [])}
+        return {
+            "status": "pending",
+            "output": None,
+            "error": None,
+            "node_id": node_id,
+            "path": path,
+            "attempt": 0,
+            "input": None,
+        }
+
+    assert initial_states(fan()) == {
+        "w": pending("w", []),
+        "s": pending("s", []),
+        "m": pending("m", None),
+        "n": pending("n", None),
+        "c": pending("c", []),
+        "after": pending("after", []),
+    }
 
 
 # -- starting, dispatching, the merge rule ------------------------------------------------------
+
 
 def test_start_fires_every_root_with_the_run_input() -> None:
     """A Worker is dispatched (its data as config, a signed callback URL) with a deadline timer;
@@ -140,13 +219,23 @@ def test_start_fires_every_root_with_the_run_input() -> None:
     p = plan([worker("a", timeoutSeconds=30), node("u", "UX"), worker("b")], ("a", "b"), ("u", "b"))
     ex = started(p, {"q": 1}, node_timeout=60)
     assert statuses(ex) == {"a": "running", "u": "waiting_for_user", "b": "pending"}
-    assert ex.states["a"] == {"status": "running", "output": None, "error": None, "node_id": "a", "path": [],
-                              "attempt": 1, "input": {"q": 1}, "updated_at": NOW}
+    assert ex.states["a"] == {
+        "status": "running",
+        "output": None,
+        "error": None,
+        "node_id": "a",
+        "path": [],
+        "attempt": 1,
+        "input": {"q": 1},
+        "updated_at": NOW,
+    }
     assert ex.dispatches == [Dispatch("a", 1, W, payload("a", 1, {"q": 1}, timeoutSeconds=30))]
     assert ex.timers == [Timer("a", 1, "timeout", 1030.0)]  # data.timeoutSeconds wins over the default
     assert ex.events == [Event("a", "running", 1), Event("u", "waiting_for_user", 1)]
-    assert ex.attempts == {("a", 1): AttemptChange("a", 1, new=True, input={"q": 1}),
-                           ("u", 1): AttemptChange("u", 1, new=True, status="waiting_for_user", input={"q": 1})}
+    assert ex.attempts == {
+        ("a", 1): AttemptChange("a", 1, new=True, input={"q": 1}),
+        ("u", 1): AttemptChange("u", 1, new=True, status="waiting_for_user", input={"q": 1}),
+    }
     assert ex.run_status() == "running" and not ex.cancelled()
 
 
@@ -159,11 +248,14 @@ def test_a_worker_without_its_own_deadline_gets_the_default_or_none() -> None:
     assert answer.timers_done == [] and answer.events == [Event("a", "completed", 1)]
 
 
-@pytest.mark.parametrize(("a_out", "u_out", "merged"), [
-    ({"x": 1, "k": "a"}, {"k": "u"}, {"x": 1, "k": "u"}),  # objects merge key by key, the later edge wins
-    ([1], "text", {"a": [1], "u": "text"}),  # anything else goes under its upstream's id
-    ({"x": 1}, 5, {"x": 1, "u": 5}),
-])
+@pytest.mark.parametrize(
+    ("a_out", "u_out", "merged"),
+    [
+        ({"x": 1, "k": "a"}, {"k": "u"}, {"x": 1, "k": "u"}),  # objects merge key by key, the later edge wins
+        ([1], "text", {"a": [1], "u": "text"}),  # anything else goes under its upstream's id
+        ({"x": 1}, 5, {"x": 1, "u": 5}),
+    ],
+)
 def test_the_merge_rule(a_out: Any, u_out: Any, merged: Any) -> None:
     p = plan([worker("a"), node("u", "UX"), worker("b")], ("a", "b"), ("u", "b"))
     ex = started(p)
@@ -176,25 +268,38 @@ def test_the_merge_rule(a_out: Any, u_out: Any, merged: Any) -> None:
 
 # -- Worker callbacks ---------------------------------------------------------------------------
 
+
 def test_a_completed_callback_ends_the_attempt_and_fires_downstream() -> None:
     """One upstream: the output is the next node's input unchanged. A replay changes nothing."""
     ex = started(plan([worker("a", timeoutSeconds=30), worker("b")], ("a", "b")), "in")
     answer = then(ex, at=1010)
     assert answer.callback("a", 1, "completed", {"v": 1}, None) == Result(Outcome.APPLIED, "a completed")
     assert answer.timers_done == [("a", 1, "timeout")]
-    assert ex.states["a"] == {"status": "completed", "output": {"v": 1}, "error": None, "node_id": "a", "path": [],
-                              "attempt": 1, "input": "in", "updated_at": NOW}
+    assert ex.states["a"] == {
+        "status": "completed",
+        "output": {"v": 1},
+        "error": None,
+        "node_id": "a",
+        "path": [],
+        "attempt": 1,
+        "input": "in",
+        "updated_at": NOW,
+    }
     assert answer.events == [Event("a", "completed", 1, None, '{"v":1}'), Event("b", "running", 1)]
     assert answer.attempts == {
         ("a", 1): AttemptChange("a", 1, new=False, status="completed", output={"v": 1}, finished=True),
-        ("b", 1): AttemptChange("b", 1, new=True, input={"v": 1})}
+        ("b", 1): AttemptChange("b", 1, new=True, input={"v": 1}),
+    }
     assert answer.dispatches == [Dispatch("b", 1, W, payload("b", 1, {"v": 1}))] and answer.timers == []
     replay = then(ex)
     assert replay.callback("a", 1, "completed", {"v": 2}, None) == Result(
-        Outcome.DUPLICATE, "a was already completed by this attempt; nothing changed")
+        Outcome.DUPLICATE, "a was already completed by this attempt; nothing changed"
+    )
     assert replay.events == [] and replay.dispatches == [] and replay.timers_done == []
     assert ex.states["a"]["output"] == {"v": 1}
-    assert then(ex).callback("a", 1, "failed", None, "late") == Result(Outcome.CONFLICT, "node 'a' is completed, not running")
+    assert then(ex).callback("a", 1, "failed", None, "late") == Result(
+        Outcome.CONFLICT, "node 'a' is completed, not running"
+    )
 
 
 def test_a_failed_callback_fails_the_node_for_good_without_a_policy() -> None:
@@ -205,12 +310,26 @@ def test_a_failed_callback_fails_the_node_for_good_without_a_policy() -> None:
     assert statuses(ex) == {"a": "failed", "b": "pending"} and ex.run_status() == "failed"
     assert ex.states["a"]["error"] == "the worker reported a failure" and ex.states["a"]["output"] == {"partial": 1}
     assert answer.events == [Event("a", "failed", 1, "the worker reported a failure", None)]
-    assert answer.attempts == {("a", 1): AttemptChange("a", 1, new=False, status="failed", output={"partial": 1},
-                                                       error="the worker reported a failure", finished=True)}
+    assert answer.attempts == {
+        ("a", 1): AttemptChange(
+            "a",
+            1,
+            new=False,
+            status="failed",
+            output={"partial": 1},
+            error="the worker reported a failure",
+            finished=True,
+        )
+    }
     assert then(ex).callback("a", 1, "failed", None, None) == Result(
-        Outcome.DUPLICATE, "a was already failed by this attempt; nothing changed")
-    assert then(ex).callback("a", 1, "failed", None, "another") == Result(Outcome.CONFLICT, "node 'a' is failed, not running")
-    assert then(ex).callback("a", 1, "completed", 1, None) == Result(Outcome.CONFLICT, "node 'a' is failed, not running")
+        Outcome.DUPLICATE, "a was already failed by this attempt; nothing changed"
+    )
+    assert then(ex).callback("a", 1, "failed", None, "another") == Result(
+        Outcome.CONFLICT, "node 'a' is failed, not running"
+    )
+    assert then(ex).callback("a", 1, "completed", 1, None) == Result(
+        Outcome.CONFLICT, "node 'a' is failed, not running"
+    )
 
     long = started(plan([worker("a")]))
     answer = then(long)
@@ -225,9 +344,11 @@ def test_callbacks_that_are_refused() -> None:
     assert then(ex).callback("zz", 1, "completed", None, None) == Result(Outcome.NOT_FOUND, "run r1 has no node 'zz'")
     assert then(ex).callback("m", 0, "completed", None, None) == Result(Outcome.NOT_FOUND, "run r1 has no node 'm'")
     assert then(ex).callback("s", 1, "completed", None, None) == Result(
-        Outcome.CONFLICT, "node 's' is a Splitter node, not a Worker")
+        Outcome.CONFLICT, "node 's' is a Splitter node, not a Worker"
+    )
     assert then(ex).callback("m_0", 2, "completed", None, None) == Result(
-        Outcome.CONFLICT, "callback for attempt 2 of 'm_0', which is on attempt 1")
+        Outcome.CONFLICT, "callback for attempt 2 of 'm_0', which is on attempt 1"
+    )
     assert ex.states["m_0"]["status"] == "running"
 
 
@@ -245,37 +366,65 @@ def test_a_failed_dispatch_fails_the_attempt_it_was_for() -> None:
 
 # -- UX nodes -----------------------------------------------------------------------------------
 
+
 def test_a_ux_node_is_completed_by_hand_only_while_waiting() -> None:
     ex = started(plan([node("u", "UX"), worker("a")], ("u", "a")), "in")
     assert ex.run_status() == "waiting_for_user"
     assert then(ex).complete("a", 1) == Result(
-        Outcome.BAD_REQUEST, "node 'a' is a Worker node; only UX nodes are completed by hand")
+        Outcome.BAD_REQUEST, "node 'a' is a Worker node; only UX nodes are completed by hand"
+    )
     assert then(ex).complete("zz", 1) == Result(Outcome.NOT_FOUND, "run r1 has no node 'zz'")
     answer = then(ex)
     assert answer.complete("u", {"ok": True}) == Result(Outcome.APPLIED, "u completed")
     assert answer.events == [Event("u", "completed", 1, None, '{"ok":true}'), Event("a", "running", 1)]
-    assert answer.attempts[("u", 1)] == AttemptChange("u", 1, new=False, status="completed", output={"ok": True}, finished=True)
+    assert answer.attempts[("u", 1)] == AttemptChange(
+        "u", 1, new=False, status="completed", output={"ok": True}, finished=True
+    )
     assert answer.dispatches == [Dispatch("a", 1, W, payload("a", 1, {"ok": True}))]
     assert then(ex).complete("u", 2) == Result(Outcome.CONFLICT, "node 'u' is completed, not waiting_for_user")
-    assert then(ex).callback("u", 1, "completed", None, None) == Result(Outcome.CONFLICT, "node 'u' is a UX node, not a Worker")
+    assert then(ex).callback("u", 1, "completed", None, None) == Result(
+        Outcome.CONFLICT, "node 'u' is a UX node, not a Worker"
+    )
 
 
 # -- fan-out: Splitters, paths, Collectors -----------------------------------------------------
+
 
 def test_a_fan_out_runs_each_element_on_its_own_path_and_collects_in_path_order() -> None:
     ex = started(fan())
     answer = then(ex)
     answer.callback("w", 1, "completed", {"items": [{"k": 1}, "two"]}, None)
-    assert statuses(ex) == {"w": "completed", "s": "completed", "m": "pending", "n": "pending", "c": "pending",
-                            "after": "pending", "m_0": "running", "m_1": "running"}
+    assert statuses(ex) == {
+        "w": "completed",
+        "s": "completed",
+        "m": "pending",
+        "n": "pending",
+        "c": "pending",
+        "after": "pending",
+        "m_0": "running",
+        "m_1": "running",
+    }
     assert ex.states["s"]["fanout"] == 2 and ex.states["s"]["output"] == [{"k": 1}, "two"]
-    assert ex.states["m_1"] == {"status": "running", "output": None, "error": None, "node_id": "m", "path": [1],
-                                "attempt": 1, "input": "two", "updated_at": NOW}
-    assert answer.dispatches == [Dispatch("m_0", 1, W, payload("m_0", 1, {"k": 1})),
-                                 Dispatch("m_1", 1, W, payload("m_1", 1, "two"))]
-    assert answer.events == [Event("w", "completed", 1, None, '{"items":[{"k":1},"two"]}'),
-                             Event("s", "completed", 1, None, '[{"k":1},"two"]'),
-                             Event("m_0", "running", 1), Event("m_1", "running", 1)]
+    assert ex.states["m_1"] == {
+        "status": "running",
+        "output": None,
+        "error": None,
+        "node_id": "m",
+        "path": [1],
+        "attempt": 1,
+        "input": "two",
+        "updated_at": NOW,
+    }
+    assert answer.dispatches == [
+        Dispatch("m_0", 1, W, payload("m_0", 1, {"k": 1})),
+        Dispatch("m_1", 1, W, payload("m_1", 1, "two")),
+    ]
+    assert answer.events == [
+        Event("w", "completed", 1, None, '{"items":[{"k":1},"two"]}'),
+        Event("s", "completed", 1, None, '[{"k":1},"two"]'),
+        Event("m_0", "running", 1),
+        Event("m_1", "running", 1),
+    ]
     assert template_summary(ex.states, "m") == {"status": "running", "paths": {"running": 2}}
     then(ex).callback("m_1", 1, "completed", "B", None)
     then(ex).callback("m_0", 1, "completed", "A", None)
@@ -285,10 +434,15 @@ def test_a_fan_out_runs_each_element_on_its_own_path_and_collects_in_path_order(
     assert ex.states["c"]["status"] == "pending"  # waits for every path
     last = then(ex)
     last.complete("n_0", "first")
-    assert last.events == [Event("n_0", "completed", 1, None, "first"),
-                           Event("c", "completed", 1, None, '["first","second"]'), Event("after", "running", 1)]
+    assert last.events == [
+        Event("n_0", "completed", 1, None, "first"),
+        Event("c", "completed", 1, None, '["first","second"]'),
+        Event("after", "running", 1),
+    ]
     gathered = ["first", "second"]
-    assert last.attempts[("c", 1)] == AttemptChange("c", 1, new=True, status="completed", output=gathered, finished=True)
+    assert last.attempts[("c", 1)] == AttemptChange(
+        "c", 1, new=True, status="completed", output=gathered, finished=True
+    )
     assert last.dispatches == [Dispatch("after", 1, W, payload("after", 1, ["first", "second"]))]
     assert template_summary(ex.states, "m") == {"status": "completed", "paths": {"completed": 2}}
 
@@ -301,8 +455,13 @@ def test_a_collector_right_after_its_splitter_gathers_the_array() -> None:
 
 
 def test_a_collector_merges_its_upstreams_on_each_path() -> None:
-    p = plan([node("s", "Splitter"), worker("a"), worker("b"), node("c", "Collector")],
-             ("s", "a"), ("s", "b"), ("a", "c"), ("b", "c"))
+    p = plan(
+        [node("s", "Splitter"), worker("a"), worker("b"), node("c", "Collector")],
+        ("s", "a"),
+        ("s", "b"),
+        ("a", "c"),
+        ("b", "c"),
+    )
     ex = started(p, [0, 1])
     for key, out in (("a_0", {"a": 0}), ("b_0", 10), ("a_1", {"a": 1}), ("b_1", {"a": 9})):
         then(ex).callback(key, 1, "completed", out, None)
@@ -313,8 +472,14 @@ def test_an_empty_array_closes_the_templates_and_the_collector_gets_nothing() ->
     ex = started(fan())
     answer = then(ex)
     answer.callback("w", 1, "completed", {"items": []}, None)
-    assert statuses(ex) == {"w": "completed", "s": "completed", "m": "completed", "n": "completed", "c": "completed",
-                            "after": "running"}
+    assert statuses(ex) == {
+        "w": "completed",
+        "s": "completed",
+        "m": "completed",
+        "n": "completed",
+        "c": "completed",
+        "after": "running",
+    }
     assert ex.states["m"]["updated_at"] == NOW and ex.states["s"]["fanout"] == 0
     assert [e.key for e in answer.events] == ["w", "s", "c", "after"]  # templates have no events
     assert answer.dispatches == [Dispatch("after", 1, W, payload("after", 1, []))]
@@ -323,8 +488,15 @@ def test_an_empty_array_closes_the_templates_and_the_collector_gets_nothing() ->
 
 def test_an_empty_inner_array_closes_only_that_splitters_templates() -> None:
     ex = started(nested(), [[]])
-    assert statuses(ex) == {"s1": "completed", "s2": "pending", "x": "completed", "c2": "pending", "c1": "completed",
-                            "s2_0": "completed", "c2_0": "completed"}
+    assert statuses(ex) == {
+        "s1": "completed",
+        "s2": "pending",
+        "x": "completed",
+        "c2": "pending",
+        "c1": "completed",
+        "s2_0": "completed",
+        "c2_0": "completed",
+    }
     assert ex.states["c2_0"]["output"] == [] and ex.states["c1"]["output"] == [[]]
 
 
@@ -333,8 +505,16 @@ def test_a_splitter_without_its_array_fails() -> None:
     answer = then(ex)
     answer.callback("w", 1, "completed", {"other": 1}, None)
     error = "Splitter 's': data.arrayPath 'items' does not exist in the input (stopped at 'items')"
-    assert ex.states["s"] == {"status": "failed", "output": None, "error": error, "node_id": "s", "path": [], "attempt": 1,
-                              "input": {"other": 1}, "updated_at": NOW}
+    assert ex.states["s"] == {
+        "status": "failed",
+        "output": None,
+        "error": error,
+        "node_id": "s",
+        "path": [],
+        "attempt": 1,
+        "input": {"other": 1},
+        "updated_at": NOW,
+    }
     assert answer.events[1:] == [Event("s", "failed", 1, error)] and ex.run_status() == "failed"
     assert ex.states["c"]["status"] == "pending"
 
@@ -347,61 +527,105 @@ def test_nested_fan_outs_fail_and_retry_per_path() -> None:
     assert ex.states["x_0_1"]["path"] == [0, 1] and ex.states["s2_1"]["fanout"] == 1
     failing = then(ex)
     failing.callback("x_1_0", 1, "failed", None, "boom")
-    assert failing.events == [Event("x_1_0", "failed", 1, "boom"), Event("c2_1", "failed", 1, "path x_1_0 failed: boom"),
-                              Event("c1", "failed", 1, "path x_1_0 failed: boom")]
-    assert failing.attempts[("c2_1", 1)] == AttemptChange("c2_1", 1, new=True, status="failed",
-                                                         error="path x_1_0 failed: boom", finished=True)
-    assert ex.states["c2_1"] == {"status": "failed", "output": None, "error": "path x_1_0 failed: boom", "node_id": "c2",
-                                 "path": [1], "attempt": 1, "input": None, "updated_at": NOW}
+    assert failing.events == [
+        Event("x_1_0", "failed", 1, "boom"),
+        Event("c2_1", "failed", 1, "path x_1_0 failed: boom"),
+        Event("c1", "failed", 1, "path x_1_0 failed: boom"),
+    ]
+    assert failing.attempts[("c2_1", 1)] == AttemptChange(
+        "c2_1", 1, new=True, status="failed", error="path x_1_0 failed: boom", finished=True
+    )
+    assert ex.states["c2_1"] == {
+        "status": "failed",
+        "output": None,
+        "error": "path x_1_0 failed: boom",
+        "node_id": "c2",
+        "path": [1],
+        "attempt": 1,
+        "input": None,
+        "updated_at": NOW,
+    }
     assert ex.run_status() == "running"
     then(ex).callback("x_0_1", 1, "completed", "b", None)
     answer = then(ex)
     answer.callback("x_0_0", 1, "completed", "a", None)
-    assert answer.events == [Event("x_0_0", "completed", 1, None, "a"), Event("c2_0", "completed", 1, None, '["a","b"]')]
-    assert ex.states["c2_0"] == {"status": "completed", "output": ["a", "b"], "error": None, "node_id": "c2", "path": [0],
-                                 "attempt": 1, "input": None, "updated_at": NOW}
+    assert answer.events == [
+        Event("x_0_0", "completed", 1, None, "a"),
+        Event("c2_0", "completed", 1, None, '["a","b"]'),
+    ]
+    assert ex.states["c2_0"] == {
+        "status": "completed",
+        "output": ["a", "b"],
+        "error": None,
+        "node_id": "c2",
+        "path": [0],
+        "attempt": 1,
+        "input": None,
+        "updated_at": NOW,
+    }
     assert template_summary(ex.states, "c2") == {"status": "failed", "paths": {"failed": 1, "completed": 1}}
     assert ex.states["c1"]["attempt"] == 1 and ex.run_status() == "failed"
     retried = then(ex)
     assert retried.retry("x") == Result(Outcome.APPLIED, "x: 1 failed path(s) retried (x_1_0)")
-    assert retried.events == [Event("x_1_0", "pending", 1), Event("c2_1", "pending", 1), Event("c1", "pending", 1),
-                              Event("x_1_0", "running", 2)]
+    assert retried.events == [
+        Event("x_1_0", "pending", 1),
+        Event("c2_1", "pending", 1),
+        Event("c1", "pending", 1),
+        Event("x_1_0", "running", 2),
+    ]
     assert retried.dispatches == [Dispatch("x_1_0", 2, W, payload("x_1_0", 2, 3))]
     assert then(ex).callback("x_1_0", 1, "completed", "c", None) == Result(
-        Outcome.CONFLICT, "callback for attempt 1 of 'x_1_0', which is on attempt 2")
+        Outcome.CONFLICT, "callback for attempt 1 of 'x_1_0', which is on attempt 2"
+    )
     done = then(ex)
     done.callback("x_1_0", 2, "completed", "c", None)
     assert ex.states["c1"]["output"] == [["a", "b"], ["c"]] and ex.run_status() == "completed"
-    assert done.attempts[("c2_1", 2)] == AttemptChange("c2_1", 2, new=True, status="completed", output=["c"], finished=True)
+    assert done.attempts[("c2_1", 2)] == AttemptChange(
+        "c2_1", 2, new=True, status="completed", output=["c"], finished=True
+    )
 
 
 def test_an_inner_splitter_failing_fails_the_outer_collector() -> None:
     """Retried, each failed path fails again: every attempt of the Collector is recorded as failed."""
     ex = started(nested(), [[1], 5, 6])
     error = "Splitter 's2': the input is int, not an array"
-    assert ex.events == [Event("s1", "completed", 1, None, "[[1],5,6]"), Event("s2_0", "completed", 1, None, "[1]"),
-                         Event("x_0_0", "running", 1), Event("s2_1", "failed", 1, error),
-                         Event("c1", "failed", 1, f"path s2_1 failed: {error}"), Event("s2_2", "failed", 1, error)]
+    assert ex.events == [
+        Event("s1", "completed", 1, None, "[[1],5,6]"),
+        Event("s2_0", "completed", 1, None, "[1]"),
+        Event("x_0_0", "running", 1),
+        Event("s2_1", "failed", 1, error),
+        Event("c1", "failed", 1, f"path s2_1 failed: {error}"),
+        Event("s2_2", "failed", 1, error),
+    ]
     assert "fanout" not in ex.states["s2_1"]
     answer = then(ex)
     assert answer.retry("s2") == Result(Outcome.APPLIED, "s2: 2 failed path(s) retried (s2_1, s2_2)")
     c1_failed = AttemptChange("c1", 2, new=True, status="failed", error=f"path s2_1 failed: {error}", finished=True)
     assert answer.attempts[("c1", 2)] == c1_failed
-    assert answer.attempts[("c1", 3)] == AttemptChange("c1", 3, new=True, status="failed", error=f"path s2_1 failed: {error}",
-                                                       finished=True)
+    assert answer.attempts[("c1", 3)] == AttemptChange(
+        "c1", 3, new=True, status="failed", error=f"path s2_1 failed: {error}", finished=True
+    )
 
 
 def test_an_inner_splitter_failing_later_fails_the_outer_collector_at_once() -> None:
-    p = plan([node("s1", "Splitter"), worker("w"), node("s2", "Splitter"), node("c2", "Collector"), node("c1", "Collector")],
-             ("s1", "w"), ("w", "s2"), ("s2", "c2"), ("c2", "c1"))
+    p = plan(
+        [node("s1", "Splitter"), worker("w"), node("s2", "Splitter"), node("c2", "Collector"), node("c1", "Collector")],
+        ("s1", "w"),
+        ("w", "s2"),
+        ("s2", "c2"),
+        ("c2", "c1"),
+    )
     ex = started(p, ["p", "q"])
     then(ex).callback("w_0", 1, "completed", [1, 2], None)
     assert ex.states["c2_0"]["output"] == [1, 2] and ex.states["c1"]["status"] == "pending"
     answer = then(ex)
     answer.callback("w_1", 1, "completed", 5, None)
     error = "Splitter 's2': the input is int, not an array"
-    assert answer.events == [Event("w_1", "completed", 1, None, "5"), Event("s2_1", "failed", 1, error),
-                             Event("c1", "failed", 1, f"path s2_1 failed: {error}")]
+    assert answer.events == [
+        Event("w_1", "completed", 1, None, "5"),
+        Event("s2_1", "failed", 1, error),
+        Event("c1", "failed", 1, f"path s2_1 failed: {error}"),
+    ]
 
 
 def test_a_path_reads_its_element_and_its_other_upstreams() -> None:
@@ -416,16 +640,19 @@ def test_a_path_reads_its_element_and_its_other_upstreams() -> None:
 
 # -- manual retries -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("paths", "shown"), [(10, ""), (11, ", ...")])
 def test_retrying_a_template_retries_its_failed_paths_naming_ten(paths: int, shown: str) -> None:
-    ex = started(plan([node("s", "Splitter"), worker("m"), node("c", "Collector")], ("s", "m"), ("m", "c")),
-                 list(range(paths)))
+    ex = started(
+        plan([node("s", "Splitter"), worker("m"), node("c", "Collector")], ("s", "m"), ("m", "c")), list(range(paths))
+    )
     for i in range(paths):
         then(ex).callback(f"m_{i}", 1, "failed", None, "no")
     assert ex.states["c"]["error"] == "path m_0 failed: no"
     answer = then(ex)
     assert answer.retry("m") == Result(
-        Outcome.APPLIED, f"m: {paths} failed path(s) retried (m_0, m_1, m_2, m_3, m_4, m_5, m_6, m_7, m_8, m_9{shown})")
+        Outcome.APPLIED, f"m: {paths} failed path(s) retried (m_0, m_1, m_2, m_3, m_4, m_5, m_6, m_7, m_8, m_9{shown})"
+    )
     assert len(answer.dispatches) == paths and ex.states["c"]["status"] == "pending"
     assert then(ex).retry("m") == Result(Outcome.BAD_REQUEST, "node 'm' has no failed paths to retry")
 
@@ -436,8 +663,14 @@ def test_retrying_a_template_leaves_its_other_paths() -> None:
     then(ex).callback("m_1", 1, "failed", None, "no")
     then(ex).callback("m_2", 1, "failed", None, "no")
     assert then(ex).retry("m") == Result(Outcome.APPLIED, "m: 2 failed path(s) retried (m_1, m_2)")
-    assert statuses(ex) == {"s": "completed", "m": "pending", "c": "pending", "m_0": "completed", "m_1": "running",
-                            "m_2": "running"}
+    assert statuses(ex) == {
+        "s": "completed",
+        "m": "pending",
+        "c": "pending",
+        "m_0": "completed",
+        "m_1": "running",
+        "m_2": "running",
+    }
 
 
 def test_retrying_one_path_resets_the_failed_collector_once() -> None:
@@ -462,7 +695,8 @@ def test_only_failed_nodes_can_be_retried() -> None:
     assert then(ex).retry("a") == Result(Outcome.BAD_REQUEST, "node 'a' is running; only failed nodes can be retried")
     then(ex).callback("b", 1, "failed", None, "no")
     assert then(ex).retry("b") == Result(
-        Outcome.BAD_REQUEST, "node 'b' is retrying (an automatic retry is scheduled); only failed nodes can be retried")
+        Outcome.BAD_REQUEST, "node 'b' is retrying (an automatic retry is scheduled); only failed nodes can be retried"
+    )
     then(ex).callback("a", 1, "failed", None, "no")
     answer = then(ex)
     assert answer.retry("a") == Result(Outcome.APPLIED, "a retried")
@@ -471,6 +705,7 @@ def test_only_failed_nodes_can_be_retried() -> None:
 
 
 # -- the retry policy and deadlines -------------------------------------------------------------
+
 
 def fail(ex: Execution, attempt: int, error: str, at: float) -> Execution:
     answer = then(ex, at=at)
@@ -487,10 +722,13 @@ def test_a_policy_retries_automatically_with_growing_delays_until_its_budget_is_
     assert ex.states["a"]["output"] == {"partial": 1}
     assert first.timers == [Timer("a", 1, "retry", 1015.0)] and first.timers_done == [("a", 1, "timeout")]
     assert first.events == [Event("a", "retrying", 1, "e1")]
-    assert first.attempts == {("a", 1): AttemptChange("a", 1, new=False, status="failed", output={"partial": 1},
-                                                       error="e1", finished=True)}
+    assert first.attempts == {
+        ("a", 1): AttemptChange("a", 1, new=False, status="failed", output={"partial": 1}, error="e1", finished=True)
+    }
     assert then(ex).callback("a", 1, "failed", None, "e1").outcome is Outcome.DUPLICATE
-    assert then(ex).callback("a", 1, "failed", None, "e9") == Result(Outcome.CONFLICT, "node 'a' is retrying, not running")
+    assert then(ex).callback("a", 1, "failed", None, "e9") == Result(
+        Outcome.CONFLICT, "node 'a' is retrying, not running"
+    )
     assert then(ex).fire_timer("a", 1, "timeout") == Result(Outcome.DUPLICATE, "a is retrying; nothing changed")
     due = then(ex, at=1015)
     assert due.fire_timer("a", 1, "retry") == Result(Outcome.APPLIED, "a retried automatically (attempt 2)")
@@ -498,7 +736,9 @@ def test_a_policy_retries_automatically_with_growing_delays_until_its_budget_is_
     assert due.timers == [Timer("a", 2, "timeout", 1045.0)]
     assert due.attempts == {("a", 2): AttemptChange("a", 2, new=True, input="in")}
     assert ex.states["a"]["budget_from"] == 1 and ex.states["a"]["input"] == "in"
-    assert then(ex).fire_timer("a", 1, "retry") == Result(Outcome.DUPLICATE, "a has moved on from attempt 1; nothing changed")
+    assert then(ex).fire_timer("a", 1, "retry") == Result(
+        Outcome.DUPLICATE, "a has moved on from attempt 1; nothing changed"
+    )
     assert fail(ex, 2, "e2", at=1020).timers == [Timer("a", 2, "retry", 1035.0)]  # 5 s * 3
     then(ex, at=1035).fire_timer("a", 2, "retry")
     last = fail(ex, 3, "e3", at=1040)
@@ -528,9 +768,13 @@ def test_a_deadline_fails_the_attempt_naming_its_limit() -> None:
     assert answer.fire_timer("a", 1, "timeout") == Result(Outcome.APPLIED, "a timed out")
     error = "timeout: no callback within 2.5 s (attempt 1)"
     assert ex.states["a"]["error"] == error and answer.events == [Event("a", "failed", 1, error)]
-    assert then(ex).callback("a", 1, "completed", 1, None) == Result(Outcome.CONFLICT, "node 'a' is failed, not running")
+    assert then(ex).callback("a", 1, "completed", 1, None) == Result(
+        Outcome.CONFLICT, "node 'a' is failed, not running"
+    )
     assert then(ex).fire_timer("a", 1, "timeout") == Result(Outcome.DUPLICATE, "a is failed; nothing changed")
-    assert then(ex).fire_timer("zz", 1, "timeout") == Result(Outcome.DUPLICATE, "zz has moved on from attempt 1; nothing changed")
+    assert then(ex).fire_timer("zz", 1, "timeout") == Result(
+        Outcome.DUPLICATE, "zz has moved on from attempt 1; nothing changed"
+    )
     assert then(ex).fire_timer("b", 0, "timeout") == Result(Outcome.DUPLICATE, "b is pending; nothing changed")
 
     default = started(plan([worker("a")]), node_timeout=60)
@@ -543,7 +787,9 @@ def test_a_deadline_fails_the_attempt_naming_its_limit() -> None:
 
 def test_timers_of_templates_and_answered_attempts_change_nothing() -> None:
     ex = started(fan(), node_timeout=60)
-    assert then(ex).fire_timer("m", 0, "timeout") == Result(Outcome.DUPLICATE, "m has moved on from attempt 0; nothing changed")
+    assert then(ex).fire_timer("m", 0, "timeout") == Result(
+        Outcome.DUPLICATE, "m has moved on from attempt 0; nothing changed"
+    )
     then(ex).callback("w", 1, "completed", {"items": [1]}, None)
     assert then(ex).fire_timer("w", 1, "timeout") == Result(Outcome.DUPLICATE, "w is completed; nothing changed")
     assert then(ex).fire_timer("m_0", 1, "retry") == Result(Outcome.DUPLICATE, "m_0 is running; nothing changed")
@@ -551,28 +797,55 @@ def test_timers_of_templates_and_answered_attempts_change_nothing() -> None:
 
 # -- cancelling ---------------------------------------------------------------------------------
 
+
 def test_cancel_ends_every_unfinished_path_and_refuses_what_follows() -> None:
     ex = started(fan())
     then(ex).callback("w", 1, "completed", {"items": ["a", "b"]}, None)
     then(ex).callback("m_1", 1, "completed", "B", None)
     answer = then(ex)
     assert answer.cancel() == Result(Outcome.APPLIED, "run r1 cancelled")
-    assert statuses(ex) == {"w": "completed", "s": "completed", "m": "cancelled", "n": "cancelled", "c": "cancelled",
-                            "after": "cancelled", "m_0": "cancelled", "m_1": "completed", "n_1": "cancelled"}
-    assert ex.states["m"] == {"status": "cancelled", "output": None, "error": None, "node_id": "m", "path": None,
-                              "attempt": 0, "input": None, "updated_at": NOW}
+    assert statuses(ex) == {
+        "w": "completed",
+        "s": "completed",
+        "m": "cancelled",
+        "n": "cancelled",
+        "c": "cancelled",
+        "after": "cancelled",
+        "m_0": "cancelled",
+        "m_1": "completed",
+        "n_1": "cancelled",
+    }
+    assert ex.states["m"] == {
+        "status": "cancelled",
+        "output": None,
+        "error": None,
+        "node_id": "m",
+        "path": None,
+        "attempt": 0,
+        "input": None,
+        "updated_at": NOW,
+    }
     assert ex.states["m_0"]["error"] == CANCELLED_ERROR == "the run was cancelled"
-    assert answer.events == [Event("c", "cancelled", 0, CANCELLED_ERROR), Event("after", "cancelled", 0, CANCELLED_ERROR),
-                             Event("m_0", "cancelled", 1, CANCELLED_ERROR), Event("n_1", "cancelled", 1, CANCELLED_ERROR)]
+    assert answer.events == [
+        Event("c", "cancelled", 0, CANCELLED_ERROR),
+        Event("after", "cancelled", 0, CANCELLED_ERROR),
+        Event("m_0", "cancelled", 1, CANCELLED_ERROR),
+        Event("n_1", "cancelled", 1, CANCELLED_ERROR),
+    ]
     assert answer.attempts == {
         ("m_0", 1): AttemptChange("m_0", 1, new=False, status="cancelled", error=CANCELLED_ERROR, finished=True),
-        ("n_1", 1): AttemptChange("n_1", 1, new=False, status="cancelled", error=CANCELLED_ERROR, finished=True)}
+        ("n_1", 1): AttemptChange("n_1", 1, new=False, status="cancelled", error=CANCELLED_ERROR, finished=True),
+    }
     assert ex.run_status() == "cancelled" and ex.cancelled()
     assert template_summary(ex.states, "m") == {"status": "cancelled", "paths": {"cancelled": 1, "completed": 1}}
     refused = Result(Outcome.CONFLICT, "run r1 is cancelled; start a new run instead")
     assert then(ex).cancel() == Result(Outcome.DUPLICATE, "run r1 was already cancelled; nothing changed")
-    assert then(ex).complete("n_1", 1) == refused and then(ex).retry("m_0") == refused and then(ex).retry("m") == refused
-    assert then(ex).callback("m_0", 1, "completed", 1, None) == Result(Outcome.CONFLICT, "node 'm_0' is cancelled, not running")
+    assert (
+        then(ex).complete("n_1", 1) == refused and then(ex).retry("m_0") == refused and then(ex).retry("m") == refused
+    )
+    assert then(ex).callback("m_0", 1, "completed", 1, None) == Result(
+        Outcome.CONFLICT, "node 'm_0' is cancelled, not running"
+    )
     assert then(ex).callback("m_0", 1, "failed", None, CANCELLED_ERROR).outcome is Outcome.CONFLICT
 
 
@@ -594,7 +867,10 @@ def test_states_stored_without_an_attempt_count_start_from_zero() -> None:
     assert ex.states["a"]["attempt"] == 1 and ex.events == [Event("a", "running", 1)]
     cancelling = then(ex)
     cancelling.cancel()
-    assert cancelling.events == [Event("a", "cancelled", 1, CANCELLED_ERROR), Event("b", "cancelled", 0, CANCELLED_ERROR)]
+    assert cancelling.events == [
+        Event("a", "cancelled", 1, CANCELLED_ERROR),
+        Event("b", "cancelled", 0, CANCELLED_ERROR),
+    ]
 
 
 def test_only_running_or_waiting_runs_can_be_cancelled() -> None:
@@ -602,15 +878,25 @@ def test_only_running_or_waiting_runs_can_be_cancelled() -> None:
         ex = started(plan([worker("a")]))
         then(ex).callback("a", 1, settled, None, None)
         assert then(ex).cancel() == Result(
-            Outcome.CONFLICT, f"run r1 is {settled}; only running or waiting runs can be cancelled")
+            Outcome.CONFLICT, f"run r1 is {settled}; only running or waiting runs can be cancelled"
+        )
     waiting = started(plan([node("u", "UX")]))
-    assert then(waiting).cancel() == Result(Outcome.APPLIED, "run r1 cancelled") and statuses(waiting) == {"u": "cancelled"}
+    assert then(waiting).cancel() == Result(Outcome.APPLIED, "run r1 cancelled") and statuses(waiting) == {
+        "u": "cancelled"
+    }
 
 
-@pytest.mark.parametrize(("seen", "status"), [
-    (["completed", "running", "cancelled"], "cancelled"), (["completed", "running"], "running"),
-    (["failed", "retrying"], "running"), (["failed", "waiting_for_user"], "waiting_for_user"),
-    (["completed", "failed"], "failed"), (["completed", "completed"], "completed")])
+@pytest.mark.parametrize(
+    ("seen", "status"),
+    [
+        (["completed", "running", "cancelled"], "cancelled"),
+        (["completed", "running"], "running"),
+        (["failed", "retrying"], "running"),
+        (["failed", "waiting_for_user"], "waiting_for_user"),
+        (["completed", "failed"], "failed"),
+        (["completed", "completed"], "completed"),
+    ],
+)
 def test_the_run_status_follows_its_nodes(seen: list[str], status: str) -> None:
     ex = new(plan([worker("a")]), {f"k{i}": {"status": s} for i, s in enumerate(seen)})
     assert ex.run_status() == status

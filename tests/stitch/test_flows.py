@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 from agentloom.stitch.db import Database
-from agentloom.stitch.queries import get_run
 from agentloom.stitch.engine import Engine
 from agentloom.stitch.flows import FlowBusy, Flows
-from agentloom.stitch.ids import NotFound
 from agentloom.stitch.graph import GraphError
+from agentloom.stitch.ids import NotFound
 from agentloom.stitch.models import Graph
+from agentloom.stitch.queries import get_run
 from agentloom.stitch.replies import as_reply
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
@@ -92,9 +92,15 @@ def test_deleting_a_flow_over_http(stitch: StitchServer, worker: Worker) -> None
         stitch.wait_for(run_id, ("waiting_for_user",))
 
     refused = stitch.http.delete(f"/flows/{flow}")
-    assert refused.status_code == 409 and "2 run(s)" in refused.json()["detail"] and "force=true" in refused.json()["detail"]
+    assert (
+        refused.status_code == 409
+        and "2 run(s)" in refused.json()["detail"]
+        and "force=true" in refused.json()["detail"]
+    )
     assert stitch.http.get(f"/flows/{flow}").status_code == 200
-    assert stitch.http.delete(f"/flows/{flow}", params={"forse": "true"}).status_code == 422  # a misspelt force does nothing
+    assert (
+        stitch.http.delete(f"/flows/{flow}", params={"forse": "true"}).status_code == 422
+    )  # a misspelt force does nothing
 
     deleted = stitch.http.delete(f"/flows/{flow}", params={"force": "true"})
     assert deleted.status_code == 200, deleted.text
@@ -121,4 +127,3 @@ def test_deleting_a_flow_over_http(stitch: StitchServer, worker: Worker) -> None
     time.sleep(0.05)
     plain = stitch.http.delete(f"/flows/{idle}")
     assert plain.status_code == 200 and plain.json()["cancelled_runs"] == 0
-

@@ -23,19 +23,40 @@ from tests.conftest import REPO
 from tests.stitch.conftest import StitchServer
 
 KEY = "fuzz-key-0123456789abcdef"
-CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,"
-          "unsupported_method,allow_header_conformance,schema_valid_accepted")
+CHECKS = (
+    "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,"
+    "unsupported_method,allow_header_conformance,schema_valid_accepted"
+)
 SEED = "20261126"
 EXAMPLES = "30"
 
 
-def fuzz(server: StitchServer, tmp_path: Path, *, checks: str = CHECKS, key: str | None = None) -> subprocess.CompletedProcess[str]:
+def fuzz(
+    server: StitchServer, tmp_path: Path, *, checks: str = CHECKS, key: str | None = None
+) -> subprocess.CompletedProcess[str]:
     # The schema is read with the key (a keyed server does not publish it), the requests sent with `key`.
     schema = tmp_path / "openapi.json"
     schema.write_bytes(server.http.get(f"{server.base}/openapi.json").content)
-    command = [str(Path(sys.executable).with_name("schemathesis")), "run", str(schema), "--url", server.base,
-               "--checks", checks, "--exclude-path-regex", "/stream$", "--seed", SEED, "-n", EXAMPLES,
-               "--generation-database", "none", "--request-timeout", "10", "--no-color"]
+    command = [
+        str(Path(sys.executable).with_name("schemathesis")),
+        "run",
+        str(schema),
+        "--url",
+        server.base,
+        "--checks",
+        checks,
+        "--exclude-path-regex",
+        "/stream$",
+        "--seed",
+        SEED,
+        "-n",
+        EXAMPLES,
+        "--generation-database",
+        "none",
+        "--request-timeout",
+        "10",
+        "--no-color",
+    ]
     if key:
         command += ["-H", f"Authorization: Bearer {key}"]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.stitch.fuzz_checks", "PYTHONPATH": str(REPO)}
@@ -43,7 +64,9 @@ def fuzz(server: StitchServer, tmp_path: Path, *, checks: str = CHECKS, key: str
 
 
 @pytest.fixture(params=[None, KEY], ids=["no-key", "api-key"])
-def fuzzed(request: pytest.FixtureRequest, database_url: str, tmp_path: Path) -> Iterator[tuple[StitchServer, str | None]]:
+def fuzzed(
+    request: pytest.FixtureRequest, database_url: str, tmp_path: Path
+) -> Iterator[tuple[StitchServer, str | None]]:
     server = StitchServer(database_url, tmp_path, api_key=request.param).start()
     yield server, request.param
     server.stop()
@@ -52,8 +75,11 @@ def fuzzed(request: pytest.FixtureRequest, database_url: str, tmp_path: Path) ->
 def test_every_endpoint_keeps_its_schema(fuzzed: tuple[StitchServer, str | None], tmp_path: Path) -> None:
     server, key = fuzzed
     if key is not None:  # a stranger first: every answer a documented 401, never a 500
-        stranger = fuzz(server, tmp_path, checks="not_a_server_error,status_code_conformance,content_type_conformance,"
-                                               "response_schema_conformance")
+        stranger = fuzz(
+            server,
+            tmp_path,
+            checks="not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+        )
         assert stranger.returncode == 0, stranger.stdout[-6000:]
     got = fuzz(server, tmp_path, key=key)
     assert got.returncode == 0, got.stdout[-6000:]

@@ -15,10 +15,27 @@ def plan_of(b: Builder):  # type: ignore[no-untyped-def]
 
 def test_scopes_follow_splitters_and_collectors() -> None:
     b = Builder()
-    b.chain(b.node("Worker", "a"), b.node("Splitter", "s1"), b.node("Worker", "w"),
-            b.node("Splitter", "s2"), b.node("UX", "u"), b.node("Collector", "c2"), b.node("Collector", "c1"), b.node("Worker", "z"))
+    b.chain(
+        b.node("Worker", "a"),
+        b.node("Splitter", "s1"),
+        b.node("Worker", "w"),
+        b.node("Splitter", "s2"),
+        b.node("UX", "u"),
+        b.node("Collector", "c2"),
+        b.node("Collector", "c1"),
+        b.node("Worker", "z"),
+    )
     plan = plan_of(b)
-    assert plan.scope == {"a": (), "s1": (), "w": ("s1",), "s2": ("s1",), "u": ("s1", "s2"), "c2": ("s1",), "c1": (), "z": ()}
+    assert plan.scope == {
+        "a": (),
+        "s1": (),
+        "w": ("s1",),
+        "s2": ("s1",),
+        "u": ("s1", "s2"),
+        "c2": ("s1",),
+        "c1": (),
+        "z": (),
+    }
     assert plan.closes == {"c2": "s2", "c1": "s1"}
     assert plan.inside["c1"] == {"w", "s2", "u", "c2"} and plan.inside["c2"] == {"u"}
     assert plan.roots == ["a"]
@@ -30,7 +47,12 @@ def test_node_ids_that_look_like_path_keys_are_fine_unless_they_clash() -> None:
     b.chain(b.node("Splitter", "split_0"), b.node("Worker", "node_1"), b.node("Collector", "node_2"))
     assert plan_of(b).scope["node_1"] == ("split_0",)
     clash = Builder()
-    clash.chain(clash.node("Splitter", "s"), clash.node("Worker", "w"), clash.node("Collector", "c"), clash.node("Worker", "w_1"))
+    clash.chain(
+        clash.node("Splitter", "s"),
+        clash.node("Worker", "w"),
+        clash.node("Collector", "c"),
+        clash.node("Worker", "w_1"),
+    )
     with pytest.raises(GraphError, match="'w_1' would clash with the fan-out paths of 'w'"):
         plan_of(clash)
 
@@ -43,9 +65,14 @@ def test_every_problem_is_named() -> None:
     b.edge(b.node("Worker", "outside"), w2)  # joins a fan-out path with a node outside it
     with pytest.raises(GraphError, match="'w2' joins paths of different fan-outs"):
         plan_of(b)
-    bad = {"nodes": [{"id": "w", "type": "Worker", "data": {"webhookUrl": "ftp://x"}}, {"id": "w", "type": "UX"},
-                     {"id": "s", "type": "Splitter", "data": {"arrayPath": 3}}],
-           "edges": [{"id": "e", "source": "w", "target": "nope"}, {"id": "e", "source": "s", "target": "w"}]}
+    bad = {
+        "nodes": [
+            {"id": "w", "type": "Worker", "data": {"webhookUrl": "ftp://x"}},
+            {"id": "w", "type": "UX"},
+            {"id": "s", "type": "Splitter", "data": {"arrayPath": 3}},
+        ],
+        "edges": [{"id": "e", "source": "w", "target": "nope"}, {"id": "e", "source": "s", "target": "w"}],
+    }
     with pytest.raises(GraphError) as caught:
         analyse(Graph.model_validate(bad))
     text = str(caught.value)

@@ -23,7 +23,9 @@ def node(node_id: str, type_: str, **data: Any) -> dict[str, Any]:
 
 
 def graph(nodes: list[dict[str, Any]], *edges: tuple[str, str]) -> Graph:
-    return Graph.model_validate({"nodes": nodes, "edges": [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(edges)]})
+    return Graph.model_validate(
+        {"nodes": nodes, "edges": [{"id": f"e{i}", "source": s, "target": t} for i, (s, t) in enumerate(edges)]}
+    )
 
 
 def problems(g: Graph, policy: WebhookPolicy | None = None) -> list[tuple[str, str]]:
@@ -35,7 +37,8 @@ def problems(g: Graph, policy: WebhookPolicy | None = None) -> list[tuple[str, s
 
 def test_a_cycle_names_its_nodes() -> None:
     assert problems(graph([worker("a"), worker("b"), worker("c")], ("a", "b"), ("b", "c"), ("c", "b"))) == [
-        ("cycle", "the graph has a cycle through 'b', 'c'; flows must be acyclic")]
+        ("cycle", "the graph has a cycle through 'b', 'c'; flows must be acyclic")
+    ]
 
 
 def test_structure_rules() -> None:
@@ -48,45 +51,90 @@ def test_structure_rules() -> None:
     ]
     assert problems(graph([])) == [("nodes_empty", "graph.nodes is empty; a flow needs at least one node")]
     assert problems(graph([worker("a"), node("c", "Collector")], ("a", "c"))) == [
-        ("collector_without_splitter", "Collector 'c' has no Splitter upstream to collect from")]
-    assert problems(graph([node("s", "Splitter", arrayPath="items"), worker("in"), worker("out"), worker("j")],
-                          ("s", "in"), ("in", "j"), ("out", "j"))) == [
-        ("fan_out_join", "node 'j' joins paths of different fan-outs (in, out); close each Splitter with a Collector before joining")]
+        ("collector_without_splitter", "Collector 'c' has no Splitter upstream to collect from")
+    ]
+    assert problems(
+        graph(
+            [node("s", "Splitter", arrayPath="items"), worker("in"), worker("out"), worker("j")],
+            ("s", "in"),
+            ("in", "j"),
+            ("out", "j"),
+        )
+    ) == [
+        (
+            "fan_out_join",
+            "node 'j' joins paths of different fan-outs (in, out); close each Splitter with a Collector before joining",
+        )
+    ]
 
 
 def test_node_configuration_rules() -> None:
     assert problems(graph([{"id": "w", "type": "Worker", "data": {}}])) == [
-        ("worker_webhook", "Worker 'w' needs data.webhookUrl, an http(s) URL (got None)")]
+        ("worker_webhook", "Worker 'w' needs data.webhookUrl, an http(s) URL (got None)")
+    ]
     assert problems(graph([worker("w", webhookUrl="http://[::1/x")])) == [  # the schema's shape, yet no URL
-        ("webhook_target", "Worker 'w' needs data.webhookUrl, an http(s) URL (got 'http://[::1/x')")]
+        ("webhook_target", "Worker 'w' needs data.webhookUrl, an http(s) URL (got 'http://[::1/x')")
+    ]
     assert problems(graph([worker("w", webhookUrl="ftp://x/y")]))[0][0] == "worker_webhook"
     assert problems(graph([node("s", "Splitter", arrayPath=3)])) == [
-        ("splitter_array_path", "Splitter 's': data.arrayPath must be a dotted path such as 'items' (got 3)")]
+        ("splitter_array_path", "Splitter 's': data.arrayPath must be a dotted path such as 'items' (got 3)")
+    ]
 
 
 def test_rules_checked_when_a_flow_is_saved() -> None:
-    g = graph([
-        worker("w", timeoutSeconds=0, retry={"maxAttempts": 0, "backoffSeconds": -1, "backoffFactor": 0.5, "extra": 1}),
-        node("u", "UX", timeoutSeconds=3, retry={}),
-        worker("bad id", webhookUrl="http://169.254.169.254/x"),
-        worker("r", retry="often"),
-        worker("t", timeoutSeconds=True, retry={"maxAttempts": 2.5}),
-    ])
+    g = graph(
+        [
+            worker(
+                "w", timeoutSeconds=0, retry={"maxAttempts": 0, "backoffSeconds": -1, "backoffFactor": 0.5, "extra": 1}
+            ),
+            node("u", "UX", timeoutSeconds=3, retry={}),
+            worker("bad id", webhookUrl="http://169.254.169.254/x"),
+            worker("r", retry="often"),
+            worker("t", timeoutSeconds=True, retry={"maxAttempts": 2.5}),
+        ]
+    )
     assert problems(g, WebhookPolicy()) == [
         ("worker_timeout", "Worker 'w': data.timeoutSeconds must be a positive number of seconds such as 30 (got 0)"),
-        ("worker_retry", "Worker 'w': data.retry has unknown keys 'extra'; it takes backoffFactor, backoffSeconds, maxAttempts"),
-        ("worker_retry", "Worker 'w': data.retry.maxAttempts must be a whole number >= 1, the attempts before the node fails (got 0)"),
-        ("worker_retry", "Worker 'w': data.retry.backoffSeconds must be a number >= 0, the wait before the first retry (got -1)"),
-        ("worker_retry", "Worker 'w': data.retry.backoffFactor must be a number >= 1, by which each wait grows (got 0.5)"),
+        (
+            "worker_retry",
+            "Worker 'w': data.retry has unknown keys 'extra'; it takes backoffFactor, backoffSeconds, maxAttempts",
+        ),
+        (
+            "worker_retry",
+            "Worker 'w': data.retry.maxAttempts must be a whole number >= 1, the attempts before the node fails (got 0)",
+        ),
+        (
+            "worker_retry",
+            "Worker 'w': data.retry.backoffSeconds must be a number >= 0, the wait before the first retry (got -1)",
+        ),
+        (
+            "worker_retry",
+            "Worker 'w': data.retry.backoffFactor must be a number >= 1, by which each wait grows (got 0.5)",
+        ),
         ("worker_only", "UX node 'u': data.timeoutSeconds applies to Worker nodes only; remove it"),
         ("worker_only", "UX node 'u': data.retry applies to Worker nodes only; remove it"),
-        ("node_id", "node id 'bad id' may contain only letters, digits, '_', '-', '.' and ':' (it is a segment of the callback URL)"),
-        ("webhook_target", "Worker 'bad id': data.webhookUrl points to 169.254.169.254, a cloud metadata address; "
-                           "allow it with STITCH_WEBHOOK_ALLOW if that is intended"),
-        ("worker_retry", "Worker 'r': data.retry must be an object such as "
-                         '{"maxAttempts": 3, "backoffSeconds": 1, "backoffFactor": 2} (got \'often\')'),
-        ("worker_timeout", "Worker 't': data.timeoutSeconds must be a positive number of seconds such as 30 (got True)"),
-        ("worker_retry", "Worker 't': data.retry.maxAttempts must be a whole number >= 1, the attempts before the node fails (got 2.5)"),
+        (
+            "node_id",
+            "node id 'bad id' may contain only letters, digits, '_', '-', '.' and ':' (it is a segment of the callback URL)",
+        ),
+        (
+            "webhook_target",
+            "Worker 'bad id': data.webhookUrl points to 169.254.169.254, a cloud metadata address; "
+            "allow it with STITCH_WEBHOOK_ALLOW if that is intended",
+        ),
+        (
+            "worker_retry",
+            "Worker 'r': data.retry must be an object such as "
+            '{"maxAttempts": 3, "backoffSeconds": 1, "backoffFactor": 2} (got \'often\')',
+        ),
+        (
+            "worker_timeout",
+            "Worker 't': data.timeoutSeconds must be a positive number of seconds such as 30 (got True)",
+        ),
+        (
+            "worker_retry",
+            "Worker 't': data.retry.maxAttempts must be a whole number >= 1, the attempts before the node fails (got 2.5)",
+        ),
     ]
     # A stored flow is planned again without the policy: what it cannot use is ignored, not refused.
     plan = analyse(g.model_copy(update={"nodes": [n for n in g.nodes if n.id in ("w", "r", "t")]}))
@@ -94,11 +142,16 @@ def test_rules_checked_when_a_flow_is_saved() -> None:
 
 
 def test_boundaries_that_are_accepted() -> None:
-    plan = analyse(graph([
-        worker("w", timeoutSeconds=2.5, retry={"maxAttempts": 3.0}),
-        worker("v", timeoutSeconds=1, retry={"maxAttempts": 1, "backoffSeconds": 0, "backoffFactor": 1}),
-        node("u", "UX"),
-    ]), WebhookPolicy())
+    plan = analyse(
+        graph(
+            [
+                worker("w", timeoutSeconds=2.5, retry={"maxAttempts": 3.0}),
+                worker("v", timeoutSeconds=1, retry={"maxAttempts": 1, "backoffSeconds": 0, "backoffFactor": 1}),
+                node("u", "UX"),
+            ]
+        ),
+        WebhookPolicy(),
+    )
     assert plan.retries == {"w": RetryPolicy(3, 1.0, 2.0), "v": RetryPolicy(1, 0, 1)}
     assert isinstance(plan.retries["w"].max_attempts, int)
     assert plan.timeouts == {"w": 2.5, "v": 1.0}
@@ -111,8 +164,16 @@ def test_retry_delays_grow_by_the_factor() -> None:
 
 
 def test_the_plan_keeps_edges_in_order_once() -> None:
-    plan = analyse(graph([worker("a"), worker("b"), worker("c"), worker("d")],
-                         ("b", "d"), ("a", "d"), ("a", "d"), ("c", "d"), ("a", "b")))
+    plan = analyse(
+        graph(
+            [worker("a"), worker("b"), worker("c"), worker("d")],
+            ("b", "d"),
+            ("a", "d"),
+            ("a", "d"),
+            ("c", "d"),
+            ("a", "b"),
+        )
+    )
     assert plan.upstream == {"a": [], "b": ["a"], "c": [], "d": ["b", "a", "c"]}
     assert plan.downstream == {"a": ["d", "b"], "b": ["d"], "c": ["d"], "d": []}
     assert plan.roots == ["a", "c"]
@@ -121,60 +182,130 @@ def test_the_plan_keeps_edges_in_order_once() -> None:
 
 def test_fan_out_membership() -> None:
     # s -> (x -> y, z) -> c, with a Worker after c: x, y and z run per path; c closes s.
-    plan = analyse(graph([node("s", "Splitter", arrayPath="items"), worker("x"), worker("y"), worker("z"),
-                          node("c", "Collector"), worker("after")],
-                         ("s", "x"), ("x", "y"), ("s", "z"), ("y", "c"), ("z", "c"), ("c", "after")))
+    plan = analyse(
+        graph(
+            [
+                node("s", "Splitter", arrayPath="items"),
+                worker("x"),
+                worker("y"),
+                worker("z"),
+                node("c", "Collector"),
+                worker("after"),
+            ],
+            ("s", "x"),
+            ("x", "y"),
+            ("s", "z"),
+            ("y", "c"),
+            ("z", "c"),
+            ("c", "after"),
+        )
+    )
     assert plan.closes == {"c": "s"}
     assert plan.inside == {"c": frozenset({"x", "y", "z"})}
     assert plan.collectors_of("s") == ["c"] and plan.collectors_of("x") == []
-    assert plan.collectors_over("y") == ["c"] and plan.collectors_over("after") == [] and plan.collectors_over("s") == []
+    assert (
+        plan.collectors_over("y") == ["c"] and plan.collectors_over("after") == [] and plan.collectors_over("s") == []
+    )
     assert plan.scope == {"s": (), "x": ("s",), "z": ("s",), "y": ("s",), "c": (), "after": ()}
 
 
 def test_https_webhooks_are_accepted_like_http_ones() -> None:
-    g = graph([worker("w", webhookUrl="https://example.com/hook"), worker("v", webhookUrl="HTTPS://example.com/v")], ("w", "v"))
+    g = graph(
+        [worker("w", webhookUrl="https://example.com/hook"), worker("v", webhookUrl="HTTPS://example.com/v")],
+        ("w", "v"),
+    )
     assert analyse(g).roots == ["w"]
     assert analyse(g, WebhookPolicy()).roots == ["w"]
 
 
 def test_unknown_retry_keys_are_all_named_in_order() -> None:
     assert problems(graph([worker("w", retry={"maxAttempts": 1, "zeta": 1, "alpha": 2})]), WebhookPolicy()) == [
-        ("worker_retry", "Worker 'w': data.retry has unknown keys 'alpha', 'zeta'; it takes backoffFactor, backoffSeconds, maxAttempts")]
+        (
+            "worker_retry",
+            "Worker 'w': data.retry has unknown keys 'alpha', 'zeta'; it takes backoffFactor, backoffSeconds, maxAttempts",
+        )
+    ]
 
 
 def test_only_a_worker_s_http_webhook_is_checked_against_the_policy() -> None:
     # A URL in another node's data is no webhook: the policy does not judge it.
-    plan = analyse(graph([node("u", "UX", webhookUrl="http://169.254.169.254/x"), worker("w")], ("u", "w")), WebhookPolicy())
+    plan = analyse(
+        graph([node("u", "UX", webhookUrl="http://169.254.169.254/x"), worker("w")], ("u", "w")), WebhookPolicy()
+    )
     assert plan.roots == ["u"]
     # A Worker's URL that is no http(s) URL is reported once, by the configuration rule.
     assert problems(graph([worker("w", webhookUrl="ftp://x/y")]), WebhookPolicy()) == [
-        ("worker_webhook", "Worker 'w' needs data.webhookUrl, an http(s) URL (got 'ftp://x/y')")]
+        ("worker_webhook", "Worker 'w' needs data.webhookUrl, an http(s) URL (got 'ftp://x/y')")
+    ]
 
 
 def test_a_fan_out_id_clash_is_named_and_other_underscored_ids_are_fine() -> None:
-    assert problems(graph([node("s", "Splitter"), worker("w"), node("c", "Collector"), worker("w_1")],
-                          ("s", "w"), ("w", "c"), ("c", "w_1"))) == [
-        ("fan_out_id_clash", "node id 'w_1' would clash with the fan-out paths of 'w' (w_0, w_1, ...); rename one of them")]
+    assert problems(
+        graph(
+            [node("s", "Splitter"), worker("w"), node("c", "Collector"), worker("w_1")],
+            ("s", "w"),
+            ("w", "c"),
+            ("c", "w_1"),
+        )
+    ) == [
+        (
+            "fan_out_id_clash",
+            "node id 'w_1' would clash with the fan-out paths of 'w' (w_0, w_1, ...); rename one of them",
+        )
+    ]
     # 'w_x' starts like w's path keys but is not one; 'ab_1' ends like one but belongs to no fan-out node.
-    plan = analyse(graph([node("s", "Splitter"), worker("w"), node("c", "Collector"), worker("w_x"), worker("ab_1")],
-                         ("s", "w"), ("w", "c"), ("c", "w_x"), ("w_x", "ab_1")))
+    plan = analyse(
+        graph(
+            [node("s", "Splitter"), worker("w"), node("c", "Collector"), worker("w_x"), worker("ab_1")],
+            ("s", "w"),
+            ("w", "c"),
+            ("c", "w_x"),
+            ("w_x", "ab_1"),
+        )
+    )
     assert plan.scope == {"s": (), "w": ("s",), "c": (), "w_x": (), "ab_1": ()}
 
 
 def test_a_bad_join_is_reported_once_and_later_nodes_are_still_checked() -> None:
     # j joins a fan-out path with a node outside it; k, after j, joins a plain root (fine);
     # the Collector after k has no Splitter upstream (j's fan-out is not carried past the bad join).
-    assert problems(graph([node("s", "Splitter"), worker("in"), worker("out"), worker("j"), worker("r"), worker("k"),
-                           node("c", "Collector")],
-                          ("s", "in"), ("in", "j"), ("out", "j"), ("j", "k"), ("r", "k"), ("k", "c"))) == [
-        ("fan_out_join", "node 'j' joins paths of different fan-outs (in, out); close each Splitter with a Collector before joining"),
+    assert problems(
+        graph(
+            [
+                node("s", "Splitter"),
+                worker("in"),
+                worker("out"),
+                worker("j"),
+                worker("r"),
+                worker("k"),
+                node("c", "Collector"),
+            ],
+            ("s", "in"),
+            ("in", "j"),
+            ("out", "j"),
+            ("j", "k"),
+            ("r", "k"),
+            ("k", "c"),
+        )
+    ) == [
+        (
+            "fan_out_join",
+            "node 'j' joins paths of different fan-outs (in, out); close each Splitter with a Collector before joining",
+        ),
         ("collector_without_splitter", "Collector 'c' has no Splitter upstream to collect from"),
     ]
 
 
 def test_a_collector_without_splitter_is_reported_once_and_later_nodes_are_still_checked() -> None:
-    assert problems(graph([worker("a"), node("c1", "Collector"), worker("r"), worker("k"), node("c2", "Collector")],
-                          ("a", "c1"), ("c1", "k"), ("r", "k"), ("k", "c2"))) == [
+    assert problems(
+        graph(
+            [worker("a"), node("c1", "Collector"), worker("r"), worker("k"), node("c2", "Collector")],
+            ("a", "c1"),
+            ("c1", "k"),
+            ("r", "k"),
+            ("k", "c2"),
+        )
+    ) == [
         ("collector_without_splitter", "Collector 'c1' has no Splitter upstream to collect from"),
         ("collector_without_splitter", "Collector 'c2' has no Splitter upstream to collect from"),
     ]

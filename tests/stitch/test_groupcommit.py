@@ -20,8 +20,10 @@ from agentloom.stitch.groupcommit import GroupCommit
 from agentloom.stitch.models import Graph
 from agentloom.stitch.queries import get_run
 
-CHAIN = {"nodes": [{"id": f"s{i}", "type": "Worker", "data": {"webhookUrl": "http://127.0.0.1:9/w"}} for i in range(3)],
-         "edges": [{"id": f"e{i}", "source": f"s{i}", "target": f"s{i + 1}"} for i in range(2)]}
+CHAIN = {
+    "nodes": [{"id": f"s{i}", "type": "Worker", "data": {"webhookUrl": "http://127.0.0.1:9/w"}} for i in range(3)],
+    "edges": [{"id": f"e{i}", "source": f"s{i}", "target": f"s{i + 1}"} for i in range(2)],
+}
 
 
 def start_runs(engine: Engine, n: int) -> list[Sending]:
@@ -41,18 +43,35 @@ def event_count(engine: Engine) -> int:
 def test_a_batch_answers_each_callback_as_alone(database_url: str) -> None:
     engine = Engine(Database(database_url), "http://127.0.0.1:9")
     first, second = start_runs(engine, 2)
-    calls = [call(second), call(first), call(first),  # the second on a run in one batch: a duplicate
-             (first.run_id, "nowhere", 1, "completed", None, None),
-             ("00000000-0000-4000-8000-000000000000", "s0", 1, "completed", None, None),
-             ("not-a-run", "s0", 1, "completed", None, None),
-             (first.run_id, "s0", 7, "completed", None, None)]
+    calls = [
+        call(second),
+        call(first),
+        call(first),  # the second on a run in one batch: a duplicate
+        (first.run_id, "nowhere", 1, "completed", None, None),
+        ("00000000-0000-4000-8000-000000000000", "s0", 1, "completed", None, None),
+        ("not-a-run", "s0", 1, "completed", None, None),
+        (first.run_id, "s0", 7, "completed", None, None),
+    ]
     answers = engine.callbacks(calls)
     assert [result.outcome for result, _ in answers] == [
-        Outcome.APPLIED, Outcome.APPLIED, Outcome.DUPLICATE, Outcome.NOT_FOUND, Outcome.NOT_FOUND, Outcome.NOT_FOUND,
-        Outcome.CONFLICT]
+        Outcome.APPLIED,
+        Outcome.APPLIED,
+        Outcome.DUPLICATE,
+        Outcome.NOT_FOUND,
+        Outcome.NOT_FOUND,
+        Outcome.NOT_FOUND,
+        Outcome.CONFLICT,
+    ]
     # Each applied callback got its own run's next webhook; nothing else dispatched anything.
     assert [[(s.run_id, s.key, s.attempt) for s in more] for _, more in answers] == [
-        [(second.run_id, "s1", 1)], [(first.run_id, "s1", 1)], [], [], [], [], []]
+        [(second.run_id, "s1", 1)],
+        [(first.run_id, "s1", 1)],
+        [],
+        [],
+        [],
+        [],
+        [],
+    ]
     assert all(s.outbox_id for _, more in answers for s in more)
     for sending in (first, second):
         states = get_run(engine.db, sending.run_id)["node_states"]
@@ -63,7 +82,7 @@ def test_a_batch_answers_each_callback_as_alone(database_url: str) -> None:
 def test_callbacks_on_one_run_apply_in_arrival_order(database_url: str) -> None:
     engine = Engine(Database(database_url), "http://127.0.0.1:9")
     (s0,) = start_runs(engine, 1)
-    (_, (s1,)), = engine.callbacks([call(s0)])
+    ((_, (s1,)),) = engine.callbacks([call(s0)])
     # s1's callback, then a late repeat of s0's with another output, then s1's again: one round each.
     answers = engine.callbacks([call(s1, "first"), call(s0, "late"), call(s1, "second")])
     assert [r.outcome for r, _ in answers] == [Outcome.APPLIED, Outcome.DUPLICATE, Outcome.DUPLICATE]
@@ -81,8 +100,12 @@ def test_a_failing_callback_fails_alone_and_the_rest_commit(database_url: str) -
     unstorable = (bad.run_id, bad.key, bad.attempt, "completed", {"set": {1, 2}}, None)  # not JSON: its write raises
 
     async def arrive_together() -> list[Any]:
-        return await asyncio.gather(commits.callback(*call(good)), commits.callback(*unstorable),
-                                    commits.callback(*call(other)), return_exceptions=True)
+        return await asyncio.gather(
+            commits.callback(*call(good)),
+            commits.callback(*unstorable),
+            commits.callback(*call(other)),
+            return_exceptions=True,
+        )
 
     answers = asyncio.run(arrive_together())
     assert isinstance(answers[1], TypeError)
@@ -128,16 +151,18 @@ def test_batches_in_two_processes_do_not_deadlock(postgres: str, tmp_path: Path)
         def process(engine: Engine, order: list[Sending]) -> None:
             try:
                 for start in range(0, len(order), 10):
-                    batch = order[start:start + 10]
+                    batch = order[start : start + 10]
                     answers = engine.callbacks([call(s) for s in batch])
                     applied.extend(r.outcome for r, _ in answers)
                     engine.mark_sent([(s, 200) for _, more in answers for s in more] + [(s, 200) for s in batch])
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 failures.append(exc)
 
         shuffled = random.Random(7).sample(sendings, len(sendings))
-        threads = [threading.Thread(target=process, args=(engines[0], shuffled)),
-                   threading.Thread(target=process, args=(engines[1], shuffled[::-1]))]
+        threads = [
+            threading.Thread(target=process, args=(engines[0], shuffled)),
+            threading.Thread(target=process, args=(engines[1], shuffled[::-1])),
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -24,9 +24,13 @@ from tests.stitch.worker import Worker
 
 def chain(worker: Worker, delay: float = 0.0) -> dict[str, Any]:
     first = {"webhookUrl": worker.url, "mode": "late", "delay": delay} if delay else {"webhookUrl": worker.url}
-    return {"nodes": [{"id": "a", "type": "Worker", "data": first},
-                      {"id": "b", "type": "Worker", "data": {"webhookUrl": worker.url}}],
-            "edges": [{"id": "e", "source": "a", "target": "b"}]}
+    return {
+        "nodes": [
+            {"id": "a", "type": "Worker", "data": first},
+            {"id": "b", "type": "Worker", "data": {"webhookUrl": worker.url}},
+        ],
+        "edges": [{"id": "e", "source": "a", "target": "b"}],
+    }
 
 
 def new_flow(stitch: StitchServer, graph: dict[str, Any], name: str = "live") -> str:
@@ -83,7 +87,9 @@ def test_stream_requests_that_cannot_be_served_are_refused_before_streaming(stit
     assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["query", "flow_id"]
 
 
-def test_the_run_list_stream_reports_runs_of_its_flow_as_they_start_and_change(stitch: StitchServer, worker: Worker) -> None:
+def test_the_run_list_stream_reports_runs_of_its_flow_as_they_start_and_change(
+    stitch: StitchServer, worker: Worker
+) -> None:
     watched, other = new_flow(stitch, chain(worker)), new_flow(stitch, chain(worker), name="other")
     with SseReader(f"{stitch.base}/api/stitch/runs/stream", params={"flow_id": watched.upper()}) as reader:
         start(stitch, other)
@@ -97,7 +103,9 @@ def test_the_run_list_stream_reports_runs_of_its_flow_as_they_start_and_change(s
         assert everything.until(lambda m: m["data"]["id"] == run_id and m["data"]["status"] == "completed")
 
 
-def test_an_event_committed_by_one_process_reaches_a_stream_on_another(postgres: str, tmp_path: Path, worker: Worker) -> None:
+def test_an_event_committed_by_one_process_reaches_a_stream_on_another(
+    postgres: str, tmp_path: Path, worker: Worker
+) -> None:
     url = fresh_pg_database(postgres)
     one, two = StitchServer(url, tmp_path).start(), StitchServer(url, tmp_path).start()
     try:
@@ -122,12 +130,26 @@ def test_the_feed_delivers_an_event_committed_after_a_later_one(postgres: str) -
         stamp = datetime.now(UTC)
         flow_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
         with db.transaction() as conn:
-            conn.execute(insert(flows).values(id=flow_id, name="f", graph={}, version=1, created_at=stamp, updated_at=stamp))
-            conn.execute(insert(runs).values(id=run_id, flow_id=flow_id, flow_version=1, graph={}, node_states={},
-                                             status="running", created_at=stamp, updated_at=stamp))
+            conn.execute(
+                insert(flows).values(id=flow_id, name="f", graph={}, version=1, created_at=stamp, updated_at=stamp)
+            )
+            conn.execute(
+                insert(runs).values(
+                    id=run_id,
+                    flow_id=flow_id,
+                    flow_version=1,
+                    graph={},
+                    node_states={},
+                    status="running",
+                    created_at=stamp,
+                    updated_at=stamp,
+                )
+            )
         feed = live.EventFeed(db)
         assert feed.poll(now=0.0) == [] and feed.highest == 0
-        event = text("INSERT INTO stitch_events (run_id, node_key, status, attempt, at) VALUES (:r, :k, 'running', 1, now())")
+        event = text(
+            "INSERT INTO stitch_events (run_id, node_key, status, attempt, at) VALUES (:r, :k, 'running', 1, now())"
+        )
         slow = db.engine.connect()
         slow_tx = slow.begin()
         slow.execute(event, {"r": run_id, "k": "slow"})  # takes the lower id, commits last
@@ -152,9 +174,21 @@ def test_a_subscriber_that_falls_behind_is_dropped_and_the_others_are_served(tmp
     db = Database(f"sqlite:///{tmp_path / 's.db'}")
     feed = live.EventFeed(db)
     slow, fast = feed.subscribe(run_id="r"), feed.subscribe(run_id="r")
-    row = {"id": 1, "run_id": "r", "node_key": "a", "status": "running", "attempt": 1, "at": datetime.now(UTC),
-           "error": None, "summary": None, "run_status": "running", "flow_id": "f", "flow_version": 1,
-           "created_at": datetime.now(UTC), "updated_at": datetime.now(UTC)}
+    row = {
+        "id": 1,
+        "run_id": "r",
+        "node_key": "a",
+        "status": "running",
+        "attempt": 1,
+        "at": datetime.now(UTC),
+        "error": None,
+        "summary": None,
+        "run_status": "running",
+        "flow_id": "f",
+        "flow_version": 1,
+        "created_at": datetime.now(UTC),
+        "updated_at": datetime.now(UTC),
+    }
     feed.deliver([{**row, "id": i} for i in range(1, live.BUFFER + 1)])
     for _ in range(live.BUFFER):
         fast.receive.receive_nowait()

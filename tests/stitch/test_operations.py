@@ -18,12 +18,12 @@ from sqlalchemy import create_engine, insert, inspect, select, text
 
 from agentloom.stitch.db import Database, normalise_url, schema
 from agentloom.stitch.db.schema import attempts, events, outbox, timers
-from agentloom.stitch.queries import get_run
 from agentloom.stitch.engine import Engine, Sending
 from agentloom.stitch.execution import Outcome, initial_states, template_summary
 from agentloom.stitch.flows import Flows
 from agentloom.stitch.graph import GraphError, analyse
 from agentloom.stitch.models import Graph
+from agentloom.stitch.queries import get_run
 from agentloom.stitch.webhooks import WebhookPolicy
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
@@ -132,8 +132,10 @@ def test_history_keeps_every_attempt_across_automatic_and_manual_retries(
 ) -> None:
     b = Builder(worker.url)
     # A long backoff: the server's own reconciler (on the real clock) must leave the timer to this test's clock.
-    b.chain(b.node("Worker", "a", mode="flaky", retry={"maxAttempts": 2, "backoffSeconds": 1000}),
-            b.node("Worker", "b", failOn={"items": [3]}))
+    b.chain(
+        b.node("Worker", "a", mode="flaky", retry={"maxAttempts": 2, "backoffSeconds": 1000}),
+        b.node("Worker", "b", failOn={"items": [3]}),
+    )
     run_id = start(stitch, b.graph(), {"items": [3]})
     clock.now = wait_until(lambda: rows(engine, timers, run_id))[0]["due_at"]
     send(engine, engine.fire_due())
@@ -144,13 +146,19 @@ def test_history_keeps_every_attempt_across_automatic_and_manual_retries(
 
     a = history(engine, run_id, "a")
     assert [(x["attempt"], x["status"], x["input"], x["output"]) for x in a] == [
-        (1, "failed", {"items": [3]}, {"items": [3]}), (2, "completed", {"items": [3]}, {"items": [3]})
+        (1, "failed", {"items": [3]}, {"items": [3]}),
+        (2, "completed", {"items": [3]}, {"items": [3]}),
     ]
     assert a[0]["error"] == "the worker was told to fail" and a[1]["error"] is None
     assert all(x["finished_at"] >= x["started_at"] for x in a)
     assert [(x["attempt"], x["status"]) for x in history(engine, run_id, "b")] == [(1, "failed"), (2, "failed")]
     logged = rows(engine, events, run_id, events.c.node_key == "a")
-    assert [(e["status"], e["attempt"]) for e in logged] == [("running", 1), ("retrying", 1), ("running", 2), ("completed", 2)]
+    assert [(e["status"], e["attempt"]) for e in logged] == [
+        ("running", 1),
+        ("retrying", 1),
+        ("running", 2),
+        ("completed", 2),
+    ]
     assert logged[1]["error"] == "the worker was told to fail" and logged[3]["summary"] == '{"items":[3]}'
 
 
@@ -160,14 +168,18 @@ def test_events_keep_bounded_errors_and_summaries(stitch: StitchServer, engine: 
     run_id = start(stitch, b.graph(), {"text": "x" * 5000})
     stitch.wait_for(run_id)
     done = rows(engine, events, run_id, events.c.status == "completed")[0]
-    assert done["summary"].startswith('{"text":"xxx') and len(done["summary"]) == 200 and done["summary"].endswith("...")
+    assert (
+        done["summary"].startswith('{"text":"xxx') and len(done["summary"]) == 200 and done["summary"].endswith("...")
+    )
     answer = httpx.post(worker.received[0]["callbackUrl"], json={"status": "failed", "error": "e" * 5000})
     assert answer.status_code == 409  # completed already
     b2 = Builder(worker.url)
     b2.node("Worker", "w", mode="never")
     other = start(stitch, b2.graph(), 1)
     wait_until(lambda: len(worker.received) == 2)
-    assert httpx.post(worker.received[1]["callbackUrl"], json={"status": "failed", "error": "e" * 5000}).status_code == 200
+    assert (
+        httpx.post(worker.received[1]["callbackUrl"], json={"status": "failed", "error": "e" * 5000}).status_code == 200
+    )
     failed = rows(engine, events, other, events.c.status == "failed")[0]
     assert failed["error"] == "e" * 500
     assert history(engine, other, "w")[0]["error"] == "e" * 5000  # the history keeps all of it
@@ -189,7 +201,9 @@ def test_a_worker_that_misses_its_deadline_times_out_and_its_late_callback_gets_
     assert run["node_states"]["slow"]["error"] == "timeout: no callback within 5 s (attempt 1)"
     assert wait_until(lambda: worker.answers) == [("slow", 1, 409)]  # the slow worker's answer, too late
     assert worker.keys() == ["slow"] and not rows(engine, timers, run_id)
-    assert [(a["status"], a["error"]) for a in history(engine, run_id, "slow")] == [("failed", run["node_states"]["slow"]["error"])]
+    assert [(a["status"], a["error"]) for a in history(engine, run_id, "slow")] == [
+        ("failed", run["node_states"]["slow"]["error"])
+    ]
 
     # In time, the deadline is dropped with the callback: nothing fires later.
     b2 = Builder(worker.url)
@@ -199,7 +213,9 @@ def test_a_worker_that_misses_its_deadline_times_out_and_its_late_callback_gets_
     assert not rows(engine, timers, quick)
 
 
-def test_a_timeout_goes_through_the_retry_policy(stitch: StitchServer, engine: Engine, clock: Clock, worker: Worker) -> None:
+def test_a_timeout_goes_through_the_retry_policy(
+    stitch: StitchServer, engine: Engine, clock: Clock, worker: Worker
+) -> None:
     b = Builder(worker.url)
     b.node("Worker", "w", mode="never", timeoutSeconds=2, retry={"maxAttempts": 2, "backoffSeconds": 4})
     run_id = start(stitch, b.graph(), 1)
@@ -223,8 +239,12 @@ def test_a_timeout_goes_through_the_retry_policy(stitch: StitchServer, engine: E
 
 def test_cancel_during_a_fan_out(stitch: StitchServer, engine: Engine, worker: Worker) -> None:
     b = Builder(worker.url)
-    b.chain(b.node("Splitter", "s", arrayPath=""), b.node("Worker", "x", mode="late", delay=1.0, timeoutSeconds=60),
-            b.node("Collector", "c"), b.node("Worker", "after"))
+    b.chain(
+        b.node("Splitter", "s", arrayPath=""),
+        b.node("Worker", "x", mode="late", delay=1.0, timeoutSeconds=60),
+        b.node("Collector", "c"),
+        b.node("Worker", "after"),
+    )
     run_id = start(stitch, b.graph(), [1, 2, 3, 4])
     wait_until(lambda: len(worker.received) == 4)
     result, sendings = engine.cancel_run(run_id)
@@ -237,7 +257,11 @@ def test_cancel_during_a_fan_out(stitch: StitchServer, engine: Engine, worker: W
     states = run["node_states"]
     assert run["status"] == "cancelled"
     assert {k: s["status"] for k, s in states.items()} == {
-        "s": "completed", **{f"x_{i}": "cancelled" for i in range(4)}, "x": "cancelled", "c": "cancelled", "after": "cancelled"
+        "s": "completed",
+        **{f"x_{i}": "cancelled" for i in range(4)},
+        "x": "cancelled",
+        "c": "cancelled",
+        "after": "cancelled",
     }
     assert template_summary(states, "x") == {"status": "cancelled", "paths": {"cancelled": 4}}
     assert not rows(engine, timers, run_id)
@@ -306,7 +330,8 @@ def test_template_summary_takes_the_worst_path() -> None:
     assert template_summary(states("completed", "retrying", "failed"), "sq")["status"] == "retrying"
     assert template_summary(states("completed", "waiting_for_user", "failed"), "sq")["status"] == "waiting_for_user"
     assert template_summary(states("completed", "cancelled", "failed"), "sq") == {
-        "status": "failed", "paths": {"completed": 1, "cancelled": 1, "failed": 1}
+        "status": "failed",
+        "paths": {"completed": 1, "cancelled": 1, "failed": 1},
     }
     assert template_summary(states("completed", "cancelled"), "sq")["status"] == "cancelled"
     assert template_summary(states("running", "retrying"), "sq")["status"] == "running"
@@ -341,8 +366,10 @@ def test_a_version_1_database_is_upgraded_in_place(database_url: str, worker: Wo
     # The version-1 schema: today's tables without what step 2 adds.
     raw = create_engine(normalise_url(database_url))
     with raw.begin() as conn:
-        kept = [schema.metadata.tables[name] for name in
-                ("stitch_flows", "stitch_runs", "stitch_outbox", "stitch_events", "stitch_settings")]
+        kept = [
+            schema.metadata.tables[name]
+            for name in ("stitch_flows", "stitch_runs", "stitch_outbox", "stitch_events", "stitch_settings")
+        ]
         schema.metadata.create_all(conn, tables=kept)
         for index in ("ix_stitch_runs_listing", "ix_stitch_runs_status", "ix_stitch_runs_flow_listing"):
             conn.execute(text(f"DROP INDEX {index}"))
@@ -388,7 +415,9 @@ def test_an_undeliverable_webhook_is_retried_under_the_policy_and_keeps_the_work
     (sending,) = engine.fire_due()
     status = httpx.post(sending.url, json=sending.payload).status_code
     assert status == 500
-    result, more = engine.dispatch_failed(sending.outbox_id, run_id, "w", 2, "worker answered HTTP 500", worker_status=500)
+    result, more = engine.dispatch_failed(
+        sending.outbox_id, run_id, "w", 2, "worker answered HTTP 500", worker_status=500
+    )
     assert result.outcome is Outcome.APPLIED and more == []
     run = stitch.http.get(f"/runs/{run_id}").json()
     assert run["status"] == "failed" and run["node_states"]["w"]["error"] == "worker answered HTTP 500"

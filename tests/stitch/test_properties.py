@@ -23,11 +23,11 @@ from sqlalchemy import select
 
 from agentloom.stitch.db import Database
 from agentloom.stitch.db.schema import attempts, events, outbox, timers
-from agentloom.stitch.queries import get_run
 from agentloom.stitch.engine import LEASE_SECONDS, Engine, Sending
 from agentloom.stitch.execution import Outcome
 from agentloom.stitch.flows import Flows
 from agentloom.stitch.models import Graph
+from agentloom.stitch.queries import get_run
 from tests.conftest import examples
 from tests.stitch import model
 from tests.stitch.conftest import drop_pg_database, fresh_pg_database
@@ -36,7 +36,10 @@ from tests.stitch.graphs import build, programs
 
 def worker_output(key: str, value: Any) -> dict[str, Any]:
     """Deterministic per node instance, so every interleaving must reach the same outputs."""
-    return {"items": list(range(zlib.crc32(key.encode()) % 3)), "seen": value if not isinstance(value, dict) else sorted(value)}
+    return {
+        "items": list(range(zlib.crc32(key.encode()) % 3)),
+        "seen": value if not isinstance(value, dict) else sorted(value),
+    }
 
 
 NODE_TIMEOUT = 60.0  # every Worker has a deadline (the engine's default)
@@ -90,23 +93,40 @@ class Chaos:
             s = self.inflight.pop(self.rng.randrange(len(self.inflight)))
             status = "failed" if self.rng.random() < 0.15 else "completed"
             output = worker_output(s.key, s.payload["input"]) if status == "completed" else None
-            result, more = self.engine.callback(run_id, s.key, s.attempt, status, output, "chaos" if status == "failed" else None)
+            result, more = self.engine.callback(
+                run_id, s.key, s.attempt, status, output, "chaos" if status == "failed" else None
+            )
             assert result.outcome.http_status in (200, 409), result
-            assert not (self.cancelled_with is not None and result.outcome is Outcome.APPLIED), "a cancelled node took a callback"
+            assert not (self.cancelled_with is not None and result.outcome is Outcome.APPLIED), (
+                "a cancelled node took a callback"
+            )
             self.answered.append((s, status))
             self.engine.mark_sent([(s, 200)])
             self.deliver(more)
         elif action == "batch":  # several callbacks, duplicates and replays among them, in one transaction
-            picked = [self.inflight.pop(self.rng.randrange(len(self.inflight)))
-                      for _ in range(min(len(self.inflight), self.rng.randint(1, 4)))]
+            picked = [
+                self.inflight.pop(self.rng.randrange(len(self.inflight)))
+                for _ in range(min(len(self.inflight), self.rng.randint(1, 4)))
+            ]
             if self.answered and self.rng.random() < 0.5:
                 picked.insert(self.rng.randrange(len(picked) + 1), self.rng.choice(self.answered)[0])
-            calls = [(run_id, s.key, s.attempt, status, worker_output(s.key, s.payload["input"]) if status == "completed" else None,
-                      "chaos" if status == "failed" else None)
-                     for s in picked for status in ["failed" if self.rng.random() < 0.15 else "completed"]]
+            calls = [
+                (
+                    run_id,
+                    s.key,
+                    s.attempt,
+                    status,
+                    worker_output(s.key, s.payload["input"]) if status == "completed" else None,
+                    "chaos" if status == "failed" else None,
+                )
+                for s in picked
+                for status in ["failed" if self.rng.random() < 0.15 else "completed"]
+            ]
             for s, call, (result, more) in zip(picked, calls, self.engine.callbacks(calls), strict=True):
                 assert result.outcome.http_status in (200, 409), result
-                assert not (self.cancelled_with is not None and result.outcome is Outcome.APPLIED), "a cancelled node took a callback"
+                assert not (self.cancelled_with is not None and result.outcome is Outcome.APPLIED), (
+                    "a cancelled node took a callback"
+                )
                 if result.outcome is not Outcome.APPLIED:
                     assert not more, "a refused or repeated callback dispatched something"
                 self.answered.append((s, call[3]))
@@ -164,7 +184,9 @@ def finish(chaos: Chaos, run_id: str, steps: int = 80) -> dict[str, Any]:
         chaos.inflight.extend(engine.fire_due())
         while chaos.inflight:
             s = chaos.inflight.pop()
-            _, more = engine.callback(run_id, s.key, s.attempt, "completed", worker_output(s.key, s.payload["input"]), None)
+            _, more = engine.callback(
+                run_id, s.key, s.attempt, "completed", worker_output(s.key, s.payload["input"]), None
+            )
             engine.mark_sent([(s, 200)])
             chaos.inflight.extend(more)
         run = get_run(engine.db, run_id)
@@ -172,8 +194,11 @@ def finish(chaos: Chaos, run_id: str, steps: int = 80) -> dict[str, Any]:
         for key, state in run["node_states"].items():
             if state["status"] in ("waiting_for_user", "failed"):
                 settled = False
-                result, more = (engine.complete(run_id, key, {"approved": key}) if state["status"] == "waiting_for_user"
-                                else engine.retry(run_id, key))
+                result, more = (
+                    engine.complete(run_id, key, {"approved": key})
+                    if state["status"] == "waiting_for_user"
+                    else engine.retry(run_id, key)
+                )
                 chaos.inflight.extend(more)
         if settled and not engine.pending_dispatches():
             return run
@@ -208,7 +233,9 @@ def check(engine: Engine, run_id: str, graph: dict[str, Any], run: dict[str, Any
     assert len(dispatched) == len(set(dispatched)), "a node was dispatched twice for one attempt"
     check_history(engine, run_id)
     assert not timer_rows(engine, run_id), "a finished run left timers behind"
-    assert all(a["status"] in ("completed", "failed", "cancelled") and a["finished_at"] for a in attempt_rows(engine, run_id))
+    assert all(
+        a["status"] in ("completed", "failed", "cancelled") and a["finished_at"] for a in attempt_rows(engine, run_id)
+    )
 
 
 def outbox_rows(engine: Engine, run_id: str) -> list[Any]:
@@ -245,11 +272,15 @@ def check_cancelled(chaos: Chaos, run_id: str) -> None:
     chaos.clock += LEASE_SECONDS + NODE_TIMEOUT * 2
     assert engine.claim_due(now=chaos.clock) == [] and engine.fire_due() == []
     for s in chaos.inflight:
-        result, more = engine.callback(run_id, s.key, s.attempt, "completed", worker_output(s.key, s.payload["input"]), None)
+        result, more = engine.callback(
+            run_id, s.key, s.attempt, "completed", worker_output(s.key, s.payload["input"]), None
+        )
         assert result.outcome in (Outcome.CONFLICT, Outcome.DUPLICATE) and not more, result
     run = get_run(engine.db, run_id)
     assert run["status"] == "cancelled"
-    assert not any(s["status"] in ("running", "waiting_for_user", "retrying", "pending") for s in run["node_states"].values())
+    assert not any(
+        s["status"] in ("running", "waiting_for_user", "retrying", "pending") for s in run["node_states"].values()
+    )
     rows = outbox_rows(engine, run_id)
     assert len(rows) == chaos.cancelled_with, "something was dispatched after the cancel"
     assert "pending" not in {r["state"] for r in rows} and not timer_rows(engine, run_id)
@@ -289,7 +320,9 @@ def run_calm(url: str, program: list[Any]) -> None:
     while True:
         if queue:
             s = queue.pop(0)
-            result, more = engine.callback(run_id, s.key, s.attempt, "completed", worker_output(s.key, s.payload["input"]), None)
+            result, more = engine.callback(
+                run_id, s.key, s.attempt, "completed", worker_output(s.key, s.payload["input"]), None
+            )
             assert result.outcome is Outcome.APPLIED, result
             queue += more
             continue
@@ -303,13 +336,21 @@ def run_calm(url: str, program: list[Any]) -> None:
     engine.db.dispose()
 
 
-@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(program=programs)
 def test_a_calm_run_matches_the_model(tmp_path: Path, program: list[Any]) -> None:
     run_calm(f"sqlite:///{tmp_path / f'calm-{time.monotonic_ns()}.db'}", program)
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(program=programs, seed=st.integers(0, 2**32))
 def test_any_interleaving_on_sqlite(tmp_path: Path, program: list[Any], seed: int) -> None:
     db_file = tmp_path / f"chaos-{seed}-{time.monotonic_ns()}.db"

@@ -57,7 +57,9 @@ def test_runs_page_newest_first_and_filter_by_flow_and_status(server: StitchServ
 
     seen, cursor, pages = [], None, 0
     while True:
-        page = server.http.get("/runs", params={"flow_id": flow, "limit": 3, **({"cursor": cursor} if cursor else {})}).json()
+        page = server.http.get(
+            "/runs", params={"flow_id": flow, "limit": 3, **({"cursor": cursor} if cursor else {})}
+        ).json()
         assert set(page) == {"runs", "next_cursor"} and len(page["runs"]) <= 3
         assert all("node_states" not in r and TIMESTAMP.fullmatch(r["created_at"]) for r in page["runs"])
         seen += [r["id"] for r in page["runs"]]
@@ -88,8 +90,16 @@ def test_the_run_list_refuses_what_it_cannot_use(server: StitchServer) -> None:
         assert "limit" in problems(server.http.get("/runs", params={"limit": limit}))
 
 
-@pytest.mark.parametrize("path", ["/flows", "/flows/00000000-0000-0000-0000-000000000000", "/runs/waiting",
-                                  "/runs/00000000-0000-0000-0000-000000000000", "/health"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/flows",
+        "/flows/00000000-0000-0000-0000-000000000000",
+        "/runs/waiting",
+        "/runs/00000000-0000-0000-0000-000000000000",
+        "/health",
+    ],
+)
 def test_every_endpoint_refuses_unknown_query_parameters(server: StitchServer, path: str) -> None:
     response = server.http.get(path, params={"verbose": "1"})
     assert "unknown query parameter 'verbose'" in problems(response)
@@ -101,9 +111,20 @@ def test_a_flow_with_10000_runs_pages_fast(server: StitchServer) -> None:
     base = datetime(2026, 1, 1, tzinfo=UTC)
     # Written straight into the database (starting 10,000 runs over HTTP would take minutes):
     # groups of 3 share a created_at, so the id must break ties for no run to be skipped or repeated.
-    rows = [{"id": str(uuid.uuid4()), "flow_id": flow, "flow_version": 1, "graph": {"nodes": [], "edges": []},
-             "input": None, "node_states": {"big": {"output": "x" * 2000}}, "status": ("completed", "failed")[i % 2],
-             "created_at": base + timedelta(seconds=i // 3), "updated_at": base} for i in range(10_000)]
+    rows = [
+        {
+            "id": str(uuid.uuid4()),
+            "flow_id": flow,
+            "flow_version": 1,
+            "graph": {"nodes": [], "edges": []},
+            "input": None,
+            "node_states": {"big": {"output": "x" * 2000}},
+            "status": ("completed", "failed")[i % 2],
+            "created_at": base + timedelta(seconds=i // 3),
+            "updated_at": base,
+        }
+        for i in range(10_000)
+    ]
     engine = create_engine(normalise_url(server.database_url))
     with engine.begin() as conn:
         conn.execute(insert(runs), rows)
@@ -113,7 +134,9 @@ def test_a_flow_with_10000_runs_pages_fast(server: StitchServer) -> None:
     slowest, cursor = 0.0, None
     while True:
         began = time.perf_counter()
-        page = server.http.get("/runs", params={"flow_id": flow, "limit": 500, **({"cursor": cursor} if cursor else {})}).json()
+        page = server.http.get(
+            "/runs", params={"flow_id": flow, "limit": 500, **({"cursor": cursor} if cursor else {})}
+        ).json()
         slowest = max(slowest, time.perf_counter() - began)
         seen += [r["id"] for r in page["runs"]]
         if not (cursor := page["next_cursor"]):
@@ -122,14 +145,21 @@ def test_a_flow_with_10000_runs_pages_fast(server: StitchServer) -> None:
     assert slowest < 1.0, f"a page of 500 took {slowest:.2f} s"
     failed = server.http.get("/runs", params={"flow_id": flow, "status": "failed", "limit": 1000}).json()
     assert len(failed["runs"]) == 1000 and {r["status"] for r in failed["runs"]} == {"failed"}
-    second = server.http.get("/runs", params={"flow_id": flow, "status": "failed", "cursor": failed["next_cursor"]}).json()
-    assert second["runs"][0]["id"] == [i for i in expected if i in {r["id"] for r in rows if r["status"] == "failed"}][1000]
+    second = server.http.get(
+        "/runs", params={"flow_id": flow, "status": "failed", "cursor": failed["next_cursor"]}
+    ).json()
+    assert (
+        second["runs"][0]["id"]
+        == [i for i in expected if i in {r["id"] for r in rows if r["status"] == "failed"}][1000]
+    )
 
     if server.database_url.startswith("sqlite"):  # the plan: an index, no sort, no scan of the table
         for status in (None, "failed"):
             query = runs_query(status=status, cursor=failed["next_cursor"], limit=100)
             compiled = query.compile(engine)
-            values = tuple(str(v) if isinstance(v := compiled.params[k], datetime) else v for k in compiled.positiontup or ())
+            values = tuple(
+                str(v) if isinstance(v := compiled.params[k], datetime) else v for k in compiled.positiontup or ()
+            )
             with engine.connect() as conn:
                 plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", values))
             assert "ix_stitch_runs_" in plan and "TEMP B-TREE" not in plan, plan
@@ -147,8 +177,11 @@ def test_runs_waiting_for_a_person_name_the_gate_and_its_prompt(server: StitchSe
     gates = server.http.get("/runs/waiting").json()
     mine = [g for g in gates if g["run_id"] in (first, silent, fanned)]
     assert [(g["run_id"], g["node_id"], g["prompt"]) for g in mine] == [
-        (first, "review", "Approve the draft?"), (silent, "review", None),
-        (fanned, "check_0", '{"ask": "ok?"}'), (fanned, "check_1", '{"ask": "ok?"}')]
+        (first, "review", "Approve the draft?"),
+        (silent, "review", None),
+        (fanned, "check_0", '{"ask": "ok?"}'),
+        (fanned, "check_1", '{"ask": "ok?"}'),
+    ]
     assert all(TIMESTAMP.fullmatch(g["since"]) and g["flow_id"] for g in mine)
     assert [g["run_id"] for g in server.http.get("/runs/waiting", params={"flow_id": flow}).json()] == [first]
 
@@ -170,7 +203,9 @@ def test_attempt_history_of_a_node_path(server: StitchServer, worker: Worker) ->
     server.wait_for(run_id, ("completed",))
     history = server.http.get(f"/runs/{run_id}/nodes/flaky/attempts").json()
     assert [(a["attempt"], a["status"], a["error"]) for a in history] == [
-        (1, "failed", "the worker was told to fail"), (2, "completed", None)]
+        (1, "failed", "the worker was told to fail"),
+        (2, "completed", None),
+    ]
     assert [a["input"] for a in history] == [5, 5] and history[1]["output"] == 5 and history[0]["node_key"] == "flaky"
     assert all(TIMESTAMP.fullmatch(a["started_at"]) and TIMESTAMP.fullmatch(a["finished_at"]) for a in history)
     assert history[0]["started_at"] <= history[1]["started_at"]
@@ -185,14 +220,22 @@ def test_cancel_during_a_fan_out_and_the_template_summary(server: StitchServer, 
     run_id = start(server, create(server, b.graph()), {"items": [1, 2, 3]})
     wait_until(lambda: len([p for p in worker.received if p["runId"] == run_id]) == 3)
     view = server.http.get(f"/runs/{run_id}").json()["node_states"]
-    assert view["hang"]["status"] == "running" and view["hang"]["paths"] == {"running": 3} and view["hang"]["path"] is None
+    assert (
+        view["hang"]["status"] == "running" and view["hang"]["paths"] == {"running": 3} and view["hang"]["path"] is None
+    )
 
     cancelled = server.http.post(f"/runs/{run_id}/cancel")
-    assert cancelled.status_code == 200 and cancelled.json() == {"ok": True, "detail": cancelled.json()["detail"], "duplicate": False}
+    assert cancelled.status_code == 200 and cancelled.json() == {
+        "ok": True,
+        "detail": cancelled.json()["detail"],
+        "duplicate": False,
+    }
     run = server.http.get(f"/runs/{run_id}").json()
     assert run["status"] == "cancelled"
     assert {run["node_states"][f"hang_{i}"]["status"] for i in range(3)} == {"cancelled"}
-    assert run["node_states"]["hang"]["paths"] == {"cancelled": 3} and run["node_states"]["hang"]["status"] == "cancelled"
+    assert (
+        run["node_states"]["hang"]["paths"] == {"cancelled": 3} and run["node_states"]["hang"]["status"] == "cancelled"
+    )
     again = server.http.post(f"/runs/{run_id}/cancel")
     assert again.status_code == 200 and again.json()["duplicate"] is True
     url = next(p["callbackUrl"] for p in worker.received if p["runId"] == run_id)
@@ -208,7 +251,8 @@ def test_cancel_during_a_fan_out_and_the_template_summary(server: StitchServer, 
 
 
 def test_a_completed_fan_out_shows_its_template_as_a_summary_and_retry_on_it_retries_the_failed_paths(
-    server: StitchServer, worker: Worker,
+    server: StitchServer,
+    worker: Worker,
 ) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Splitter", "sq"), b.node("Worker", "w", mode="flaky"), b.node("Collector", "c"))
@@ -218,9 +262,20 @@ def test_a_completed_fan_out_shows_its_template_as_a_summary_and_retry_on_it_ret
     assert run["node_states"]["w"]["status"] == "failed" and run["node_states"]["w"]["paths"] == {"failed": 2}
     assert server.http.post(f"/retry/{run_id}/w").status_code == 200
     run = server.wait_for(run_id, ("completed",))
-    assert run["node_states"]["w"] == {**run["node_states"]["w"], "status": "completed", "paths": {"completed": 2}, "path": None}
+    assert run["node_states"]["w"] == {
+        **run["node_states"]["w"],
+        "status": "completed",
+        "paths": {"completed": 2},
+        "path": None,
+    }
     history = server.http.get(f"/runs/{run_id}/nodes/w/attempts").json()
     assert sorted((a["node_key"], a["attempt"], a["status"]) for a in history) == [
-        ("w_0", 1, "failed"), ("w_0", 2, "completed"), ("w_1", 1, "failed"), ("w_1", 2, "completed")]
-    attempts = [parse_qs(urlsplit(p["callbackUrl"]).query)["attempt"][0] for p in worker.received if p["runId"] == run_id]
+        ("w_0", 1, "failed"),
+        ("w_0", 2, "completed"),
+        ("w_1", 1, "failed"),
+        ("w_1", 2, "completed"),
+    ]
+    attempts = [
+        parse_qs(urlsplit(p["callbackUrl"]).query)["attempt"][0] for p in worker.received if p["runId"] == run_id
+    ]
     assert sorted(attempts) == ["1", "1", "2", "2"]

@@ -21,7 +21,12 @@ from tests.stitch.worker import Worker
 def test_a_restart_mid_run_resumes_it(database_url: str, tmp_path: Path, worker: Worker) -> None:
     first = StitchServer(database_url, tmp_path).start()
     b = Builder(worker.url)
-    b.chain(b.node("Worker", "slow", mode="never"), b.node("Splitter", "s", arrayPath=""), b.node("Worker", "w"), b.node("Collector", "c"))
+    b.chain(
+        b.node("Worker", "slow", mode="never"),
+        b.node("Splitter", "s", arrayPath=""),
+        b.node("Worker", "w"),
+        b.node("Collector", "c"),
+    )
     flow_id = first.http.post("/flows", json={"name": "f", "graph": b.graph()}).json()["id"]
     run_id = first.http.post(f"/flows/{flow_id}/runs", json={"input": 1}).json()["id"]
     while not worker.received:
@@ -37,7 +42,9 @@ def test_a_restart_mid_run_resumes_it(database_url: str, tmp_path: Path, worker:
         second.stop()
 
 
-def test_a_crash_between_commit_and_dispatch_is_sent_by_the_reconciler(database_url: str, tmp_path: Path, worker: Worker) -> None:
+def test_a_crash_between_commit_and_dispatch_is_sent_by_the_reconciler(
+    database_url: str, tmp_path: Path, worker: Worker
+) -> None:
     # A process commits a run and dies before sending its webhook.
     engine = Engine(Database(database_url), "http://127.0.0.1:1", lease_seconds=0.5)
     b = Builder(worker.url)
@@ -66,11 +73,20 @@ def test_a_crash_between_commit_and_dispatch_is_sent_by_the_reconciler(database_
 def test_the_server_refuses_to_start_without_what_it_needs(tmp_path: Path) -> None:
     def serve(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         base = {"PATH": "/usr/bin:/bin", "AGENTLOOM_DATA_DIR": str(tmp_path / "data")}
-        return subprocess.run([PYTHON, "-m", "agentloom", "stitch", "serve", *args], env={**base, **env},
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [PYTHON, "-m", "agentloom", "stitch", "serve", *args],
+            env={**base, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     missing = serve({"STITCH_API_KEY": "k" * 24}, "--host", "0.0.0.0", "--port", "9000")  # on loopback it defaults
-    assert missing.returncode == 2 and "STITCH_BASE_URL is not set" in missing.stderr and "http://HOST:9000" in missing.stderr
+    assert (
+        missing.returncode == 2
+        and "STITCH_BASE_URL is not set" in missing.stderr
+        and "http://HOST:9000" in missing.stderr
+    )
     bad = serve({"STITCH_BASE_URL": "localhost:8000"})
     assert bad.returncode == 2 and "not an http(s) URL" in bad.stderr
     exposed = serve({"STITCH_BASE_URL": "http://10.0.0.5:8000"}, "--host", "0.0.0.0")

@@ -28,7 +28,10 @@ def test_two_servers_share_one_database(postgres: str, tmp_path: Path, worker: W
         )
         flow_id = one.http.post("/flows", json={"name": "wide", "graph": b.graph()}).json()["id"]
         items = list(range(40))
-        runs = [(one if i % 2 else two).http.post(f"/flows/{flow_id}/runs", json={"input": items}).json()["id"] for i in range(4)]
+        runs = [
+            (one if i % 2 else two).http.post(f"/flows/{flow_id}/runs", json={"input": items}).json()["id"]
+            for i in range(4)
+        ]
         for run_id in runs:
             run = one.wait_for(run_id, timeout=60)
             assert run["status"] == "completed", run["node_states"]
@@ -37,9 +40,17 @@ def test_two_servers_share_one_database(postgres: str, tmp_path: Path, worker: W
             assert events.count(("c", "completed")) == 1
             assert events.count(("after", "running")) == 1
         per_run = {r: [p["nodeId"] for p in worker.received if p["runId"] == r] for r in runs}
-        resent = [line for server in (one, two) for line in server.log.read_text().splitlines() if "sending again" in line or "re-sending" in line]
+        resent = [
+            line
+            for server in (one, two)
+            for line in server.log.read_text().splitlines()
+            if "sending again" in line or "re-sending" in line
+        ]
         for run_id, keys in per_run.items():
-            assert sorted(keys) == sorted([f"w_{i}" for i in items] + ["after"]), (run_id, resent)  # each dispatched once
+            assert sorted(keys) == sorted([f"w_{i}" for i in items] + ["after"]), (
+                run_id,
+                resent,
+            )  # each dispatched once
     finally:
         one.stop()
         two.stop()
@@ -56,7 +67,9 @@ def test_several_processes_share_one_sqlite_file(tmp_path: Path, worker: Worker)
             b.node("Collector", "c"),
         )
         flow_id = server.http.post("/flows", json={"name": "wide", "graph": b.graph()}).json()["id"]
-        runs = [server.http.post(f"/flows/{flow_id}/runs", json={"input": list(range(30))}).json()["id"] for _ in range(3)]
+        runs = [
+            server.http.post(f"/flows/{flow_id}/runs", json={"input": list(range(30))}).json()["id"] for _ in range(3)
+        ]
         for run_id in runs:
             run = server.wait_for(run_id, timeout=60)
             assert run["status"] == "completed" and run["node_states"]["c"]["output"] == list(range(30))

@@ -25,8 +25,12 @@ def test_the_signature_binds_run_node_attempt_and_secret() -> None:
     signer = Signer("s3cret", "http://h")
     sig = signer.signature(RUN, "a", 1)
     assert sig == signer.signature(RUN, "a", 1)
-    others = {signer.signature(RUN, "b", 1), signer.signature(RUN, "a", 2),
-              signer.signature(RUN.replace("0", "1", 1), "a", 1), Signer("other", "http://h").signature(RUN, "a", 1)}
+    others = {
+        signer.signature(RUN, "b", 1),
+        signer.signature(RUN, "a", 2),
+        signer.signature(RUN.replace("0", "1", 1), "a", 1),
+        Signer("other", "http://h").signature(RUN, "a", 1),
+    }
     assert sig not in others and len(others) == 4
     # The separator keeps fields apart: ("ab", "c") is not ("a", "bc").
     assert signer.signature("ab", "c", 1) != signer.signature("a", "bc", 1)

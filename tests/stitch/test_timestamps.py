@@ -45,7 +45,11 @@ def test_flow_run_and_event_replies(tokyo_stitch: StitchServer) -> None:
     assert recent(run["node_states"]["review"]["updated_at"])  # the node that fired at once
     assert stitch.http.post(f"/complete/{run['id']}/review", json={"ok": True}).status_code == 200
     read = stitch.http.get(f"/runs/{run['id']}").json()
-    assert read["created_at"] == run["created_at"] and recent(read["updated_at"]) and read["updated_at"] >= run["updated_at"]
+    assert (
+        read["created_at"] == run["created_at"]
+        and recent(read["updated_at"])
+        and read["updated_at"] >= run["updated_at"]
+    )
     assert all(recent(state["updated_at"]) for state in read["node_states"].values() if state["updated_at"])
     (summary,) = stitch.http.get("/runs", params={"flow_id": flow["id"]}).json()["runs"]
     assert summary["created_at"] == run["created_at"] and summary["updated_at"] == read["updated_at"]
@@ -56,8 +60,11 @@ def test_flow_run_and_event_replies(tokyo_stitch: StitchServer) -> None:
 
 def test_rows_and_node_states_of_older_versions_are_shown_in_the_one_format() -> None:
     row = {
-        "id": "r", "created_at": datetime(2026, 11, 23, 11, 32, 0, 123456),  # SQLite: naive UTC
-        "updated_at": datetime(2026, 11, 23, 20, 32, 0, 999999, tzinfo=datetime.fromisoformat("2026-01-01T00:00+09:00").tzinfo),
+        "id": "r",
+        "created_at": datetime(2026, 11, 23, 11, 32, 0, 123456),  # SQLite: naive UTC
+        "updated_at": datetime(
+            2026, 11, 23, 20, 32, 0, 999999, tzinfo=datetime.fromisoformat("2026-01-01T00:00+09:00").tzinfo
+        ),
         "node_states": {
             "a": {"status": "completed", "updated_at": "2026-11-23T11:32:00.123456+00:00"},  # isoformat() of before
             "b": {"status": "pending", "updated_at": None},

@@ -39,8 +39,15 @@ class Worker:
         self._lock = threading.Lock()
         self._client: httpx.AsyncClient | None = None
         self._server = uvicorn.Server(
-            uvicorn.Config(Starlette(routes=[Route("/work", self._work, methods=["POST"]), Route("/hop", self._hop, methods=["POST"])]),
-                           host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+            uvicorn.Config(
+                Starlette(
+                    routes=[Route("/work", self._work, methods=["POST"]), Route("/hop", self._hop, methods=["POST"])]
+                ),
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                lifespan="off",
+            )
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
@@ -86,11 +93,17 @@ class Worker:
             await asyncio.sleep(delay * float(payload["input"]) if config.get("delayByInput") else delay)
         failed = mode == "fail" or ("failOn" in config and payload["input"] == config["failOn"])
         status = "failed" if failed else "completed"
-        body = {"status": status, "output": payload["input"], "error": "the worker was told to fail" if failed else None}
+        body = {
+            "status": status,
+            "output": payload["input"],
+            "error": "the worker was told to fail" if failed else None,
+        }
         url = payload["callbackUrl"]
         if mode == "spray":
             path = url.split("/api/stitch/", 1)[1]
-            await asyncio.gather(*(self._client.post(f"{base}/api/stitch/{path}", json=body) for base in config["servers"]))
+            await asyncio.gather(
+                *(self._client.post(f"{base}/api/stitch/{path}", json=body) for base in config["servers"])
+            )
             return
         attempt = int(url.rsplit("attempt=", 1)[1].split("&", 1)[0])
         for _ in range(2 if mode == "twice" else 1):

@@ -47,13 +47,21 @@ DataDir = Annotated[
     ),
 ]
 PacksOpt = Annotated[
-    str | None, typer.Option("--packs", metavar="NAMES", help="Comma-separated packs to enable (default: every installed pack).")
+    str | None,
+    typer.Option("--packs", metavar="NAMES", help="Comma-separated packs to enable (default: every installed pack)."),
 ]
-DisableOpt = Annotated[str | None, typer.Option("--disable", metavar="NAMES", help="Comma-separated packs to leave out.")]
+DisableOpt = Annotated[
+    str | None, typer.Option("--disable", metavar="NAMES", help="Comma-separated packs to leave out.")
+]
 ToolsOpt = Annotated[
     str | None,
-    typer.Option("--tools", metavar="NAMES", help="Comma-separated tools to list, names or globs such as 'vector_*' (default: all)."),
+    typer.Option(
+        "--tools",
+        metavar="NAMES",
+        help="Comma-separated tools to list, names or globs such as 'vector_*' (default: all).",
+    ),
 ]
+
 
 def fail(message: str, fix: str | None = None, *, code: int = 1) -> NoReturn:
     """Print ``error: message`` (and ``  fix: ...``) to stderr and exit with ``code``."""
@@ -87,21 +95,28 @@ def load_settings(**overrides: Any) -> Settings:
         problems = [describe_unparsable(exc)]
     except tomllib.TOMLDecodeError as exc:
         name = config_file_name()
-        problems = [(
-            f"the configuration file {name} is not valid TOML: {exc}.",
-            f"correct {name} at that place, or "
-            + (f"point {CONFIG_FILE_ENV} at another file." if os.environ.get(CONFIG_FILE_ENV)
-               else f"move it away (or set {CONFIG_FILE_ENV} to another file)."),
-        )]
+        problems = [
+            (
+                f"the configuration file {name} is not valid TOML: {exc}.",
+                f"correct {name} at that place, or "
+                + (
+                    f"point {CONFIG_FILE_ENV} at another file."
+                    if os.environ.get(CONFIG_FILE_ENV)
+                    else f"move it away (or set {CONFIG_FILE_ENV} to another file)."
+                ),
+            )
+        ]
     except FileNotFoundError as exc:  # AGENTLOOM_CONFIG_FILE names a missing file
         problems = [(str(exc), None)]
     except OSError as exc:
         name = config_file_name()
-        problems = [(
-            f"cannot read the configuration file {name}: {exc.strerror or exc}.",
-            f"make {name} readable, or " + (f"unset {CONFIG_FILE_ENV}." if os.environ.get(CONFIG_FILE_ENV)
-                                            else "move it away."),
-        )]
+        problems = [
+            (
+                f"cannot read the configuration file {name}: {exc.strerror or exc}.",
+                f"make {name} readable, or "
+                + (f"unset {CONFIG_FILE_ENV}." if os.environ.get(CONFIG_FILE_ENV) else "move it away."),
+            )
+        ]
     for message, fix in problems:
         echo_error(message, fix)
     raise typer.Exit(2)

@@ -102,8 +102,11 @@ class SuggestingGroup(TyperGroup):
                 commands = sorted(n for n, c in self.commands.items() if not c.hidden)
                 options = tuple(o for p in self.params for o in getattr(p, "opts", ()))
                 found = suggestions(name, commands, options)
-                hint = (f"Did you mean {' or '.join(repr(c) for c in found)}?" if found
-                        else f"The commands are {', '.join(commands)}.")
+                hint = (
+                    f"Did you mean {' or '.join(repr(c) for c in found)}?"
+                    if found
+                    else f"The commands are {', '.join(commands)}."
+                )
                 exc.message = f"No such command {name!r}. {hint}"
             raise
 

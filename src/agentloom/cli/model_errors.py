@@ -27,8 +27,10 @@ def explain(exc: RegistryError, ctx: Mapping[str, Any]) -> tuple[str, str | None
             known = ", ".join(info.get("known") or []) or "none yet"
             return (
                 f"there is no provider {value!r} (known providers: {known}).",
-                (f"to create it, add --kind {KINDS} (and --base-url for an openai provider); "
-                 "or use one of the known --provider names."),
+                (
+                    f"to create it, add --kind {KINDS} (and --base-url for an openai provider); "
+                    "or use one of the known --provider names."
+                ),
                 1,
             )
         return f"there is no model with id {model_id}.", f"run {LIST} to see the ids.", 1
@@ -38,17 +40,23 @@ def explain(exc: RegistryError, ctx: Mapping[str, Any]) -> tuple[str, str | None
             mid = info.get("model_id")
             return (
                 f"model {value!r} already exists for provider {info.get('provider')!r} (id {mid}).",
-                (f"use it as it is (make it the default with `agentloom models set-default {mid}`), or remove it "
-                 f"with `agentloom models remove {mid}` and add it again with the new settings."),
+                (
+                    f"use it as it is (make it the default with `agentloom models set-default {mid}`), or remove it "
+                    f"with `agentloom models remove {mid}` and add it again with the new settings."
+                ),
                 1,
             )
         if reason == "kind_change":
             old, used = info.get("old_kind"), info.get("models")
             return (
-                (f"provider {info.get('provider')!r} is a {old} provider with {used} model(s), so it cannot become "
-                 f"{value!r}."),
-                (f"leave --kind out (or give --kind {old}) to add the model to it, or choose another "
-                 f"--provider name for the {value} provider."),
+                (
+                    f"provider {info.get('provider')!r} is a {old} provider with {used} model(s), so it cannot become "
+                    f"{value!r}."
+                ),
+                (
+                    f"leave --kind out (or give --kind {old}) to add the model to it, or choose another "
+                    f"--provider name for the {value} provider."
+                ),
                 1,
             )
         if reason == "ambiguous":
@@ -56,8 +64,10 @@ def explain(exc: RegistryError, ctx: Mapping[str, Any]) -> tuple[str, str | None
             listed = ", ".join(f"{p} (id {i})" for p, i in zip(providers, ids, strict=False))
             return (
                 f"model {value!r} exists under several providers: {listed}.",
-                (f"make the one you want the default with {set_default}, then run `agentloom models prepare` "
-                 "without KEY."),
+                (
+                    f"make the one you want the default with {set_default}, then run `agentloom models prepare` "
+                    "without KEY."
+                ),
                 1,
             )
         if reason == "is_default" and field == "model_id":
@@ -89,10 +99,14 @@ def explain(exc: RegistryError, ctx: Mapping[str, Any]) -> tuple[str, str | None
     # InvalidFieldError: a wrong argument
     if field == "dimensions":
         return (
-            (f"--dimensions {value} is invalid: it is the length of the vectors the model returns, "
-             "a whole number from 1 to 16384."),
-            ("give the model's vector size, e.g. --dimensions 384 for all-MiniLM-L6-v2, "
-             "--dimensions 1536 for text-embedding-3-small, --dimensions 768 for nomic-embed-text."),
+            (
+                f"--dimensions {value} is invalid: it is the length of the vectors the model returns, "
+                "a whole number from 1 to 16384."
+            ),
+            (
+                "give the model's vector size, e.g. --dimensions 384 for all-MiniLM-L6-v2, "
+                "--dimensions 1536 for text-embedding-3-small, --dimensions 768 for nomic-embed-text."
+            ),
             2,
         )
     if field == "base_url":
@@ -110,8 +124,10 @@ def explain(exc: RegistryError, ctx: Mapping[str, Any]) -> tuple[str, str | None
             )
         return (
             f"--base-url {value!r} is not an http:// or https:// URL.",
-            ("give the provider's API root with its scheme, e.g. --base-url https://api.openai.com/v1 "
-             "or --base-url http://127.0.0.1:11434."),
+            (
+                "give the provider's API root with its scheme, e.g. --base-url https://api.openai.com/v1 "
+                "or --base-url http://127.0.0.1:11434."
+            ),
             2,
         )
     if field in ("api_key_env", "api_key") and reason == "not_allowed":
@@ -123,8 +139,10 @@ def explain(exc: RegistryError, ctx: Mapping[str, Any]) -> tuple[str, str | None
     if field == "api_key_env":
         return (
             f"--api-key-env {value!r} is not the name of an environment variable.",
-            ("give the variable's NAME, not the key itself: export OPENAI_API_KEY=sk-... and pass "
-             "--api-key-env OPENAI_API_KEY."),
+            (
+                "give the variable's NAME, not the key itself: export OPENAI_API_KEY=sk-... and pass "
+                "--api-key-env OPENAI_API_KEY."
+            ),
             2,
         )
     if field == "provider":
@@ -161,7 +179,8 @@ def explain(exc: RegistryError, ctx: Mapping[str, Any]) -> tuple[str, str | None
         big = isinstance(value, int | float) and value > 600
         return (
             f"--timeout {value:g} is invalid: it is in seconds, above 0 and at most 600.",
-            f"did you mean --timeout {value / 1000:g} (milliseconds given as seconds)?" if big
+            f"did you mean --timeout {value / 1000:g} (milliseconds given as seconds)?"
+            if big
             else "give the request timeout in seconds, e.g. --timeout 30.",
             2,
         )
@@ -188,5 +207,3 @@ def explain(exc: RegistryError, ctx: Mapping[str, Any]) -> tuple[str, str | None
         return "the model option " + str(exc).removeprefix("config."), None, 2
     label = option or "a value"
     return f"{label} is invalid.", None, 2
-
-

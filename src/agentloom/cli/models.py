@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 # The registry is imported inside the commands: `agentloom serve` starts without it.
 PROVIDER_KINDS = ("local", "openai", "ollama")  # = agentloom.embeddings.records.PROVIDER_KINDS (a test checks)
 
-models_app = typer.Typer(cls=SuggestingGroup, help="Embedding models: list, add, switch the default, prepare.", no_args_is_help=True)
+models_app = typer.Typer(
+    cls=SuggestingGroup, help="Embedding models: list, add, switch the default, prepare.", no_args_is_help=True
+)
 
 LIST = "`agentloom models list`"
 KINDS = "|".join(PROVIDER_KINDS)
@@ -122,15 +124,21 @@ def list_models(
     try:
         service.registry.ensure_default()
         rows = [m.as_dict() for m in service.registry.list_models()]
-    except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+    except Exception as exc:
         _refuse(exc)
     if as_json:
         typer.echo(json_text(rows, indent=2))
         return
     table = Table("", "id", "model", "provider", "dims", "enabled")
     for m in rows:
-        table.add_row("*" if m["is_default"] else "", str(m["id"]), str(m["model_key"]), str(m["provider"]),
-                      str(m["dimensions"]), "yes" if m["enabled"] else "no")
+        table.add_row(
+            "*" if m["is_default"] else "",
+            str(m["id"]),
+            str(m["model_key"]),
+            str(m["provider"]),
+            str(m["dimensions"]),
+            "yes" if m["enabled"] else "no",
+        )
     Console().print(table)
 
 
@@ -147,13 +155,17 @@ def add_model(
         str | None,
         typer.Option(parser=_kind, metavar=KINDS, help="Provider kind: creates the provider, or updates it."),
     ] = None,
-    base_url: Annotated[str | None, typer.Option(metavar="URL", help="Provider base URL, e.g. https://api.openai.com/v1.")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(metavar="URL", help="Provider base URL, e.g. https://api.openai.com/v1.")
+    ] = None,
     api_key_env: Annotated[
-        str | None, typer.Option(metavar="VAR", help="Environment variable holding the API key (kept out of the database).")
+        str | None,
+        typer.Option(metavar="VAR", help="Environment variable holding the API key (kept out of the database)."),
     ] = None,
     model_path: Annotated[str | None, typer.Option(help="Local model folder (sentence-transformers layout).")] = None,
     timeout: Annotated[
-        float | None, typer.Option(parser=_timeout, metavar="SECONDS", help="Request timeout in seconds (API providers).")
+        float | None,
+        typer.Option(parser=_timeout, metavar="SECONDS", help="Request timeout in seconds (API providers)."),
     ] = None,
     default: Annotated[bool, typer.Option("--default", help="Make it the default model.")] = False,
     data_dir: DataDir = None,
@@ -188,7 +200,10 @@ def add_model(
             if existing is None:
                 known = [p.name for p in registry.list_providers()]
                 raise RecordNotFoundError(
-                    f"provider {provider!r} not found", field="provider", reason="not_found", value=provider,
+                    f"provider {provider!r} not found",
+                    field="provider",
+                    reason="not_found",
+                    value=provider,
                     known=known,
                 )
             extra = [name for name, given in (("--base-url", base_url), ("--api-key-env", api_key_env)) if given]
@@ -205,15 +220,19 @@ def add_model(
         duplicate = registry.get(model_key, provider=provider) if existing is not None else None
         if duplicate is not None:  # refused before the provider is touched
             raise RefusedError(
-                f"model {model_key!r} already exists", field="model_key", reason="exists", value=model_key,
-                provider=provider, model_id=duplicate.id,
+                f"model {model_key!r} already exists",
+                field="model_key",
+                reason="exists",
+                value=model_key,
+                provider=provider,
+                model_id=duplicate.id,
             )
         if kind:
             registry.upsert_provider(provider, kind, base_url=base_url, api_key_env=api_key_env)
         record = registry.add_model(model_key, provider, dimensions=dimensions, config=config, is_default=default)
     except typer.Exit:
         raise
-    except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+    except Exception as exc:
         _refuse(exc, **ctx)
     typer.echo(f"added model {record.key} (id {record.id}){' as default' if record.is_default else ''}")
 
@@ -224,7 +243,7 @@ def _resolve(service: EmbeddingService, ref: str) -> int:
         return _model_id(ref)
     try:
         found = service.registry.get(ref)
-    except Exception as exc:  # noqa: BLE001 - reported in the user's terms (several providers have it)
+    except Exception as exc:
         _refuse(exc, model_key=ref)
     if found is None:
         fail(f"there is no model {ref!r} in the registry.", f"run {LIST} to see the models (by key or id).", code=1)
@@ -240,7 +259,7 @@ def _set(ref: str, data_dir: object, as_json: bool, what: str, **change: Any) ->
     model_id = _resolve(service, ref)
     try:
         record = service.registry.update_model(model_id, **change)
-    except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+    except Exception as exc:
         _refuse(exc, model_id=model_id)
     _done(record, f"{what} {record.key} (id {record.id}, provider {record.provider})", as_json)
 
@@ -270,8 +289,12 @@ def disable(model: ModelRef, as_json: JsonOpt = False, data_dir: DataDir = None)
 @models_app.command("update")
 def update(
     model: ModelRef,
-    dimensions: Annotated[str | None, typer.Option(parser=_dimensions, metavar="N", help="Vector size the model returns.")] = None,
-    timeout: Annotated[str | None, typer.Option(parser=_timeout, metavar="SECONDS", help="Request timeout in seconds (API providers).")] = None,
+    dimensions: Annotated[
+        str | None, typer.Option(parser=_dimensions, metavar="N", help="Vector size the model returns.")
+    ] = None,
+    timeout: Annotated[
+        str | None, typer.Option(parser=_timeout, metavar="SECONDS", help="Request timeout in seconds (API providers).")
+    ] = None,
     model_path: Annotated[str | None, typer.Option(help="Local model folder (sentence-transformers layout).")] = None,
     as_json: JsonOpt = False,
     data_dir: DataDir = None,
@@ -292,9 +315,13 @@ def update(
         record = service.registry.update_model(
             model_id, dimensions=dimensions, config=config if (timeout is not None or model_path is not None) else None
         )
-    except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+    except Exception as exc:
         _refuse(exc, model_id=model_id)
-    _done(record, f"updated {record.key} (id {record.id}): {record.dimensions} dimensions, options {record.config}", as_json)
+    _done(
+        record,
+        f"updated {record.key} (id {record.id}): {record.dimensions} dimensions, options {record.config}",
+        as_json,
+    )
 
 
 @models_app.command("remove")
@@ -305,7 +332,7 @@ def remove(model: ModelRef, data_dir: DataDir = None) -> None:
     record = service.registry.get_by_id(model_id)
     try:
         service.registry.remove_model(model_id)
-    except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+    except Exception as exc:
         _refuse(exc, model_id=model_id)
     typer.echo(f"removed model {record.key if record else model} (id {model_id})")
 
@@ -324,7 +351,7 @@ def prepare(
     if model_key is not None:
         try:
             found = service.registry.get(model_key)
-        except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+        except Exception as exc:
             _refuse(exc, model_key=model_key)
         if found is None:
             fail(
@@ -348,6 +375,6 @@ def prepare(
         try:
             record = service.prepare(model_key, progress=progress)
             service.embed_query("ready", record.key)  # the model named, not the default
-        except Exception as exc:  # noqa: BLE001 - reported in the user's terms
+        except Exception as exc:
             _refuse(exc, model_key=model_key)
     console.print(f"[green]ready[/]: {record.key} ({record.dimensions} dimensions)")

@@ -38,7 +38,7 @@ def with_progress(what: str, fn: Callable[[], T], *, quiet: bool = False) -> T:
         try:
             with tracking(work):
                 outcome["result"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+        except BaseException as exc:
             outcome["error"] = exc
         finally:
             done.set()
@@ -52,8 +52,12 @@ def with_progress(what: str, fn: Callable[[], T], *, quiet: bool = False) -> T:
             while not done.wait(0.1):
                 report = work.latest()
                 if report is not None:
-                    bar.update(task, completed=report.done, total=report.total,
-                               description=f"{what}: {report.message}" if report.message else what)
+                    bar.update(
+                        task,
+                        completed=report.done,
+                        total=report.total,
+                        description=f"{what}: {report.message}" if report.message else what,
+                    )
         except KeyboardInterrupt:
             work.cancel(f"{what}: cancelled (Ctrl-C)")
             bar.update(task, description=f"{what}: stopping (Ctrl-C again to leave at once)")

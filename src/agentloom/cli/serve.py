@@ -62,8 +62,11 @@ def _listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         reason = "it is in use by another program" if exc.errno == errno.EADDRINUSE else exc.strerror
-        typer.echo(f"error: cannot listen on {host}:{port}: {reason}. Stop the other server or choose "
-                   "another port with --port N (or AGENTLOOM_PORT).", err=True)
+        typer.echo(
+            f"error: cannot listen on {host}:{port}: {reason}. Stop the other server or choose "
+            "another port with --port N (or AGENTLOOM_PORT).",
+            err=True,
+        )
         raise typer.Exit(1) from None
     sock.listen(2048)
     sock.set_inheritable(True)

@@ -77,8 +77,12 @@ def _field_info(parts: Sequence[str]) -> Any:
 
 def _bounds(metadata: Sequence[Any]) -> str:
     """A field's numeric constraints in words: 'from 1 to 65535', 'above 0', 'at least 1'."""
-    found = {name: getattr(m, name) for m in metadata for name in ("ge", "gt", "le", "lt")
-             if getattr(m, name, None) is not None}
+    found = {
+        name: getattr(m, name)
+        for m in metadata
+        for name in ("ge", "gt", "le", "lt")
+        if getattr(m, name, None) is not None
+    }
     if "ge" in found and "le" in found:
         return f"from {found['ge']} to {found['le']}"
     low = f"at least {found['ge']}" if "ge" in found else f"above {found['gt']}" if "gt" in found else ""
@@ -159,7 +163,7 @@ def describe(error: Mapping[str, Any], given: Mapping[str, Any]) -> tuple[str, s
         if not isinstance(part, str):
             break
         parts.append(part)
-    dotted = ".".join(parts) + "".join(f"[{p}]" for p in loc[len(parts):]) or "the configuration"
+    dotted = ".".join(parts) + "".join(f"[{p}]" for p in loc[len(parts) :]) or "the configuration"
     info = _field_info(parts) if len(parts) == len(loc) else None
     problem = _problem(error, info)
     default = _default(info)
@@ -219,6 +223,8 @@ def describe_unparsable(exc: Exception) -> tuple[str, str | None]:
     per_key = f" (e.g. {name}__{keys[0].upper()}=...)" if keys else ""
     return (
         f"{name} is not valid JSON: {field} is a table of settings, so this variable must hold a JSON object.",
-        (f"set one key per variable instead{per_key}, give a JSON object such as {name}='{{\"key\": value}}', "
-         f"or unset {name}."),
+        (
+            f"set one key per variable instead{per_key}, give a JSON object such as {name}='{{\"key\": value}}', "
+            f"or unset {name}."
+        ),
     )

@@ -14,7 +14,7 @@ from agentloom.core.timestamps import iso
 class _Formatter(logging.Formatter):
     """Log lines stamped in the one timestamp format (UTC, milliseconds, Z), as replies are."""
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return iso(record.created)
 
 

@@ -59,8 +59,10 @@ class EmbeddingSettings(BaseModel):
     config_ttl_seconds: float = Field(300.0, ge=0, description="How long the model configuration is cached.")
     batch_size: int = Field(32, ge=1, description="Texts per batch sent to a provider.")
     threads: int = Field(
-        0, ge=0, description="Threads per local model: onnxruntime intra-op threads (0: one per core; for the packaged "
-        "multilingual-e5-small at most two, which sleep instead of spinning; USE always uses one)."
+        0,
+        ge=0,
+        description="Threads per local model: onnxruntime intra-op threads (0: one per core; for the packaged "
+        "multilingual-e5-small at most two, which sleep instead of spinning; USE always uses one).",
     )
     max_tokens: int = Field(256, ge=8, le=512, description="Input limit of the local model, in its own tokens.")
 
@@ -141,8 +143,10 @@ class Settings(BaseSettings):
             return f"set by data_dir in {os.environ.get(CONFIG_FILE_ENV) or DEFAULT_CONFIG_FILE}"
         if self.data_dir == PROJECT_DATA_DIR.absolute():
             return "the project's .agentloom, found in the working directory"
-        return (f"the user data directory, the default when {DATA_DIR_ENV} is unset and the working directory "
-                "has no .agentloom")
+        return (
+            f"the user data directory, the default when {DATA_DIR_ENV} is unset and the working directory "
+            "has no .agentloom"
+        )
 
     @classmethod
     def settings_customise_sources(

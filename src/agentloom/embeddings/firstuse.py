@@ -41,7 +41,7 @@ def say(message: str, progress: Progress | None) -> None:
     if progress is not None:
         try:
             progress(message)
-        except Exception:  # noqa: BLE001 - a progress sink (a closed MCP session) must not fail the model
+        except Exception:
             log.debug("progress callback failed", exc_info=True)
 
 
@@ -59,7 +59,7 @@ def building(what: str, why: str, where: object, about: str, progress: Progress 
         if progress is not None:
             try:
                 progress(message)
-            except Exception:  # noqa: BLE001 - see say()
+            except Exception:
                 log.debug("progress callback failed", exc_info=True)
 
     yield step

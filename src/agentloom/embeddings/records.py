@@ -185,7 +185,9 @@ def check_model_type(model_type: object) -> str:
     if not isinstance(model_type, str) or not _MODEL_TYPE.match(model_type):
         raise InvalidFieldError(
             f"model_type {model_type!r} is invalid: use a lowercase word such as 'embedding'.",
-            field="model_type", reason="invalid", value=model_type,
+            field="model_type",
+            reason="invalid",
+            value=model_type,
         )
     return model_type
 
@@ -194,12 +196,16 @@ def check_model_key(model_key: object) -> str:
     if not isinstance(model_key, str) or not model_key.strip():
         raise InvalidFieldError(
             "model_key is empty: give the model's name as its provider knows it, e.g. 'text-embedding-3-small'.",
-            field="model_key", reason="empty", value=model_key,
+            field="model_key",
+            reason="empty",
+            value=model_key,
         )
     if model_key != model_key.strip() or len(model_key) > 200:
         raise InvalidFieldError(
             f"model_key {model_key!r} is invalid: no leading/trailing spaces and at most 200 characters.",
-            field="model_key", reason="invalid", value=model_key,
+            field="model_key",
+            reason="invalid",
+            value=model_key,
         )
     return model_key
 
@@ -209,7 +215,9 @@ def check_dimensions(dimensions: object) -> int:
         raise InvalidFieldError(
             f"dimensions {dimensions!r} is invalid: give the vector length the model returns "
             "as an integer between 1 and 16384 (384 for all-MiniLM-L6-v2).",
-            field="dimensions", reason="invalid", value=dimensions,
+            field="dimensions",
+            reason="invalid",
+            value=dimensions,
         )
     return dimensions
 
@@ -220,7 +228,9 @@ def check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
     if not isinstance(config, Mapping):
         raise InvalidFieldError(
             f"config must be a mapping of option names to values, got {type(config).__name__}.",
-            field="config", reason="invalid", value=config,
+            field="config",
+            reason="invalid",
+            value=config,
         )
     out: dict[str, Any] = {}
     for raw_key, value in config.items():
@@ -230,34 +240,47 @@ def check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
             raise InvalidFieldError(
                 f"config.{raw_key} is not an option of {'a' if kind == 'local' else 'an'} {kind} model: allowed options are "
                 f"{', '.join(sorted(allowed))}.",
-                field=f"config.{key}", reason="not_allowed", value=value, kind=kind, allowed=sorted(allowed),
+                field=f"config.{key}",
+                reason="not_allowed",
+                value=value,
+                kind=kind,
+                allowed=sorted(allowed),
             )
         out[key] = value
     if "model_path" in out and out["model_path"] is not None:
         if not isinstance(out["model_path"], str) or not out["model_path"].strip():
             raise InvalidFieldError(
                 "config.model_path must be a folder path (a non-empty string) or absent.",
-                field="config.model_path", reason="invalid", value=out["model_path"],
+                field="config.model_path",
+                reason="invalid",
+                value=out["model_path"],
             )
     if "max_tokens" in out and out["max_tokens"] is not None:
         value = out["max_tokens"]
         if isinstance(value, bool) or not isinstance(value, int) or not 8 <= value <= 512:
             raise InvalidFieldError(
                 f"config.max_tokens {value!r} is invalid: use an integer from 8 to 512 (BERT's limit).",
-                field="config.max_tokens", reason="invalid", value=value,
+                field="config.max_tokens",
+                reason="invalid",
+                value=value,
             )
     if "quantization" in out and out["quantization"] is not None and out["quantization"] not in QUANTIZATIONS:
         raise InvalidFieldError(
             f"config.quantization {out['quantization']!r} is invalid: use {' or '.join(QUANTIZATIONS)}, or leave it "
             "out for the exact model.",
-            field="config.quantization", reason="invalid", value=out["quantization"], allowed=list(QUANTIZATIONS),
+            field="config.quantization",
+            reason="invalid",
+            value=out["quantization"],
+            allowed=list(QUANTIZATIONS),
         )
     if "api_endpoint" in out:
         value = out["api_endpoint"]
         if not isinstance(value, str) or not value.startswith("/"):
             raise InvalidFieldError(
                 f"config.api_endpoint {value!r} is invalid: give a path starting with '/', e.g. '/embeddings'.",
-                field="config.api_endpoint", reason="invalid", value=value,
+                field="config.api_endpoint",
+                reason="invalid",
+                value=value,
             )
     if "timeout" in out:
         value = out["timeout"]
@@ -267,19 +290,26 @@ def check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
                 hint = f" (it is in seconds: did you mean {value / 1000:g}?)"
             raise InvalidFieldError(
                 f"config.timeout {value!r} is invalid: use seconds, above 0 and at most 600{hint}.",
-                field="config.timeout", reason="invalid", value=value, hint=hint,
+                field="config.timeout",
+                reason="invalid",
+                value=value,
+                hint=hint,
             )
     if "default_threshold" in out:  # the model's own cosine cut-off: score scales differ between models
         value = out["default_threshold"]
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             raise InvalidFieldError(
                 f"config.default_threshold {value!r} is invalid: use a cosine similarity from 0 to 1.",
-                field="config.default_threshold", reason="invalid", value=value,
+                field="config.default_threshold",
+                reason="invalid",
+                value=value,
             )
     if "send_dimensions" in out and not isinstance(out["send_dimensions"], bool):
         raise InvalidFieldError(
             f"config.send_dimensions must be true or false, got {out['send_dimensions']!r}.",
-            field="config.send_dimensions", reason="invalid", value=out["send_dimensions"],
+            field="config.send_dimensions",
+            reason="invalid",
+            value=out["send_dimensions"],
         )
     return out
 
@@ -289,7 +319,10 @@ def check_base_url(base_url: object, kind: str) -> str | None:
         if base_url:
             raise InvalidFieldError(
                 "base_url is set on a local provider: local models need no URL, leave it empty.",
-                field="base_url", reason="not_allowed", value=base_url, kind=kind,
+                field="base_url",
+                reason="not_allowed",
+                value=base_url,
+                kind=kind,
             )
         return None
     if base_url is None or base_url == "":
@@ -297,12 +330,17 @@ def check_base_url(base_url: object, kind: str) -> str | None:
             return DEFAULT_OLLAMA_URL
         raise InvalidFieldError(
             f"base_url is missing for an {kind} provider: give the API root, e.g. 'https://api.openai.com/v1'.",
-            field="base_url", reason="missing", kind=kind,
+            field="base_url",
+            reason="missing",
+            kind=kind,
         )
     if not isinstance(base_url, str) or not re.match(r"^https?://[^\s/]+", base_url):
         raise InvalidFieldError(
             f"base_url {base_url!r} is invalid: give an http:// or https:// URL, e.g. 'https://api.openai.com/v1'.",
-            field="base_url", reason="invalid", value=base_url, kind=kind,
+            field="base_url",
+            reason="invalid",
+            value=base_url,
+            kind=kind,
         )
     return base_url.rstrip("/")
 

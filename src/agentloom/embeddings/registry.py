@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS models (
 CREATE UNIQUE INDEX IF NOT EXISTS models_one_default ON models(model_type) WHERE is_default = 1;
 """
 
+
 class ModelRegistry:
     """Providers and models in SQLite. Reads open a short connection; writes are one transaction.
 
@@ -185,7 +186,10 @@ class ModelRegistry:
     def _no_model(model_id: int) -> RecordNotFoundError:
         return RecordNotFoundError(
             f"model id {model_id!r} not found: run `agentloom models list` to see the ids.",
-            field="model_id", reason="not_found", value=model_id, model_id=model_id,
+            field="model_id",
+            reason="not_found",
+            value=model_id,
+            model_id=model_id,
         )
 
     # -- providers -----------------------------------------------------------------------
@@ -201,30 +205,40 @@ class ModelRegistry:
             raise InvalidFieldError(
                 f"provider name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-', starting with a "
                 "letter or digit, e.g. 'openai'.",
-                field="provider", reason="invalid", value=name,
+                field="provider",
+                reason="invalid",
+                value=name,
             )
         if kind not in PROVIDER_KINDS:
             raise InvalidFieldError(
                 f"provider kind {kind!r} is invalid: use one of {', '.join(PROVIDER_KINDS)}.",
-                field="kind", reason="invalid", value=kind, allowed=list(PROVIDER_KINDS),
+                field="kind",
+                reason="invalid",
+                value=kind,
+                allowed=list(PROVIDER_KINDS),
             )
         base_url = check_base_url(base_url, kind)
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
             raise InvalidFieldError(
                 "api_key is empty: give the key, or leave it unset and name an environment variable in api_key_env.",
-                field="api_key", reason="empty",
+                field="api_key",
+                reason="empty",
             )
         if api_key_env is not None and (not isinstance(api_key_env, str) or not ENV_NAME.match(api_key_env)):
             raise InvalidFieldError(
                 f"api_key_env {api_key_env!r} is invalid: give the NAME of an environment variable, "
                 "e.g. 'OPENAI_API_KEY' (not the key itself).",
-                field="api_key_env", reason="invalid", value=api_key_env,
+                field="api_key_env",
+                reason="invalid",
+                value=api_key_env,
             )
         if kind == "local" and (api_key or api_key_env):
             which = "api_key" if api_key else "api_key_env"
             raise InvalidFieldError(
                 f"{which} is set on a local provider: local models need no key, leave it empty.",
-                field=which, reason="not_allowed", kind=kind,
+                field=which,
+                reason="not_allowed",
+                kind=kind,
             )
         now = now_iso()
         with self._write() as conn:
@@ -242,7 +256,11 @@ class ModelRegistry:
                         raise RefusedError(
                             f"provider {name!r} is a {old['kind']} provider with {used} model(s): its kind cannot "
                             f"change to {kind!r}. Create a new provider under another name instead.",
-                            field="kind", reason="kind_change", value=kind, provider=name, old_kind=old["kind"],
+                            field="kind",
+                            reason="kind_change",
+                            value=kind,
+                            provider=name,
+                            old_kind=old["kind"],
                             models=used,
                         )
                 conn.execute(
@@ -290,7 +308,10 @@ class ModelRegistry:
         if model_key not in BUILTIN_MODELS:
             raise InvalidFieldError(
                 f"{model_key!r} is not a built-in model: built-in models are {', '.join(BUILTIN_MODELS)}.",
-                field="model_key", reason="invalid", value=model_key, allowed=list(BUILTIN_MODELS),
+                field="model_key",
+                reason="invalid",
+                value=model_key,
+                allowed=list(BUILTIN_MODELS),
             )
         config, dimensions = BUILTIN_MODELS[model_key]
         now = now_iso()
@@ -301,11 +322,18 @@ class ModelRegistry:
                     f"built-in model {model_key!r} runs on the provider {DEFAULT_PROVIDER!r}, which is a "
                     f"{prow['kind']} provider here, so it cannot be registered: built-in models need {DEFAULT_PROVIDER!r} "
                     "to be the local provider.",
-                    field="provider", reason="builtin_provider", value=DEFAULT_PROVIDER, model_key=model_key,
+                    field="provider",
+                    reason="builtin_provider",
+                    value=DEFAULT_PROVIDER,
+                    model_key=model_key,
                     kind=prow["kind"],
                 )
-            if _add_local_model(conn, model_key, "embedding", check_config(config, "local"), dimensions,
-                                is_default=False, now=now) is None:
+            if (
+                _add_local_model(
+                    conn, model_key, "embedding", check_config(config, "local"), dimensions, is_default=False, now=now
+                )
+                is None
+            ):
                 log.info("registered built-in embedding model %s (provider %s)", model_key, DEFAULT_PROVIDER)
         record = self._get(model_key, DEFAULT_PROVIDER)
         assert record is not None  # written above, in one transaction
@@ -328,7 +356,10 @@ class ModelRegistry:
             raise RefusedError(
                 f"model {model_key!r} exists under several providers ({', '.join(names)}) and none of them is the "
                 "default: name the provider, or make the one you want the default.",
-                field="model_key", reason="ambiguous", value=model_key, providers=names,
+                field="model_key",
+                reason="ambiguous",
+                value=model_key,
+                providers=names,
                 ids=[r["id"] for r in rows],
             )
         return self._model(rows[0])
@@ -357,8 +388,9 @@ class ModelRegistry:
                 "SELECT id FROM models WHERE model_type = ? AND is_default = 1", (model_type,)
             ).fetchone()
             if row is None:
-                found = _add_local_model(conn, DEFAULT_MODEL_KEY, model_type, {}, DEFAULT_DIMENSIONS,
-                                         is_default=True, now=now)
+                found = _add_local_model(
+                    conn, DEFAULT_MODEL_KEY, model_type, {}, DEFAULT_DIMENSIONS, is_default=True, now=now
+                )
                 if found is None:
                     log.info(
                         "created default %s model %s (provider %s)", model_type, DEFAULT_MODEL_KEY, DEFAULT_PROVIDER
@@ -389,7 +421,10 @@ class ModelRegistry:
             raise InvalidFieldError(
                 f"model {model_key!r} cannot be added as the default and disabled: the default model must be "
                 "enabled, so add it enabled or not as the default.",
-                field="enabled", reason="default_disabled", value=enabled, model_key=model_key,
+                field="enabled",
+                reason="default_disabled",
+                value=enabled,
+                model_key=model_key,
             )
         now = now_iso()
         with self._write() as conn:
@@ -399,7 +434,10 @@ class ModelRegistry:
                 raise RecordNotFoundError(
                     f"provider {provider!r} not found (known: {', '.join(known) or 'none'}): "
                     "create it first with the registry's upsert_provider method.",
-                    field="provider", reason="not_found", value=provider, known=known,
+                    field="provider",
+                    reason="not_found",
+                    value=provider,
+                    known=known,
                 )
             clean = check_config(config, prow["kind"])
             dup = conn.execute(
@@ -409,7 +447,11 @@ class ModelRegistry:
                 raise RefusedError(
                     f"model {model_key!r} already exists for provider {provider!r} (id {dup['id']}): "
                     "change that record (the registry's update_model method) instead of adding it again.",
-                    field="model_key", reason="exists", value=model_key, provider=provider, model_id=dup["id"],
+                    field="model_key",
+                    reason="exists",
+                    value=model_key,
+                    provider=provider,
+                    model_id=dup["id"],
                 )
             if is_default:
                 conn.execute(
@@ -419,8 +461,17 @@ class ModelRegistry:
             cur = conn.execute(
                 "INSERT INTO models (model_key, model_type, provider, config, dimensions, is_default, enabled, "
                 "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (model_key, model_type, provider, json.dumps(clean), dimensions,
-                 int(is_default), int(enabled), now, now),
+                (
+                    model_key,
+                    model_type,
+                    provider,
+                    json.dumps(clean),
+                    dimensions,
+                    int(is_default),
+                    int(enabled),
+                    now,
+                    now,
+                ),
             )
             model_id = cur.lastrowid
         record = self.get_by_id(model_id)
@@ -454,19 +505,28 @@ class ModelRegistry:
                 raise RefusedError(
                     f"model {row['model_key']!r} (id {model_id}) is the default {row['model_type']} model: make "
                     "another model the default instead of clearing the flag (there must always be one).",
-                    field="is_default", reason="is_default", value=is_default, **facts,
+                    field="is_default",
+                    reason="is_default",
+                    value=is_default,
+                    **facts,
                 )
             if will_default and not will_enable:
                 if row["is_default"]:  # disabling the default
                     raise RefusedError(
                         f"model {row['model_key']!r} (id {model_id}) cannot be both the default and disabled: "
                         "make another model the default first, then disable this one.",
-                        field="enabled", reason="is_default", value=enabled, **facts,
+                        field="enabled",
+                        reason="is_default",
+                        value=enabled,
+                        **facts,
                     )
                 raise RefusedError(  # making a disabled model the default
                     f"model {row['model_key']!r} (id {model_id}) cannot be both the default and disabled: "
                     "enable it too, in the same change or before.",
-                    field="is_default", reason="disabled", value=is_default, **facts,
+                    field="is_default",
+                    reason="disabled",
+                    value=is_default,
+                    **facts,
                 )
             sets: dict[str, Any] = {"updated_at": now}
             if config is not None:
@@ -498,7 +558,10 @@ class ModelRegistry:
                 raise RefusedError(
                     f"model {row['model_key']!r} (id {model_id}) is the default: make another model the "
                     "default before removing it.",
-                    field="model_id", reason="is_default", value=model_id, model_id=model_id,
+                    field="model_id",
+                    reason="is_default",
+                    value=model_id,
+                    model_id=model_id,
                     model_key=row["model_key"],
                 )
             conn.execute("DELETE FROM models WHERE id = ?", (model_id,))
@@ -522,8 +585,14 @@ def _use_wal(conn: sqlite3.Connection, patience: float = 10.0) -> None:
 
 
 def _add_local_model(
-    conn: sqlite3.Connection, model_key: str, model_type: str, config: Mapping[str, Any], dimensions: int,
-    *, is_default: bool, now: str,
+    conn: sqlite3.Connection,
+    model_key: str,
+    model_type: str,
+    config: Mapping[str, Any],
+    dimensions: int,
+    *,
+    is_default: bool,
+    now: str,
 ) -> int | None:
     """Add a model of the local provider (creating the provider if needed) unless it exists:
     None when added, else the existing model's id. Callers hold a write transaction."""

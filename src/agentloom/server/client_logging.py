@@ -109,7 +109,7 @@ def record_text(record: logging.LogRecord) -> str:
     """The formatted message, without the traceback (the exception's type is named)."""
     try:
         text = record.getMessage()
-    except Exception:  # noqa: BLE001 - bad format arguments: stderr's handler reports them; clients get the template
+    except Exception:
         text = str(record.msg)
     if record.exc_info and record.exc_info[0] is not None:
         text = f"{text} [{record.exc_info[0].__name__}]"
@@ -272,7 +272,9 @@ class ClientLogRelay:
         """``logging/setLevel``: this connection gets records at ``params.level`` and above from now on."""
         connection = connection_of(ctx)
         if connection is None:
-            raise MCPError(INTERNAL_ERROR, "logging/setLevel: this transport has no connection to send log messages on.")
+            raise MCPError(
+                INTERNAL_ERROR, "logging/setLevel: this transport has no connection to send log messages on."
+            )
         previous = self._levels.get(connection)
         self._levels[connection] = params.level
         self._floor.need(THRESHOLDS[params.level])
@@ -375,7 +377,7 @@ class ClientLogRelay:
                 with anyio.move_on_after(SEND_TIMEOUT):
                     try:
                         await delivery.send()
-                    except Exception as exc:  # noqa: BLE001 - a closed stream, a session gone: the line is lost, not the relay
+                    except Exception as exc:
                         log.debug("log notification not delivered: %r", exc)
                 scope = delivery.scope
                 if scope is not None:
@@ -398,7 +400,9 @@ def _request_sender(scope: _Scope, params: LoggingMessageNotificationParams) -> 
     return send
 
 
-def _connection_sender(connection: Connection, params: LoggingMessageNotificationParams) -> Callable[[], Awaitable[None]]:
+def _connection_sender(
+    connection: Connection, params: LoggingMessageNotificationParams
+) -> Callable[[], Awaitable[None]]:
     payload = params.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def send() -> None:

@@ -60,9 +60,7 @@ class Host:
         instructions: str = INSTRUCTIONS,
     ) -> None:
         self.settings = settings
-        self.breakers = BreakerRegistry(
-            settings.breakers.failure_threshold, settings.breakers.reset_timeout_seconds
-        )
+        self.breakers = BreakerRegistry(settings.breakers.failure_threshold, settings.breakers.reset_timeout_seconds)
         self.embeddings = EmbeddingService(settings, self.breakers)
         self.server = LoomServer(
             name,
@@ -155,13 +153,17 @@ class Host:
         checks.append(directory_writable(self.settings.data_dir, self.settings.data_dir_origin))
         if check_model:
             model = self.embeddings.check(progress)
-            checks.append(Check(f"embedding model {model['model'] or '(default)'}", bool(model["ok"]), str(model["detail"])))
+            checks.append(
+                Check(f"embedding model {model['model'] or '(default)'}", bool(model["ok"]), str(model["detail"]))
+            )
         for report in self.reports:
             if report.status in ("failed", "not-installed"):
                 required = report.name not in self._extras_missing
                 checks.append(Check(f"pack {report.name}", False, report.reason or "failed", required=required))
         for pattern in self.unmatched_tools():
-            checks.append(Check("tools setting", False, f"{pattern!r} matches no tool of the loaded packs", required=False))
+            checks.append(
+                Check("tools setting", False, f"{pattern!r} matches no tool of the loaded packs", required=False)
+            )
         for name, pack in self.packs.items():
             try:
                 checks.extend(pack.checks())

@@ -79,7 +79,9 @@ def argument_errors(
             wrong.append(f"`{where}`: {_problem(item, expected)}")
     lines: list[str] = []
     if unknown:
-        hints = [f"`{u}` -> `{m[0]}`?" for u in unknown if (m := difflib.get_close_matches(u, accepted, n=1, cutoff=0.6))]
+        hints = [
+            f"`{u}` -> `{m[0]}`?" for u in unknown if (m := difflib.get_close_matches(u, accepted, n=1, cutoff=0.6))
+        ]
         lines.append(
             f"{tool} does not take {_names(unknown)}. Accepted arguments: {', '.join(accepted) or 'none'}."
             + (f" Did you mean {' '.join(hints)}" if hints else "")
@@ -97,10 +99,20 @@ def argument_errors(
 
 
 _UNION_MISS = "agentloom_union_miss"
-_PLURALS = {"string": "strings", "integer": "integers", "number": "numbers", "boolean": "booleans",
-            "array": "arrays", "object": "objects", "null": "null"}
-_NOT_ALLOWED = {dict: "nested objects are not allowed", list: "nested arrays are not allowed",
-                type(None): "null is not allowed"}
+_PLURALS = {
+    "string": "strings",
+    "integer": "integers",
+    "number": "numbers",
+    "boolean": "booleans",
+    "array": "arrays",
+    "object": "objects",
+    "null": "null",
+}
+_NOT_ALLOWED = {
+    dict: "nested objects are not allowed",
+    list: "nested arrays are not allowed",
+    type(None): "null is not allowed",
+}
 
 
 def _union_misses(items: list[Any], schema: dict[str, Any]) -> list[Any]:
@@ -156,7 +168,9 @@ def _union_miss(value: Any, node: dict[str, Any], parent: str | None, nested: bo
         if "number" in kinds:  # an integer is a number
             kinds = [k for k in kinds if k != "integer"]
         allowed = list(dict.fromkeys(_PLURALS[k] for k in kinds))
-        expected = f"{parent} must be " + (", ".join(allowed[:-1]) + f" or {allowed[-1]}" if len(allowed) > 1 else allowed[0])
+        expected = f"{parent} must be " + (
+            ", ".join(allowed[:-1]) + f" or {allowed[-1]}" if len(allowed) > 1 else allowed[0]
+        )
     else:
         expected = f"expected {describe_type(node)}"
     problem = _NOT_ALLOWED.get(type(value))

@@ -139,9 +139,7 @@ class Pack(Generic[S]):
                 idempotent_hint=idempotent or read_only,
                 open_world_hint=open_world,
             )
-            self.tools.append(
-                ToolSpec(fn, name or fn.__name__, title, description, annotations, structured_output)
-            )
+            self.tools.append(ToolSpec(fn, name or fn.__name__, title, description, annotations, structured_output))
             return fn
 
         return decorator

@@ -129,7 +129,7 @@ def check_envelope(message: Any) -> JSONRPCError | None:
         got = json_type(message["jsonrpc"]) if "jsonrpc" in message else "nothing"
         problems.append(f'`jsonrpc` must be the string "2.0", got {got}')
     if not isinstance(message["method"], str):
-        problems.append(f"`method` must be a string such as \"tools/list\", got {json_type(message['method'])}")
+        problems.append(f'`method` must be a string such as "tools/list", got {json_type(message["method"])}')
     if problems:
         return error_reply(INVALID_REQUEST, "Invalid Request: " + "; ".join(problems) + ".", request_id)
     params = message.get("params")

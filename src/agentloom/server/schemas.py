@@ -56,7 +56,9 @@ def compact_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     inline = {name for name in defs if uses.get(name, 0) == 1 and not _reaches(name, name, defs, set())}
     out = _compact(schema, defs, inline, ())
     if out.get("properties") == {} and out.get("additionalProperties") is False and "required" not in out:
-        del out["properties"]  # MCP's own form for a tool without arguments: {type: object, additionalProperties: false}
+        del out[
+            "properties"
+        ]  # MCP's own form for a tool without arguments: {type: object, additionalProperties: false}
     kept = {name: body for name, body in out.pop("$defs", {}).items() if name not in inline}
     if kept:
         out["$defs"] = kept
@@ -123,8 +125,8 @@ def _compact(node: Any, defs: dict[str, Any], inline: set[str], seen: tuple[str,
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith(_DEF_PREFIX) and ref[len(_DEF_PREFIX):] in inline:
-        name = ref[len(_DEF_PREFIX):]
+    if isinstance(ref, str) and ref.startswith(_DEF_PREFIX) and ref[len(_DEF_PREFIX) :] in inline:
+        name = ref[len(_DEF_PREFIX) :]
         if name not in seen:
             siblings = {k: v for k, v in node.items() if k != "$ref"}
             return _compact({**defs[name], **siblings}, defs, inline, (*seen, name))
@@ -202,7 +204,7 @@ def _count_refs(node: Any, counts: dict[str, int] | None = None) -> dict[str, in
     if isinstance(node, dict):
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith(_DEF_PREFIX):
-            counts[ref[len(_DEF_PREFIX):]] = counts.get(ref[len(_DEF_PREFIX):], 0) + 1
+            counts[ref[len(_DEF_PREFIX) :]] = counts.get(ref[len(_DEF_PREFIX) :], 0) + 1
         for value in node.values():
             _count_refs(value, counts)
     elif isinstance(node, list):

@@ -113,6 +113,6 @@ async def _report(ctx: Any, work: Work, ended: anyio.Event) -> None:
         shown, sent_at = report, now
         try:
             await ctx.report_progress(value, total, message)
-        except Exception:  # noqa: BLE001 - a client gone mid-notification: the work's own cancel handles it
+        except Exception:
             log.debug("progress notification not sent", exc_info=True)
             return

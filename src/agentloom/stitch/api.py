@@ -38,11 +38,11 @@ from agentloom.stitch.dispatcher import Dispatcher
 from agentloom.stitch.engine import Engine, Sending
 from agentloom.stitch.execution import Result
 from agentloom.stitch.flows import FlowBusy, Flows
-from agentloom.stitch.middleware import PREFIX, AllowHeader, BodyLimit, RequireKey
 from agentloom.stitch.graph import GraphError
 from agentloom.stitch.groupcommit import GroupCommit
 from agentloom.stitch.ids import NotFound, shown
 from agentloom.stitch.live import EventFeed, Message, Subscription, last_event_id, stream
+from agentloom.stitch.middleware import PREFIX, AllowHeader, BodyLimit, RequireKey
 from agentloom.stitch.models import (
     EXTRA_KEYS,
     JSON_VALUE_SCHEMA,
@@ -74,14 +74,19 @@ from agentloom.stitch.values import BadJson, decode
 log = logging.getLogger(__name__)
 DOCS_ASSETS = "/docs-assets"  # Swagger UI's own files (swagger-ui-bundle-v2), served here: no CDN
 SSE_REPLY: dict[int | str, dict[str, Any]] = {
-    200: {"description": "A stream of server-sent events (text/event-stream) that stays open.",
-          "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+    200: {
+        "description": "A stream of server-sent events (text/event-stream) that stays open.",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
 
 
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 # Said in the schema only: queries.BadQuery refuses anything else with a message naming the fix.
-FlowIdQuery = Annotated[str | None, Query(description="Only this flow's runs (its id, a UUID).",
-                                          json_schema_extra={"pattern": UUID_PATTERN})]
+FlowIdQuery = Annotated[
+    str | None,
+    Query(description="Only this flow's runs (its id, a UUID).", json_schema_extra={"pattern": UUID_PATTERN}),
+]
 
 
 class FlowIn(BaseModel):
@@ -92,8 +97,9 @@ class FlowIn(BaseModel):
 
 class FlowUpdate(BaseModel):
     model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
-    name: str | None = text_field(default=None, min_length=1, max_length=200,
-                                  description="A new name; left as it is when absent.")
+    name: str | None = text_field(
+        default=None, min_length=1, max_length=200, description="A new name; left as it is when absent."
+    )
     graph: Graph | None = Field(None, description="A new graph; running runs keep the one they started with.")
 
 
@@ -137,9 +143,19 @@ class StitchRoute(APIRoute):
             stitch_request = StitchRequest(request.scope, request.receive)
             unknown = [name for name in stitch_request.query_params if name not in accepted]
             if unknown:
-                return JSONResponse({"detail": [
-                    {"loc": ["query", name], "msg": f"unknown query parameter {shown(name)}; this endpoint takes {takes}",
-                     "type": "extra_forbidden"} for name in dict.fromkeys(unknown)]}, status_code=422)
+                return JSONResponse(
+                    {
+                        "detail": [
+                            {
+                                "loc": ["query", name],
+                                "msg": f"unknown query parameter {shown(name)}; this endpoint takes {takes}",
+                                "type": "extra_forbidden",
+                            }
+                            for name in dict.fromkeys(unknown)
+                        ]
+                    },
+                    status_code=422,
+                )
             return await handler(stitch_request)
 
         return stitch_handler
@@ -157,8 +173,14 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = await anyio.to_thread.run_sync(Database, database_url)
-        engine = Engine(db, settings.base_url or "", settings.secret, settings.lease_seconds, webhooks,
-                        node_timeout=settings.node_timeout)
+        engine = Engine(
+            db,
+            settings.base_url or "",
+            settings.secret,
+            settings.lease_seconds,
+            webhooks,
+            node_timeout=settings.node_timeout,
+        )
         dispatcher = Dispatcher(engine, timeout=settings.worker_timeout, poll_interval=settings.poll_interval)
         app.state.engine, app.state.dispatcher, app.state.flows = engine, dispatcher, Flows(db, webhooks)
         app.state.commits = GroupCommit(engine)
@@ -170,8 +192,14 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
             tg.cancel_scope.cancel()
         db.dispose()
 
-    app = FastAPI(title="Stitch", description="Runs React Flow graphs with external workers.", lifespan=lifespan,
-                  docs_url=None, redoc_url=None, openapi_url=None)  # served below, behind the key when there is one
+    app = FastAPI(
+        title="Stitch",
+        description="Runs React Flow graphs with external workers.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )  # served below, behind the key when there is one
     app.router.route_class = StitchRoute
     app.add_middleware(AllowHeader)
     app.add_middleware(CallbackFastPath)  # inside the body limit (each middleware added wraps the ones before)
@@ -185,12 +213,16 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
             log.warning("database unavailable: %s", str(exc.orig)[:300])
             return JSONResponse({"detail": "the Stitch database is unavailable; try again shortly"}, status_code=503)
         log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
-        return JSONResponse({"detail": f"internal error ({type(exc.orig).__name__}); see the server log"}, status_code=500)
+        return JSONResponse(
+            {"detail": f"internal error ({type(exc.orig).__name__}); see the server log"}, status_code=500
+        )
 
     @app.exception_handler(PoolTimeout)
     async def database_busy(request: Request, exc: PoolTimeout) -> JSONResponse:
         log.warning("no database connection free: %s", exc)
-        return JSONResponse({"detail": "the Stitch database is busy (no connection free); try again shortly"}, status_code=503)
+        return JSONResponse(
+            {"detail": "the Stitch database is busy (no connection free); try again shortly"}, status_code=503
+        )
 
     def engine_of(request: Request) -> Engine:
         return request.app.state.engine  # type: ignore[no-any-return]
@@ -212,8 +244,13 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         except queries.BadQuery as exc:
             raise HTTPException(422, [{"loc": ["query", exc.field], "msg": str(exc), "type": "value_error"}]) from None
         except GraphError as exc:
-            raise HTTPException(422, [{"loc": ["body", "graph"], "msg": p, "type": "graph", "rule": rule}
-                                      for rule, p in zip(exc.rules, exc.problems, strict=True)]) from None
+            raise HTTPException(
+                422,
+                [
+                    {"loc": ["body", "graph"], "msg": p, "type": "graph", "rule": rule}
+                    for rule, p in zip(exc.rules, exc.problems, strict=True)
+                ],
+            ) from None
 
     # -- flows ---------------------------------------------------------------------------------
     @app.post(f"{PREFIX}/flows", status_code=201, response_model=FlowReply, responses=documented(413))
@@ -240,7 +277,8 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
 
     @app.delete(f"{PREFIX}/flows/{{flow_id}}", response_model=FlowDeleted, responses=documented(404, 409))
     async def delete_flow(
-        flow_id: str, request: Request,
+        flow_id: str,
+        request: Request,
         force: Annotated[bool, Query(description="Cancel the flow's running and waiting runs, then delete.")] = False,
     ) -> dict[str, Any]:
         """Delete a flow: it leaves the list and reads 404, and no run can start from it; its
@@ -249,7 +287,9 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         engine = engine_of(request)
         return as_reply(await call(flows_of(request).delete, flow_id, force=force, cancel=engine.cancel_run))
 
-    @app.post(f"{PREFIX}/flows/{{flow_id}}/runs", status_code=201, response_model=RunReply, responses=documented(404, 413))
+    @app.post(
+        f"{PREFIX}/flows/{{flow_id}}/runs", status_code=201, response_model=RunReply, responses=documented(404, 413)
+    )
     async def start_run(flow_id: str, request: Request, body: RunIn | None = None) -> dict[str, Any]:
         """Start a run of the flow's current version with this input; its root nodes fire at once."""
         run, sendings = await call(engine_of(request).start_run, flow_id, body.input if body else None)
@@ -262,13 +302,20 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         request: Request,
         status: Annotated[RunStatus | None, Query(description="Only runs in this status.")] = None,
         flow_id: FlowIdQuery = None,
-        cursor: Annotated[str | None, Query(description="The next_cursor of the previous page, unchanged; leave out for the "
-                                                         "first. Any other value is a 422.",
-                                            json_schema_extra={"pattern": "^[A-Za-z0-9_-]+$"})] = None,
+        cursor: Annotated[
+            str | None,
+            Query(
+                description="The next_cursor of the previous page, unchanged; leave out for the "
+                "first. Any other value is a 422.",
+                json_schema_extra={"pattern": "^[A-Za-z0-9_-]+$"},
+            ),
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=1000, description="Runs per page.")] = 100,
     ) -> dict[str, Any]:
         """Runs, newest first, a page at a time (pass ``next_cursor`` back as ``cursor``)."""
-        page = await call(queries.list_runs, engine_of(request).db, status=status, flow_id=flow_id, cursor=cursor, limit=limit)
+        page = await call(
+            queries.list_runs, engine_of(request).db, status=status, flow_id=flow_id, cursor=cursor, limit=limit
+        )
         return {"runs": as_replies(page["runs"]), "next_cursor": page["next_cursor"]}
 
     @app.get(f"{PREFIX}/runs/waiting", response_model=list[WaitingGate], responses=documented())
@@ -290,12 +337,16 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
             raise
 
     def event_stream(request: Request, subscription: Subscription, first: list[Message]) -> StreamingResponse:
-        return StreamingResponse(stream(request.app.state.feed, subscription, first), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(
+            stream(request.app.state.feed, subscription, first),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     @app.get(f"{PREFIX}/runs/stream", response_class=StreamingResponse, responses={**documented(), **SSE_REPLY})
     async def runs_stream(
-        request: Request, flow_id: FlowIdQuery = None,
+        request: Request,
+        flow_id: FlowIdQuery = None,
     ) -> StreamingResponse:
         """Server-sent events: an ``event: run`` message (data: a run summary, as in GET
         /api/stitch/runs) whenever a run starts or changes, from any server process on the
@@ -307,11 +358,20 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         await started(feed, subscription)  # what happens after the answer starts is sent
         return event_stream(request, subscription, [])
 
-    @app.get(f"{PREFIX}/runs/{{run_id}}/stream", response_class=StreamingResponse, responses={**documented(404), **SSE_REPLY})
+    @app.get(
+        f"{PREFIX}/runs/{{run_id}}/stream", response_class=StreamingResponse, responses={**documented(404), **SSE_REPLY}
+    )
     async def run_stream(
-        run_id: str, request: Request,
-        after: Annotated[int | None, Query(ge=0, description="Send the events after this event id first (default: "
-                                                               "the Last-Event-ID header, else every event of the run).")] = None,
+        run_id: str,
+        request: Request,
+        after: Annotated[
+            int | None,
+            Query(
+                ge=0,
+                description="Send the events after this event id first (default: "
+                "the Last-Event-ID header, else every event of the run).",
+            ),
+        ] = None,
     ) -> StreamingResponse:
         """Server-sent events: the run's events as ``event: node`` messages (``id:`` the event id;
         data: the event as in .../events plus ``run_status``), first those after ``after``, then
@@ -338,8 +398,11 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         """The run's event log, oldest first."""
         return as_replies(await call(queries.run_events, engine_of(request).db, run_id))
 
-    @app.get(f"{PREFIX}/runs/{{run_id}}/nodes/{{node_id}}/attempts", response_model=list[AttemptReply],
-             responses=documented(404))
+    @app.get(
+        f"{PREFIX}/runs/{{run_id}}/nodes/{{node_id}}/attempts",
+        response_model=list[AttemptReply],
+        responses=documented(404),
+    )
     async def node_attempts(run_id: str, node_id: str, request: Request) -> list[dict[str, Any]]:
         """Every attempt of a node path, oldest first (a fan-out node's id: all its paths')."""
         return as_replies(await call(queries.node_attempts, engine_of(request).db, run_id, node_id))
@@ -353,23 +416,37 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         return answer(request, result, sendings)
 
     # -- events on a run -------------------------------------------------------------------------
-    @app.post(f"{PREFIX}/callback/{{run_id}}/{{node_id}}", response_model=EventReply,
-              responses=errors(400, 403, 404, 409, 413, 422, 503))
+    @app.post(
+        f"{PREFIX}/callback/{{run_id}}/{{node_id}}",
+        response_model=EventReply,
+        responses=errors(400, 403, 404, 409, 413, 422, 503),
+    )
     async def callback(
-        run_id: str, node_id: str, body: Callback, request: Request,
-        attempt: Annotated[int | None, Query()] = None, sig: Annotated[str | None, Query()] = None,
+        run_id: str,
+        node_id: str,
+        body: Callback,
+        request: Request,
+        attempt: Annotated[int | None, Query()] = None,
+        sig: Annotated[str | None, Query()] = None,
     ) -> JSONResponse:
         """A worker's answer, posted to the signed callbackUrl it was given. A repeat is a
         harmless 200 (``duplicate``); an answer for an attempt that has moved on is 409."""
         engine = engine_of(request)
         if attempt is None or sig is None or not engine.signer.verify(run_id, node_id, attempt, sig):
-            raise HTTPException(403, "callback URL is not signed by this server: post to the callbackUrl you were given, unchanged")
+            raise HTTPException(
+                403, "callback URL is not signed by this server: post to the callbackUrl you were given, unchanged"
+            )
         result, sendings = await call(engine.callback, run_id, node_id, attempt, body.status, body.output, body.error)
         return answer(request, result, sendings)
 
-    @app.post(f"{PREFIX}/complete/{{run_id}}/{{node_id}}", response_model=EventReply,
-              responses=documented(400, 404, 409, 413, 415))
-    async def complete(run_id: str, node_id: str, request: Request, body: Annotated[JsonValue, Body()] = None) -> JSONResponse:
+    @app.post(
+        f"{PREFIX}/complete/{{run_id}}/{{node_id}}",
+        response_model=EventReply,
+        responses=documented(400, 404, 409, 413, 415),
+    )
+    async def complete(
+        run_id: str, node_id: str, request: Request, body: Annotated[JsonValue, Body()] = None
+    ) -> JSONResponse:
         """Complete a UX node that is waiting for a person; the body is its output."""
         if isinstance(body, bytes):  # a body that was not sent as JSON
             raise HTTPException(415, "send the output as JSON, with 'Content-Type: application/json'")
@@ -401,8 +478,11 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url="/openapi.json", title="Stitch", swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css", swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+            openapi_url="/openapi.json",
+            title="Stitch",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
             swagger_ui_parameters={"validatorUrl": None},  # no call to validator.swagger.io
         )
 
@@ -417,6 +497,11 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         """Open without the API key (load balancers probe it)."""
         engine = engine_of(request)
         pending = await call(engine.pending_dispatches)
-        return {"status": "ok", "database": engine.db.name, "schema_version": engine.db.version, "pending_dispatches": pending}
+        return {
+            "status": "ok",
+            "database": engine.db.name,
+            "schema_version": engine.db.version,
+            "pending_dispatches": pending,
+        }
 
     return app

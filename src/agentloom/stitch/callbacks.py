@@ -47,7 +47,7 @@ class CallbackFastPath:
 
     async def _answer(self, scope: Scope, body: bytes, send: Send) -> bool:
         """Answer the common case; False leaves the request to the documented route."""
-        segments = scope["path"][len(CALLBACK_PREFIX):].split("/")
+        segments = scope["path"][len(CALLBACK_PREFIX) :].split("/")
         query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
         params = dict(query)
         if len(segments) != 2 or not all(segments) or len(query) != 2 or params.keys() != {"attempt", "sig"}:
@@ -56,21 +56,31 @@ class CallbackFastPath:
         attempt = params["attempt"]
         state = scope["app"].state
         engine = state.engine
-        if not attempt.isascii() or not attempt.isdigit() or not engine.signer.verify(run_id, key, int(attempt), params["sig"]):
+        if (
+            not attempt.isascii()
+            or not attempt.isdigit()
+            or not engine.signer.verify(run_id, key, int(attempt), params["sig"])
+        ):
             return False
         try:
             callback = Callback.model_validate(decode(body))
         except (BadJson, ValidationError):
             return False
         try:
-            result, sendings = await state.commits.callback(run_id, key, int(attempt), callback.status, callback.output,
-                                                            callback.error)
+            result, sendings = await state.commits.callback(
+                run_id, key, int(attempt), callback.status, callback.output, callback.error
+            )
         except (DBAPIError, PoolTimeout):
             return False  # rolled back: the documented route tries once more and answers the failure
         state.dispatcher.submit(sendings)
         payload = json.dumps(result.reply(), ensure_ascii=False, separators=(",", ":")).encode()
-        await send({"type": "http.response.start", "status": result.outcome.http_status,
-                    "headers": [*_HEADERS, (b"content-length", str(len(payload)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": result.outcome.http_status,
+                "headers": [*_HEADERS, (b"content-length", str(len(payload)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": payload})
         return True
 

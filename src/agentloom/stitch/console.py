@@ -24,7 +24,7 @@ HEADERS = {
     "Cache-Control": "no-cache",  # the page names its hashed assets: always the current build
     # Only this server's scripts and API; inline styles are React Flow's node positions.
     "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
     "X-Content-Type-Options": "nosniff",
 }
 NOT_BUILT = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Stitch</title></head>

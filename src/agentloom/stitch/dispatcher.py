@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import anyio
 import anyio.to_thread
-import aiohttp
 from anyio.abc import TaskGroup
 
 from agentloom.stitch.engine import Engine, Sending
@@ -45,9 +45,16 @@ class Delivery:
 
 
 class Dispatcher:
-    def __init__(self, engine: Engine, *, timeout: float = 10.0, poll_interval: float = 1.0,
-                 webhooks: WebhookPolicy | None = None, backoff: tuple[float, ...] = DELIVERY_BACKOFF,
-                 sends_per_host: int = SENDS_PER_HOST) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        timeout: float = 10.0,
+        poll_interval: float = 1.0,
+        webhooks: WebhookPolicy | None = None,
+        backoff: tuple[float, ...] = DELIVERY_BACKOFF,
+        sends_per_host: int = SENDS_PER_HOST,
+    ) -> None:
         if sends_per_host < 1:
             raise ValueError(f"sends_per_host is {sends_per_host}; it must be at least 1")
         self.engine = engine
@@ -69,9 +76,13 @@ class Dispatcher:
         # No total: time queued for a pool slot (sends_per_host) must not count against the
         # worker; connecting and each read get the timeout instead.
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=self.timeout)
-        connector = aiohttp.TCPConnector(limit=max(256, self.sends_per_host), limit_per_host=self.sends_per_host,
-                                         resolver=self.webhooks.resolver())
-        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as client, anyio.create_task_group() as tg:
+        connector = aiohttp.TCPConnector(
+            limit=max(256, self.sends_per_host), limit_per_host=self.sends_per_host, resolver=self.webhooks.resolver()
+        )
+        async with (
+            aiohttp.ClientSession(timeout=timeout, connector=connector) as client,
+            anyio.create_task_group() as tg,
+        ):
             self._client, self._tasks = client, tg
             tg.start_soon(self._reconcile_forever)
             tg.start_soon(self._mark_sent_forever)
@@ -131,15 +142,26 @@ class Dispatcher:
             # Jitter spreads a fan-out's re-sends, so a worker with a small listen backlog
             # is not hit by all of them in the same millisecond again.
             delay = self.backoff[tries - 1] * random.uniform(0.75, 1.25)
-            log.info("webhook %s/%s attempt %d not delivered (%s); sending again in %.2f s",
-                     sending.run_id, sending.key, sending.attempt, delivery.reason, delay)
+            log.info(
+                "webhook %s/%s attempt %d not delivered (%s); sending again in %.2f s",
+                sending.run_id,
+                sending.key,
+                sending.attempt,
+                delivery.reason,
+                delay,
+            )
             await anyio.sleep(delay)
         reason = delivery.reason
         if tries > 1:
             reason = f"{reason}; gave up after {tries} tries"
         log.warning("dispatch of %s/%s failed: %s", sending.run_id, sending.key, reason)
         _, more = await anyio.to_thread.run_sync(
-            self.engine.dispatch_failed, sending.outbox_id, sending.run_id, sending.key, sending.attempt, reason,
+            self.engine.dispatch_failed,
+            sending.outbox_id,
+            sending.run_id,
+            sending.key,
+            sending.attempt,
+            reason,
             delivery.status,
         )
         self.submit(more)
@@ -150,7 +172,9 @@ class Dispatcher:
         where = shown_url(sending.url)
         refused = self._literal_problem(sending.url)
         if refused:
-            return Delivery(f"webhook to {where} refused: {refused}; allow it with STITCH_WEBHOOK_ALLOW if that is intended")
+            return Delivery(
+                f"webhook to {where} refused: {refused}; allow it with STITCH_WEBHOOK_ALLOW if that is intended"
+            )
         try:
             async with self._client.post(sending.url, json=sending.payload, allow_redirects=False) as response:
                 if 200 <= response.status < 300:
@@ -159,8 +183,11 @@ class Dispatcher:
                 worker = f"worker at {where} answered HTTP {response.status}"
                 if 300 <= response.status < 400:
                     location = excerpt(response.headers.get("Location", ""), 120) or "nowhere"
-                    return Delivery(f"{worker}, a redirect to {location}: redirects are not followed; "
-                                    "set data.webhookUrl to the final URL", response.status)
+                    return Delivery(
+                        f"{worker}, a redirect to {location}: redirects are not followed; "
+                        "set data.webhookUrl to the final URL",
+                        response.status,
+                    )
                 return Delivery(f"{worker}: {excerpt(await response.content.read(EXCERPT_BYTES))}", response.status)
         except TargetRefused as exc:
             return Delivery(f"webhook to {where} refused: {exc}")

@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, RowMapping, delete, select, update
@@ -64,9 +64,16 @@ def now() -> datetime:
 
 
 class Engine:
-    def __init__(self, db: Database, base_url: str, secret: str | None = None, lease_seconds: float = LEASE_SECONDS,
-                 webhooks: WebhookPolicy | None = None, node_timeout: float | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        db: Database,
+        base_url: str,
+        secret: str | None = None,
+        lease_seconds: float = LEASE_SECONDS,
+        webhooks: WebhookPolicy | None = None,
+        node_timeout: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.db = db
         self.node_timeout = node_timeout
         self.clock = clock
@@ -90,17 +97,38 @@ class Engine:
             stamp = now()
             execution = self._execution(run_id, plan, initial_states(plan), run_input)
             execution.start()
-            row = {"id": run_id, "flow_id": flow_id, "flow_version": version, "graph": graph,
-                   "input": run_input, "node_states": execution.states, "status": execution.run_status(),
-                   "created_at": stamp, "updated_at": stamp}
+            row = {
+                "id": run_id,
+                "flow_id": flow_id,
+                "flow_version": version,
+                "graph": graph,
+                "input": run_input,
+                "node_states": execution.states,
+                "status": execution.run_status(),
+                "created_at": stamp,
+                "updated_at": stamp,
+            }
             # The run's copy of the graph is copied by the database, not written again from here.
-            hot.run(conn, "insert_run", (run_id, hot.json_in(run_input), hot.json_in(execution.states), row["status"],
-                                         hot.stamp(stamp), hot.stamp(stamp), flow_id))
+            hot.run(
+                conn,
+                "insert_run",
+                (
+                    run_id,
+                    hot.json_in(run_input),
+                    hot.json_in(execution.states),
+                    row["status"],
+                    hot.stamp(stamp),
+                    hot.stamp(stamp),
+                    flow_id,
+                ),
+            )
             sendings = self._write(conn, [(run_id, execution)], stamp)[0]
         return row, sendings
 
     # -- events on a run -----------------------------------------------------------
-    def callback(self, run_id: str, key: str, attempt: int, status: str, output: Any, error: str | None) -> tuple[Result, list[Sending]]:
+    def callback(
+        self, run_id: str, key: str, attempt: int, status: str, output: Any, error: str | None
+    ) -> tuple[Result, list[Sending]]:
         return self._event(run_id, lambda ex: ex.callback(key, attempt, status, output, error))
 
     def complete(self, run_id: str, key: str, output: Any) -> tuple[Result, list[Sending]]:
@@ -109,28 +137,41 @@ class Engine:
     def retry(self, run_id: str, key: str) -> tuple[Result, list[Sending]]:
         return self._event(run_id, lambda ex: ex.retry(key))
 
-    def dispatch_failed(self, outbox_id: int, run_id: str, key: str, attempt: int, reason: str,
-                        worker_status: int | None = None) -> tuple[Result, list[Sending]]:
+    def dispatch_failed(
+        self, outbox_id: int, run_id: str, key: str, attempt: int, reason: str, worker_status: int | None = None
+    ) -> tuple[Result, list[Sending]]:
         def fail(ex: Execution, conn: Connection) -> Result:
             # Only a row still pending fails the node: a cancelled run's rows were skipped, and a
             # row another sender delivered meanwhile (its lease ran out during our tries) is sent.
-            still_pending = conn.execute(update(outbox).where(outbox.c.id == outbox_id, outbox.c.state == "pending")
-                                         .values(state="failed", last_error=reason)).rowcount
+            still_pending = conn.execute(
+                update(outbox)
+                .where(outbox.c.id == outbox_id, outbox.c.state == "pending")
+                .values(state="failed", last_error=reason)
+            ).rowcount
             if not still_pending:
-                return Result(Outcome.DUPLICATE, "the webhook was delivered by another sender or the run moved on; nothing changed")
+                return Result(
+                    Outcome.DUPLICATE,
+                    "the webhook was delivered by another sender or the run moved on; nothing changed",
+                )
             if worker_status is not None:
-                conn.execute(update(attempts).where(attempts.c.run_id == run_id, attempts.c.node_key == key,
-                                                    attempts.c.attempt == attempt).values(worker_status=worker_status))
+                conn.execute(
+                    update(attempts)
+                    .where(attempts.c.run_id == run_id, attempts.c.node_key == key, attempts.c.attempt == attempt)
+                    .values(worker_status=worker_status)
+                )
             return ex.dispatch_failed(key, attempt, reason)
 
         return self._event(run_id, fail, with_connection=True)
 
     def cancel_run(self, run_id: str) -> tuple[Result, list[Sending]]:
         """Cancel a running or waiting run: its unfinished nodes, unsent webhooks and timers."""
+
         def cancel(ex: Execution, conn: Connection) -> Result:
             result = ex.cancel()
             if result.outcome is Outcome.APPLIED:
-                conn.execute(update(outbox).where(outbox.c.run_id == run_id, outbox.c.state == "pending").values(state="skipped"))
+                conn.execute(
+                    update(outbox).where(outbox.c.run_id == run_id, outbox.c.state == "pending").values(state="skipped")
+                )
                 conn.execute(delete(timers).where(timers.c.run_id == run_id))
             return result
 
@@ -140,18 +181,31 @@ class Engine:
         """Apply the timers due by ``clock()``, one transaction per run; the webhooks to send."""
         at = self.clock()
         with self.db.reading() as conn:
-            due = conn.execute(select(timers.c.id, timers.c.run_id).where(timers.c.due_at <= at)
-                               .order_by(timers.c.due_at, timers.c.id).limit(limit)).all()
+            due = conn.execute(
+                select(timers.c.id, timers.c.run_id)
+                .where(timers.c.due_at <= at)
+                .order_by(timers.c.due_at, timers.c.id)
+                .limit(limit)
+            ).all()
         by_run: dict[str, list[int]] = {}
         for timer_id, run_id in due:
             by_run.setdefault(run_id, []).append(timer_id)
         sendings: list[Sending] = []
         for run_id, ids in by_run.items():
+
             def fire(ex: Execution, conn: Connection, ids: list[int] = ids) -> Result:
                 # Under the run's lock; a timer another process fired meanwhile is gone (or
                 # still locked by it, on PostgreSQL: skipped).
-                rows = conn.execute(select(timers).where(timers.c.id.in_(ids)).order_by(timers.c.due_at, timers.c.id)
-                                    .with_for_update(skip_locked=True)).mappings().all()
+                rows = (
+                    conn.execute(
+                        select(timers)
+                        .where(timers.c.id.in_(ids))
+                        .order_by(timers.c.due_at, timers.c.id)
+                        .with_for_update(skip_locked=True)
+                    )
+                    .mappings()
+                    .all()
+                )
                 for row in rows:
                     ex.fire_timer(row["node_key"], row["attempt"], row["kind"])
                 if rows:
@@ -188,8 +242,9 @@ class Engine:
                 self._callback_round(conn, [calls[i] for i in this_round.values()], list(this_round.values()), done)
         return [done[i] for i in range(len(calls))]
 
-    def _callback_round(self, conn: Connection, calls: list[CallbackCall], ids: list[int],
-                        done: dict[int, tuple[Result, list[Sending]]]) -> None:
+    def _callback_round(
+        self, conn: Connection, calls: list[CallbackCall], ids: list[int], done: dict[int, tuple[Result, list[Sending]]]
+    ) -> None:
         rows = self.db.hot.read_runs(conn, [call[0] for call in calls if is_uuid(call[0])])
         applied: list[tuple[int, str, Execution]] = []
         for i, (run_id, key, attempt, status, output, error) in zip(ids, calls, strict=True):
@@ -209,7 +264,9 @@ class Engine:
         if not is_uuid(run_id):
             return _no_run(run_id), []
         with self.db.transaction() as conn:
-            row = self.db.hot.read_runs(conn, [run_id]).get(run_id)  # locks the run (FOR UPDATE; SQLite: BEGIN IMMEDIATE)
+            row = self.db.hot.read_runs(conn, [run_id]).get(
+                run_id
+            )  # locks the run (FOR UPDATE; SQLite: BEGIN IMMEDIATE)
             if row is None:
                 return _no_run(run_id), []
             execution = self._load(conn, run_id, row)
@@ -224,10 +281,20 @@ class Engine:
         return self._execution(run_id, plan, states, run_input)
 
     def _execution(self, run_id: str, plan: Plan, states: dict[str, Any], run_input: Any) -> Execution:
-        return Execution(run_id, plan, states, run_input, self.signer.callback_url, iso(now()),
-                         at=self.clock(), node_timeout=self.node_timeout)
+        return Execution(
+            run_id,
+            plan,
+            states,
+            run_input,
+            self.signer.callback_url,
+            iso(now()),
+            at=self.clock(),
+            node_timeout=self.node_timeout,
+        )
 
-    def _write(self, conn: Connection, changed: list[tuple[str, Execution]], stamp: datetime | None = None) -> list[list[Sending]]:
+    def _write(
+        self, conn: Connection, changed: list[tuple[str, Execution]], stamp: datetime | None = None
+    ) -> list[list[Sending]]:
         """What events did to their runs (at most one event per run): the run rows, events, attempt
         history, timers and outbox rows, one statement per kind (:mod:`db.hot`). Returns each
         run's webhooks to send. ``stamp``: a run just inserted with this time (its row is written)."""
@@ -235,26 +302,67 @@ class Engine:
         at = hot.stamp(stamp or now())
         with hot.pipeline(conn):  # PostgreSQL: one round trip for all of it
             if stamp is None:
-                hot.many(conn, "update_run", ((json_in(ex.states), ex.run_status(), at, run_id) for run_id, ex in changed))
-            hot.many(conn, "event", ((run_id, e.key, e.status, e.attempt, at, e.error, e.summary)
-                                     for run_id, ex in changed for e in ex.events))
+                hot.many(
+                    conn, "update_run", ((json_in(ex.states), ex.run_status(), at, run_id) for run_id, ex in changed)
+                )
+            hot.many(
+                conn,
+                "event",
+                (
+                    (run_id, e.key, e.status, e.attempt, at, e.error, e.summary)
+                    for run_id, ex in changed
+                    for e in ex.events
+                ),
+            )
             changes = [(run_id, c) for run_id, ex in changed for c in ex.attempts.values()]
-            hot.many(conn, "attempt", (
-                (run_id, c.key, c.attempt, c.status, json_in(c.input), json_in(c.output), c.error, at, at if c.finished else None)
-                for run_id, c in changes if c.new))
-            hot.many(conn, "end_attempt", (
-                (c.status, json_in(c.output), c.error, at if c.finished else None, run_id, c.key, c.attempt)
-                for run_id, c in changes if not c.new))
-            hot.many(conn, "drop_timer", ((run_id, k, a, kind) for run_id, ex in changed for k, a, kind in ex.timers_done))
-            hot.many(conn, "timer", ((run_id, t.key, t.attempt, t.kind, t.due_at) for run_id, ex in changed for t in ex.timers))
+            hot.many(
+                conn,
+                "attempt",
+                (
+                    (
+                        run_id,
+                        c.key,
+                        c.attempt,
+                        c.status,
+                        json_in(c.input),
+                        json_in(c.output),
+                        c.error,
+                        at,
+                        at if c.finished else None,
+                    )
+                    for run_id, c in changes
+                    if c.new
+                ),
+            )
+            hot.many(
+                conn,
+                "end_attempt",
+                (
+                    (c.status, json_in(c.output), c.error, at if c.finished else None, run_id, c.key, c.attempt)
+                    for run_id, c in changes
+                    if not c.new
+                ),
+            )
+            hot.many(
+                conn, "drop_timer", ((run_id, k, a, kind) for run_id, ex in changed for k, a, kind in ex.timers_done)
+            )
+            hot.many(
+                conn,
+                "timer",
+                ((run_id, t.key, t.attempt, t.kind, t.due_at) for run_id, ex in changed for t in ex.timers),
+            )
             # Leased to this process at once: it sends right after the commit. If it dies first,
             # the lease runs out and the reconciler sends it.
             lease = time.time() + self.lease_seconds
             dispatches = [(run_id, d) for run_id, ex in changed for d in ex.dispatches]
-            ids = hot.insert_outbox(conn, [(run_id, d.key, d.attempt, d.url, json_in(d.payload), lease, at) for run_id, d in dispatches])
+            ids = hot.insert_outbox(
+                conn, [(run_id, d.key, d.attempt, d.url, json_in(d.payload), lease, at) for run_id, d in dispatches]
+            )
         sendings: dict[str, list[Sending]] = {}
         for run_id, d in dispatches:
-            sendings.setdefault(run_id, []).append(Sending(ids[(run_id, d.key, d.attempt)], run_id, d.key, d.attempt, d.url, d.payload))
+            sendings.setdefault(run_id, []).append(
+                Sending(ids[(run_id, d.key, d.attempt)], run_id, d.key, d.attempt, d.url, d.payload)
+            )
         return [sendings.get(run_id, []) for run_id, _ in changed]
 
     # -- delivery bookkeeping --------------------------------------------------------
@@ -270,7 +378,11 @@ class Engine:
         in_order = sorted(sent, key=lambda item: (item[0].run_id, item[0].key, item[0].attempt))
         with self.db.transaction() as conn:
             hot.many(conn, "sent", ((s.outbox_id,) for s, _ in in_order))
-            hot.many(conn, "worker_status", ((status, s.run_id, s.key, s.attempt) for s, status in in_order if status is not None))
+            hot.many(
+                conn,
+                "worker_status",
+                ((status, s.run_id, s.key, s.attempt) for s, status in in_order if status is not None),
+            )
 
     def claim_due(self, limit: int = 100, now: float | None = None) -> list[Sending]:
         """Dispatches whose sender died or never started: leased again to this process."""
@@ -281,7 +393,9 @@ class Engine:
         from sqlalchemy import func
 
         with self.db.reading() as conn:
-            return int(conn.execute(select(func.count()).select_from(outbox).where(outbox.c.state == "pending")).scalar() or 0)
+            return int(
+                conn.execute(select(func.count()).select_from(outbox).where(outbox.c.state == "pending")).scalar() or 0
+            )
 
 
 def _no_run(run_id: str) -> Result:

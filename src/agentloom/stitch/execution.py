@@ -37,8 +37,15 @@ OPEN = frozenset({Status.RUNNING, Status.WAITING_FOR_USER})  # an attempt still 
 CANCELLABLE = frozenset({Status.RUNNING, Status.WAITING_FOR_USER, Status.RETRYING, Status.PENDING})
 CANCELLED_ERROR = "the run was cancelled"
 # A template's status is the worst of its paths' statuses, in this order.
-TEMPLATE_ORDER = (Status.RUNNING, Status.RETRYING, Status.WAITING_FOR_USER, Status.PENDING,
-                  Status.FAILED, Status.CANCELLED, Status.COMPLETED)
+TEMPLATE_ORDER = (
+    Status.RUNNING,
+    Status.RETRYING,
+    Status.WAITING_FOR_USER,
+    Status.PENDING,
+    Status.FAILED,
+    Status.CANCELLED,
+    Status.COMPLETED,
+)
 
 
 class Outcome(Enum):
@@ -62,8 +69,11 @@ class Result:
 
     def reply(self) -> dict[str, Any]:
         """The HTTP answer's body: ``{ok, detail, duplicate}``."""
-        return {"ok": self.outcome in (Outcome.APPLIED, Outcome.DUPLICATE), "detail": self.message,
-                "duplicate": self.outcome is Outcome.DUPLICATE}
+        return {
+            "ok": self.outcome in (Outcome.APPLIED, Outcome.DUPLICATE),
+            "detail": self.message,
+            "duplicate": self.outcome is Outcome.DUPLICATE,
+        }
 
 
 @dataclass(frozen=True)
@@ -147,7 +157,9 @@ class Execution:
             return Result(Outcome.APPLIED, f"{key} {status}")
         if state["status"] == status == Status.COMPLETED or (
             # a repeat of the failure this attempt reported (not a late answer after its deadline)
-            status == Status.FAILED and state["status"] in (Status.FAILED, Status.RETRYING) and state.get("error") == error
+            status == Status.FAILED
+            and state["status"] in (Status.FAILED, Status.RETRYING)
+            and state.get("error") == error
         ):
             return Result(Outcome.DUPLICATE, f"{key} was already {status} by this attempt; nothing changed")
         return Result(Outcome.CONFLICT, f"node {key!r} is {state['status']}, not running")
@@ -157,7 +169,10 @@ class Execution:
         if state is None or state.get("path") is None:
             return Result(Outcome.NOT_FOUND, f"run {self.run_id} has no node {key!r}")
         if self.plan.kind(state["node_id"]) is not NodeType.UX:
-            return Result(Outcome.BAD_REQUEST, f"node {key!r} is a {self.plan.kind(state['node_id'])} node; only UX nodes are completed by hand")
+            return Result(
+                Outcome.BAD_REQUEST,
+                f"node {key!r} is a {self.plan.kind(state['node_id'])} node; only UX nodes are completed by hand",
+            )
         if self.cancelled():
             return self._refused_cancelled()
         if state["status"] != Status.WAITING_FOR_USER:
@@ -175,8 +190,11 @@ class Execution:
         if self.cancelled():
             return self._refused_cancelled()
         if state.get("path") is None:
-            failed = [k for k, s in self.states.items()
-                      if s.get("node_id") == key and s.get("path") is not None and s["status"] == Status.FAILED]
+            failed = [
+                k
+                for k, s in self.states.items()
+                if s.get("node_id") == key and s.get("path") is not None and s["status"] == Status.FAILED
+            ]
             if not failed:
                 return Result(Outcome.BAD_REQUEST, f"node {key!r} has no failed paths to retry")
             for path_key in failed:
@@ -185,7 +203,9 @@ class Execution:
             return Result(Outcome.APPLIED, f"{key}: {len(failed)} failed path(s) retried ({shown_keys})")
         if state["status"] != Status.FAILED:
             hint = " (an automatic retry is scheduled)" if state["status"] == Status.RETRYING else ""
-            return Result(Outcome.BAD_REQUEST, f"node {key!r} is {state['status']}{hint}; only failed nodes can be retried")
+            return Result(
+                Outcome.BAD_REQUEST, f"node {key!r} is {state['status']}{hint}; only failed nodes can be retried"
+            )
         self._retry_path(key, state)
         return Result(Outcome.APPLIED, f"{key} retried")
 
@@ -230,7 +250,9 @@ class Execution:
         if status == "cancelled":
             return Result(Outcome.DUPLICATE, f"run {self.run_id} was already cancelled; nothing changed")
         if status not in ("running", "waiting_for_user"):
-            return Result(Outcome.CONFLICT, f"run {self.run_id} is {status}; only running or waiting runs can be cancelled")
+            return Result(
+                Outcome.CONFLICT, f"run {self.run_id} is {status}; only running or waiting runs can be cancelled"
+            )
         for key, state in list(self.states.items()):
             if state["status"] not in CANCELLABLE:
                 continue
@@ -371,8 +393,16 @@ class Execution:
         self.attempts[(key, state["attempt"])] = AttemptChange(key, state["attempt"], new=True, input=value)
         return state
 
-    def _fire(self, node_id: str, path: tuple[int, ...], key: str, state: dict[str, Any] | None, value: Any,
-              *, automatic: bool = False) -> None:
+    def _fire(
+        self,
+        node_id: str,
+        path: tuple[int, ...],
+        key: str,
+        state: dict[str, Any] | None,
+        value: Any,
+        *,
+        automatic: bool = False,
+    ) -> None:
         node = self.plan.nodes[node_id]
         fresh = self._begin(key, state or self._new(node_id, path), value)
         fresh["input"] = value
@@ -399,16 +429,32 @@ class Execution:
             self._walk(node_id, path)
 
     def _new(self, node_id: str, path: tuple[int, ...]) -> dict[str, Any]:
-        return {"status": Status.PENDING.value, "output": None, "error": None, "node_id": node_id,
-                "path": list(path), "attempt": 0, "input": None}
+        return {
+            "status": Status.PENDING.value,
+            "output": None,
+            "error": None,
+            "node_id": node_id,
+            "path": list(path),
+            "attempt": 0,
+            "input": None,
+        }
 
-    def _set(self, key: str, state: dict[str, Any], status: Status, *, output: Any = None, error: str | None = None) -> None:
+    def _set(
+        self, key: str, state: dict[str, Any], status: Status, *, output: Any = None, error: str | None = None
+    ) -> None:
         before = state.get("status")
         state.update(status=status.value, output=output, error=error, updated_at=self.now)
         self.states[key] = state
         attempt = state.get("attempt", 0)
-        self.events.append(Event(key, status.value, attempt, error[:EVENT_ERROR_CHARS] if error else None,
-                                 summary(output) if status is Status.COMPLETED else None))
+        self.events.append(
+            Event(
+                key,
+                status.value,
+                attempt,
+                error[:EVENT_ERROR_CHARS] if error else None,
+                summary(output) if status is Status.COMPLETED else None,
+            )
+        )
         if status is Status.PENDING or not attempt:
             return
         change = self.attempts.get((key, attempt))
@@ -427,7 +473,11 @@ def summary(output: Any) -> str | None:
     """A bounded excerpt of the output's JSON, for event rows."""
     if output is None:
         return None
-    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = (
+        output
+        if isinstance(output, str)
+        else json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str)
+    )
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 3] + "..."
 
 
@@ -447,7 +497,14 @@ def initial_states(plan: Plan) -> dict[str, dict[str, Any]]:
     """Every node pending (REQ-2.6). Nodes on fan-out paths get one entry per path when they fire;
     their plain entry stays a pending template (``path`` null)."""
     return {
-        node_id: {"status": Status.PENDING.value, "output": None, "error": None, "node_id": node_id,
-                  "path": [] if not plan.scope[node_id] else None, "attempt": 0, "input": None}
+        node_id: {
+            "status": Status.PENDING.value,
+            "output": None,
+            "error": None,
+            "node_id": node_id,
+            "path": [] if not plan.scope[node_id] else None,
+            "attempt": 0,
+            "input": None,
+        }
         for node_id in plan.nodes
     }

@@ -50,8 +50,12 @@ def _graph_json(graph: Graph) -> dict[str, Any]:
 
 _LIVE = flows.c.deleted_at.is_(None)
 _COLUMNS = (flows.c.id, flows.c.name, flows.c.graph, flows.c.version, flows.c.created_at, flows.c.updated_at)
-_LAST_RUN = (select(runs.c.id, runs.c.status, runs.c.created_at).where(runs.c.flow_id == bindparam("flow"))
-             .order_by(runs.c.created_at.desc(), runs.c.id.desc()).limit(1))  # along ix_stitch_runs_flow_listing
+_LAST_RUN = (
+    select(runs.c.id, runs.c.status, runs.c.created_at)
+    .where(runs.c.flow_id == bindparam("flow"))
+    .order_by(runs.c.created_at.desc(), runs.c.id.desc())
+    .limit(1)
+)  # along ix_stitch_runs_flow_listing
 
 
 class Flows:
@@ -62,8 +66,14 @@ class Flows:
     def create(self, name: str, graph: Graph) -> dict[str, Any]:
         analyse(graph, self.webhooks)  # raises GraphError naming every problem, before anything is written
         stamp = _now()
-        row = {"id": str(uuid.uuid4()), "name": name, "graph": _graph_json(graph), "version": 1,
-               "created_at": stamp, "updated_at": stamp}
+        row = {
+            "id": str(uuid.uuid4()),
+            "name": name,
+            "graph": _graph_json(graph),
+            "version": 1,
+            "created_at": stamp,
+            "updated_at": stamp,
+        }
         with self.db.transaction() as conn:
             conn.execute(insert(flows).values(**row))
         return row
@@ -95,7 +105,9 @@ class Flows:
         """Every live flow, oldest first, with its ``node_count`` and ``last_run`` (``{id,
         status, created_at}`` or None; one indexed lookup per flow)."""
         with self.db.reading() as conn:
-            rows = conn.execute(select(*_COLUMNS).where(_LIVE).order_by(flows.c.created_at, flows.c.id)).mappings().all()
+            rows = (
+                conn.execute(select(*_COLUMNS).where(_LIVE).order_by(flows.c.created_at, flows.c.id)).mappings().all()
+            )
             listed = []
             for row in rows:
                 last = conn.execute(_LAST_RUN, {"flow": row["id"]}).mappings().first()
@@ -131,7 +143,11 @@ class Flows:
     def _locked(self, conn: Connection, flow_id: str) -> dict[str, Any]:
         if not is_uuid(flow_id):
             raise missing("flow", flow_id)
-        row = conn.execute(select(*_COLUMNS).where(flows.c.id == flow_id.lower(), _LIVE).with_for_update()).mappings().first()
+        row = (
+            conn.execute(select(*_COLUMNS).where(flows.c.id == flow_id.lower(), _LIVE).with_for_update())
+            .mappings()
+            .first()
+        )
         if row is None:
             raise missing("flow", flow_id)
         return dict(row)
@@ -140,4 +156,3 @@ class Flows:
     def _under_way(conn: Connection, flow_id: str) -> list[str]:
         query = select(runs.c.id).where(runs.c.flow_id == flow_id, runs.c.status.in_(UNDER_WAY))
         return list(conn.execute(query).scalars())
-

@@ -19,14 +19,21 @@ from agentloom.stitch.ids import node_id_problem, shown
 from agentloom.stitch.models import HTTP_URL_PATTERN, Graph, NodeType, StitchNode
 from agentloom.stitch.webhooks import WebhookPolicy
 
-
 # Rules a saved graph must keep that JSON Schema cannot say (they relate nodes to each other,
 # or depend on the server's webhook policy). The others are in the API's schema as well
 # (``models.py``); either way a broken rule is a 422 naming it.
-BEYOND_SCHEMA = frozenset({
-    "unique_node_id", "unique_edge_id", "dangling_edge", "cycle", "fan_out_join", "collector_without_splitter",
-    "fan_out_id_clash", "webhook_target",
-})
+BEYOND_SCHEMA = frozenset(
+    {
+        "unique_node_id",
+        "unique_edge_id",
+        "dangling_edge",
+        "cycle",
+        "fan_out_join",
+        "collector_without_splitter",
+        "fan_out_id_clash",
+        "webhook_target",
+    }
+)
 
 Problem = tuple[str, str]  # (rule, message)
 HTTP_URL = re.compile(HTTP_URL_PATTERN)  # what the schema says of a Worker's data.webhookUrl
@@ -109,7 +116,9 @@ def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
         edge_ids.add(edge.id)
         missing = [end for end in (edge.source, edge.target) if end not in nodes]
         if missing:
-            problems.append(("dangling_edge", f"edge {edge.id!r} points to missing node {missing[0]!r} (dangling edge)"))
+            problems.append(
+                ("dangling_edge", f"edge {edge.id!r} points to missing node {missing[0]!r} (dangling edge)")
+            )
             continue
         if edge.target in downstream[edge.source]:
             continue  # a second edge between the same nodes adds nothing
@@ -124,17 +133,21 @@ def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
     for node_id in order:
         outer = {_scope_after(u, nodes, scope) for u in upstream[node_id]}
         if len(outer) > 1:
-            problems.append((
-                "fan_out_join",
-                f"node {node_id!r} joins paths of different fan-outs ({', '.join(sorted(upstream[node_id]))}); "
-                "close each Splitter with a Collector before joining",
-            ))
+            problems.append(
+                (
+                    "fan_out_join",
+                    f"node {node_id!r} joins paths of different fan-outs ({', '.join(sorted(upstream[node_id]))}); "
+                    "close each Splitter with a Collector before joining",
+                )
+            )
             scope[node_id] = ()
             continue
         incoming = outer.pop() if outer else ()
         if nodes[node_id].type is NodeType.COLLECTOR:
             if not incoming:
-                problems.append(("collector_without_splitter", f"Collector {node_id!r} has no Splitter upstream to collect from"))
+                problems.append(
+                    ("collector_without_splitter", f"Collector {node_id!r} has no Splitter upstream to collect from")
+                )
                 scope[node_id] = ()
                 continue
             closes[node_id] = incoming[-1]
@@ -151,9 +164,12 @@ def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
             # Flows saved before these keys were checked still plan: what is unusable is ignored.
             if not _retry_problems(node.id, node.data.get("retry")) and node.data.get("retry") is not None:
                 policy = node.data["retry"]
-                retries[node_id] = RetryPolicy(int(policy["maxAttempts"]), policy.get("backoffSeconds", 1.0),
-                                               policy.get("backoffFactor", 2.0))
-            if node.data.get("timeoutSeconds") is not None and not _timeout_problem(node.id, node.data["timeoutSeconds"]):
+                retries[node_id] = RetryPolicy(
+                    int(policy["maxAttempts"]), policy.get("backoffSeconds", 1.0), policy.get("backoffFactor", 2.0)
+                )
+            if node.data.get("timeoutSeconds") is not None and not _timeout_problem(
+                node.id, node.data["timeoutSeconds"]
+            ):
                 timeouts[node_id] = float(node.data["timeoutSeconds"])
     return Plan(nodes, upstream, downstream, scope, closes, inside, roots, retries, timeouts)
 
@@ -164,7 +180,9 @@ def _scope_after(node_id: str, nodes: dict[str, StitchNode], scope: dict[str, tu
     return (*inner, node_id) if nodes[node_id].type is NodeType.SPLITTER else inner
 
 
-def _topological(nodes: dict[str, StitchNode], upstream: dict[str, list[str]], downstream: dict[str, list[str]]) -> list[str]:
+def _topological(
+    nodes: dict[str, StitchNode], upstream: dict[str, list[str]], downstream: dict[str, list[str]]
+) -> list[str]:
     indegree = {n: len(upstream[n]) for n in nodes}
     ready = deque(n for n in nodes if indegree[n] == 0)
     order = []
@@ -177,7 +195,9 @@ def _topological(nodes: dict[str, StitchNode], upstream: dict[str, list[str]], d
                 ready.append(target)
     if len(order) != len(nodes):
         cycle = sorted(n for n in nodes if indegree[n] > 0)
-        raise GraphError([("cycle", f"the graph has a cycle through {', '.join(map(repr, cycle))}; flows must be acyclic")])
+        raise GraphError(
+            [("cycle", f"the graph has a cycle through {', '.join(map(repr, cycle))}; flows must be acyclic")]
+        )
     return order
 
 
@@ -206,8 +226,12 @@ def _config_problems(node: StitchNode) -> list[Problem]:
     if node.type is NodeType.SPLITTER:
         path = data.get("arrayPath")
         if path is not None and not isinstance(path, str):
-            return [("splitter_array_path",
-                     f"Splitter {node.id!r}: data.arrayPath must be a dotted path such as 'items' (got {path!r})")]
+            return [
+                (
+                    "splitter_array_path",
+                    f"Splitter {node.id!r}: data.arrayPath must be a dotted path such as 'items' (got {path!r})",
+                )
+            ]
     return []
 
 
@@ -238,15 +262,21 @@ def _retry_problems(node_id: str, policy: object) -> list[str]:
     problems = []
     unknown = sorted(set(policy) - RETRY_KEYS)
     if unknown:
-        problems.append(f"{where} has unknown keys {', '.join(map(repr, unknown))}; it takes {', '.join(sorted(RETRY_KEYS))}")
+        problems.append(
+            f"{where} has unknown keys {', '.join(map(repr, unknown))}; it takes {', '.join(sorted(RETRY_KEYS))}"
+        )
     attempts = policy.get("maxAttempts")
     # A whole number, as JSON Schema's "integer" means it: 3 and 3.0 alike.
     if not (_number(attempts) and float(attempts).is_integer() and attempts >= 1):
-        problems.append(f"{where}.maxAttempts must be a whole number >= 1, the attempts before the node fails "
-                        f"(got {shown(attempts)})")
+        problems.append(
+            f"{where}.maxAttempts must be a whole number >= 1, the attempts before the node fails "
+            f"(got {shown(attempts)})"
+        )
     seconds = policy.get("backoffSeconds", 1.0)
     if not (_number(seconds) and seconds >= 0):
-        problems.append(f"{where}.backoffSeconds must be a number >= 0, the wait before the first retry (got {shown(seconds)})")
+        problems.append(
+            f"{where}.backoffSeconds must be a number >= 0, the wait before the first retry (got {shown(seconds)})"
+        )
     factor = policy.get("backoffFactor", 2.0)
     if not (_number(factor) and factor >= 1):
         problems.append(f"{where}.backoffFactor must be a number >= 1, by which each wait grows (got {shown(factor)})")
@@ -260,8 +290,12 @@ def _saving_problems(node: StitchNode, webhooks: WebhookPolicy) -> list[Problem]
         problems.append(("node_id", problem))
     for name in ("timeoutSeconds", "retry"):
         if node.type is not NodeType.WORKER and name in node.data:
-            problems.append(("worker_only",
-                             f"{node.type} node {shown(node.id)}: data.{name} applies to Worker nodes only; remove it"))
+            problems.append(
+                (
+                    "worker_only",
+                    f"{node.type} node {shown(node.id)}: data.{name} applies to Worker nodes only; remove it",
+                )
+            )
     if node.type is NodeType.WORKER:
         if "timeoutSeconds" in node.data:
             problem = _timeout_problem(node.id, node.data["timeoutSeconds"])
@@ -286,9 +320,11 @@ def _key_collisions(nodes: dict[str, StitchNode], scope: dict[str, tuple[str, ..
             continue
         for other in nodes:
             if other.startswith(node_id + "_") and _SUFFIX.fullmatch(other[len(node_id) :]):
-                problems.append((
-                    "fan_out_id_clash",
-                    f"node id {other!r} would clash with the fan-out paths of {node_id!r} "
-                    f"({node_id}_0, {node_id}_1, ...); rename one of them",
-                ))
+                problems.append(
+                    (
+                        "fan_out_id_clash",
+                        f"node id {other!r} would clash with the fan-out paths of {node_id!r} "
+                        f"({node_id}_0, {node_id}_1, ...); rename one of them",
+                    )
+                )
     return problems

@@ -42,7 +42,9 @@ class GroupCommit:
         self._waiting: list[tuple[CallbackCall, asyncio.Future[Outcome]]] = []
         self._flushing: asyncio.Task[None] | None = None  # held: the loop keeps only weak references to tasks
 
-    async def callback(self, run_id: str, key: str, attempt: int, status: str, output: Any, error: str | None) -> Outcome:
+    async def callback(
+        self, run_id: str, key: str, attempt: int, status: str, output: Any, error: str | None
+    ) -> Outcome:
         """Apply one worker's callback; returns after the transaction holding it committed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
@@ -54,7 +56,7 @@ class GroupCommit:
     async def _flush(self) -> None:
         try:
             while self._waiting:
-                batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch:]
+                batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
                 calls = [call for call, _ in batch]
                 if self.inline:
                     outcomes = self._apply(calls)

@@ -25,8 +25,7 @@ def node_id_problem(node_id: str, *, max_length: int = NODE_ID_MAX) -> str | Non
     if not node_id or len(node_id) > max_length:
         return f"node id {shown(node_id)} must be 1 to {max_length} characters long"
     if not _NODE_ID.fullmatch(node_id):
-        return (f"node id {shown(node_id)} may contain only {NODE_ID_CHARACTERS} "
-                "(it is a segment of the callback URL)")
+        return f"node id {shown(node_id)} may contain only {NODE_ID_CHARACTERS} (it is a segment of the callback URL)"
     if _DOTS.fullmatch(node_id):
         return f"node id {shown(node_id)} is made of dots alone, which URLs treat as '.' or '..'; add a letter"
     return None

@@ -43,10 +43,23 @@ BATCH = 2000  # event rows read per poll at most
 KEEPALIVE = 15.0  # seconds between comments on an idle stream (proxies close silent connections)
 MAX_GAPS = 10_000
 
-_EVENT_COLUMNS = (events.c.id, events.c.run_id, events.c.node_key, events.c.status, events.c.attempt, events.c.at,
-                  events.c.error, events.c.summary)
-_RUN_COLUMNS = (runs.c.status.label("run_status"), runs.c.flow_id, runs.c.flow_version, runs.c.created_at,
-                runs.c.updated_at)
+_EVENT_COLUMNS = (
+    events.c.id,
+    events.c.run_id,
+    events.c.node_key,
+    events.c.status,
+    events.c.attempt,
+    events.c.at,
+    events.c.error,
+    events.c.summary,
+)
+_RUN_COLUMNS = (
+    runs.c.status.label("run_status"),
+    runs.c.flow_id,
+    runs.c.flow_version,
+    runs.c.created_at,
+    runs.c.updated_at,
+)
 
 
 @dataclass(frozen=True)
@@ -64,16 +77,28 @@ class Message:
 
 def node_message(row: Any) -> Message:
     """A run's event as the ``node`` message of its run stream."""
-    data = as_reply({key: row[key] for key in ("id", "run_id", "node_key", "status", "attempt", "at", "error", "summary")})
+    data = as_reply(
+        {key: row[key] for key in ("id", "run_id", "node_key", "status", "attempt", "at", "error", "summary")}
+    )
     data["run_status"] = row["run_status"]
     return Message("node", data, id=row["id"])
 
 
 def run_message(row: Any) -> Message:
     """A run's summary as the ``run`` message of the run-list stream."""
-    return Message("run", as_reply({"id": row["run_id"], "flow_id": row["flow_id"], "flow_version": row["flow_version"],
-                                    "status": row["run_status"], "created_at": row["created_at"],
-                                    "updated_at": row["updated_at"]}))
+    return Message(
+        "run",
+        as_reply(
+            {
+                "id": row["run_id"],
+                "flow_id": row["flow_id"],
+                "flow_version": row["flow_version"],
+                "status": row["run_status"],
+                "created_at": row["created_at"],
+                "updated_at": row["updated_at"],
+            }
+        ),
+    )
 
 
 @dataclass(eq=False)
@@ -150,7 +175,7 @@ class EventFeed:
                 await self._wake.wait()
             try:
                 rows = await anyio.to_thread.run_sync(self.poll)
-            except Exception:  # noqa: BLE001 - a database outage must not end live updates for good
+            except Exception:
                 log.warning("live updates: reading new events failed; trying again", exc_info=True)
                 rows = []
             if self.highest is not None:

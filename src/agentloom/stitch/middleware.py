@@ -65,7 +65,9 @@ class BodyLimit:
             await self._refuse(scope, send)
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
-        response = JSONResponse({"detail": BodyTooLarge(self.limit).detail}, status_code=413, headers={"Connection": "close"})
+        response = JSONResponse(
+            {"detail": BodyTooLarge(self.limit).detail}, status_code=413, headers={"Connection": "close"}
+        )
         await response(scope, _no_body, send)
 
 
@@ -86,16 +88,26 @@ class RequireKey:
         self.key = key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._open(scope["path"], scope["method"]) and not self._authorised(scope["headers"]):
-            response = JSONResponse({"detail": "missing or wrong API key: send 'Authorization: Bearer <STITCH_API_KEY>'"},
-                                    status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        if (
+            scope["type"] == "http"
+            and not self._open(scope["path"], scope["method"])
+            and not self._authorised(scope["headers"])
+        ):
+            response = JSONResponse(
+                {"detail": "missing or wrong API key: send 'Authorization: Bearer <STITCH_API_KEY>'"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
     def _open(self, path: str, method: str) -> bool:
-        return (path.startswith(self.OPEN_PREFIX) or path in self.OPEN_PATHS
-                or (method in ("GET", "HEAD") and console.is_page(path)))
+        return (
+            path.startswith(self.OPEN_PREFIX)
+            or path in self.OPEN_PATHS
+            or (method in ("GET", "HEAD") and console.is_page(path))
+        )
 
     def _authorised(self, headers: list[tuple[bytes, bytes]]) -> bool:
         given = b""

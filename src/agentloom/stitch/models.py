@@ -25,8 +25,8 @@ JSON_VALUE_REF = {"$ref": "#/components/schemas/JsonValue"}
 # Any JSON value that values.check accepts (its depth limit is said in the description only).
 JSON_VALUE_SCHEMA: dict[str, Any] = {
     "description": "Any JSON value. Strings and object keys hold no NUL character (\\u0000) and no unpaired "
-                   "surrogate, and values nest at most 64 levels deep: PostgreSQL could not store the one and no "
-                   "answer could carry the others (the server names any of them in a 422).",
+    "surrogate, and values nest at most 64 levels deep: PostgreSQL could not store the one and no "
+    "answer could carry the others (the server names any of them in a 422).",
     "anyOf": [
         {"type": "string", "pattern": NO_NUL},
         {"type": "number"},
@@ -87,17 +87,25 @@ _WORKER_DATA: dict[str, Any] = {
     "type": "object",
     "required": ["webhookUrl"],
     "properties": {
-        "webhookUrl": {"type": "string", "pattern": HTTP_URL_PATTERN,
-                       "description": "Where the node's webhook is sent (the server's webhook policy applies)."},
+        "webhookUrl": {
+            "type": "string",
+            "pattern": HTTP_URL_PATTERN,
+            "description": "Where the node's webhook is sent (the server's webhook policy applies).",
+        },
         "timeoutSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "Fail an attempt after this long."},
         "retry": {
             "anyOf": [
                 {"type": "null"},
-                {"type": "object", "required": ["maxAttempts"], "additionalProperties": False, "properties": {
-                    "maxAttempts": {"type": "integer", "minimum": 1},
-                    "backoffSeconds": {"type": "number", "minimum": 0},
-                    "backoffFactor": {"type": "number", "minimum": 1},
-                }},
+                {
+                    "type": "object",
+                    "required": ["maxAttempts"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "maxAttempts": {"type": "integer", "minimum": 1},
+                        "backoffSeconds": {"type": "number", "minimum": 0},
+                        "backoffFactor": {"type": "number", "minimum": 1},
+                    },
+                },
             ],
             "description": "Retry failed attempts automatically.",
         },
@@ -107,7 +115,9 @@ _NODE_RULES: list[dict[str, Any]] = [
     {
         "if": {"properties": {"type": {"const": "Worker"}}},
         "then": {"required": ["data"], "properties": {"data": _WORKER_DATA}},
-        "else": {"properties": {"data": {"not": {"anyOf": [{"required": ["timeoutSeconds"]}, {"required": ["retry"]}]}}}},
+        "else": {
+            "properties": {"data": {"not": {"anyOf": [{"required": ["timeoutSeconds"]}, {"required": ["retry"]}]}}}
+        },
     },
     {
         "if": {"properties": {"type": {"const": "Splitter"}}},
@@ -132,8 +142,8 @@ class StitchEdge(BaseModel):
     id: str = text_field(min_length=1)
     source: str = text_field()
     target: str = text_field()
-    sourceHandle: str | None = text_field(default=None)  # noqa: N815 - React Flow's names
-    targetHandle: str | None = text_field(default=None)  # noqa: N815
+    sourceHandle: str | None = text_field(default=None)
+    targetHandle: str | None = text_field(default=None)
 
 
 class Graph(BaseModel):
@@ -182,11 +192,11 @@ class StitchRun(BaseModel):
 class WorkerPayload(BaseModel):
     """What a Worker's webhook receives."""
 
-    runId: str  # noqa: N815 - the wire names of the protocol
-    nodeId: str  # noqa: N815
+    runId: str
+    nodeId: str
     config: dict[str, Any]
     input: Any
-    callbackUrl: str  # noqa: N815
+    callbackUrl: str
 
 
 class Callback(BaseModel):

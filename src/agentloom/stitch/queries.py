@@ -37,18 +37,23 @@ class BadQuery(ValueError):
 
 
 # -- the run list ------------------------------------------------------------------
-def list_runs(db: Database, *, status: str | None = None, flow_id: str | None = None, cursor: str | None = None,
-              limit: int = 100) -> dict[str, Any]:
+def list_runs(
+    db: Database, *, status: str | None = None, flow_id: str | None = None, cursor: str | None = None, limit: int = 100
+) -> dict[str, Any]:
     """``{"runs": [...], "next_cursor": str | None}``, newest first; ``next_cursor`` is null on the last page."""
     with db.reading() as conn:
-        rows = [dict(r) for r in conn.execute(runs_query(status=status, flow_id=flow_id, cursor=cursor, limit=limit + 1)).mappings()]
+        rows = [
+            dict(r)
+            for r in conn.execute(runs_query(status=status, flow_id=flow_id, cursor=cursor, limit=limit + 1)).mappings()
+        ]
     more = len(rows) > limit
     rows = rows[:limit]
     return {"runs": rows, "next_cursor": encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None}
 
 
-def runs_query(*, status: str | None = None, flow_id: str | None = None, cursor: str | None = None,
-               limit: int = 100) -> Select[Any]:
+def runs_query(
+    *, status: str | None = None, flow_id: str | None = None, cursor: str | None = None, limit: int = 100
+) -> Select[Any]:
     """The page's statement (no node_states; keyset on ``(created_at, id)``, served by the listing indexes)."""
     query = select(*_LIST_COLUMNS)
     if status is not None:
@@ -65,7 +70,9 @@ def runs_query(*, status: str | None = None, flow_id: str | None = None, cursor:
 
 def _flow_id(flow_id: str) -> str:
     if not is_uuid(flow_id):
-        raise BadQuery("flow_id", f"{shown(flow_id)} is not a flow id; flow ids are UUIDs, as GET /api/stitch/flows lists them")
+        raise BadQuery(
+            "flow_id", f"{shown(flow_id)} is not a flow id; flow ids are UUIDs, as GET /api/stitch/flows lists them"
+        )
     return flow_id.lower()
 
 
@@ -75,8 +82,11 @@ def encode_cursor(created_at: datetime, run_id: str) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    problem = BadQuery("cursor", f"{shown(cursor)} is not a cursor of this server; pass the next_cursor of the "
-                                 "previous page unchanged, or leave cursor out for the first page")
+    problem = BadQuery(
+        "cursor",
+        f"{shown(cursor)} is not a cursor of this server; pass the next_cursor of the "
+        "previous page unchanged, or leave cursor out for the first page",
+    )
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         moment, run_id = text.split("|")
@@ -122,7 +132,9 @@ def run_events(db: Database, run_id: str) -> list[dict[str, Any]]:
     with db.reading() as conn:
         if conn.execute(select(runs.c.id).where(runs.c.id == run_id.lower())).first() is None:
             raise missing("run", run_id)
-        rows = conn.execute(select(events).where(events.c.run_id == run_id.lower()).order_by(events.c.id)).mappings().all()
+        rows = (
+            conn.execute(select(events).where(events.c.run_id == run_id.lower()).order_by(events.c.id)).mappings().all()
+        )
     return [dict(r) for r in rows]
 
 
@@ -168,13 +180,24 @@ def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> li
     found: list[dict[str, Any]] = []
     with db.reading() as conn:
         for row in conn.execute(query.order_by(runs.c.created_at, runs.c.id)).mappings():
-            gates = [(key, state) for key, state in (row["node_states"] or {}).items()
-                     if state.get("status") == Status.WAITING_FOR_USER and state.get("path") is not None]
+            gates = [
+                (key, state)
+                for key, state in (row["node_states"] or {}).items()
+                if state.get("status") == Status.WAITING_FOR_USER and state.get("path") is not None
+            ]
             if not gates:
                 continue
             prompts = _prompts(row["graph"])
-            found += [{"run_id": row["id"], "flow_id": row["flow_id"], "node_id": key, "prompt": prompts.get(state["node_id"]),
-                       "since": state.get("updated_at")} for key, state in gates]
+            found += [
+                {
+                    "run_id": row["id"],
+                    "flow_id": row["flow_id"],
+                    "node_id": key,
+                    "prompt": prompts.get(state["node_id"]),
+                    "since": state.get("updated_at"),
+                }
+                for key, state in gates
+            ]
     found.sort(key=lambda gate: (gate["since"] or "", gate["run_id"], gate["node_id"]))
     return found[:limit]
 
@@ -192,14 +215,30 @@ def node_attempts(db: Database, run_id: str, key: str) -> list[dict[str, Any]]:
         state = states.get(key)
         if state is None:
             raise NotFound(f"run {run_id} has no node {shown(key)}; GET /api/stitch/runs/{run_id} lists its nodes")
-        keys = [key] if state.get("path") is not None else [k for k, s in states.items()
-                                                              if s.get("node_id") == key and s.get("path") is not None]
+        keys = (
+            [key]
+            if state.get("path") is not None
+            else [k for k, s in states.items() if s.get("node_id") == key and s.get("path") is not None]
+        )
         if not keys:
             return []
-        rows = conn.execute(
-            select(attempts.c.node_key, attempts.c.attempt, attempts.c.status, attempts.c.input, attempts.c.output,
-                   attempts.c.error, attempts.c.worker_status, attempts.c.started_at, attempts.c.finished_at)
-            .where(attempts.c.run_id == run_id.lower(), attempts.c.node_key.in_(keys))
-            .order_by(attempts.c.started_at, attempts.c.id)
-        ).mappings().all()
+        rows = (
+            conn.execute(
+                select(
+                    attempts.c.node_key,
+                    attempts.c.attempt,
+                    attempts.c.status,
+                    attempts.c.input,
+                    attempts.c.output,
+                    attempts.c.error,
+                    attempts.c.worker_status,
+                    attempts.c.started_at,
+                    attempts.c.finished_at,
+                )
+                .where(attempts.c.run_id == run_id.lower(), attempts.c.node_key.in_(keys))
+                .order_by(attempts.c.started_at, attempts.c.id)
+            )
+            .mappings()
+            .all()
+        )
     return [dict(r) for r in rows]

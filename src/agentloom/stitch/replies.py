@@ -13,8 +13,13 @@ from pydantic import BaseModel, Field
 from agentloom.core.timestamps import iso, parse
 from agentloom.stitch.models import RunStatus, Status
 
-Moment = Annotated[str, Field(description="RFC 3339 in UTC with milliseconds, e.g. 2026-11-23T11:32:00.123Z.",
-                              json_schema_extra={"format": "date-time", "examples": ["2026-11-23T11:32:00.123Z"]})]
+Moment = Annotated[
+    str,
+    Field(
+        description="RFC 3339 in UTC with milliseconds, e.g. 2026-11-23T11:32:00.123Z.",
+        json_schema_extra={"format": "date-time", "examples": ["2026-11-23T11:32:00.123Z"]},
+    ),
+]
 STAMPS = ("created_at", "updated_at", "at", "deleted_at", "started_at", "finished_at", "since")
 
 
@@ -24,7 +29,9 @@ class FlowReply(BaseModel):
 
     id: str = Field(description="The flow's id (a UUID).")
     name: str
-    graph: dict[str, Any] = Field(description="The React Flow graph: {nodes: [{id, type, data, ...}], edges: [{id, source, target}]}.")
+    graph: dict[str, Any] = Field(
+        description="The React Flow graph: {nodes: [{id, type, data, ...}], edges: [{id, source, target}]}."
+    )
     version: int = Field(description="Starts at 1; every update adds 1. A run keeps the version it started with.")
     created_at: Moment
     updated_at: Moment
@@ -58,15 +65,19 @@ class NodeStateReply(BaseModel):
     status: Status
     node_id: str = Field(description="The graph node this entry belongs to.")
     path: list[int] | None = Field(
-        None, description="Which fan-out path ([] outside any fan-out). Null for a fan-out template entry "
-                          "(``work`` of ``work_0``, ``work_1``, ...), whose status and ``paths`` sum up its paths.")
+        None,
+        description="Which fan-out path ([] outside any fan-out). Null for a fan-out template entry "
+        "(``work`` of ``work_0``, ``work_1``, ...), whose status and ``paths`` sum up its paths.",
+    )
     attempt: int = Field(0, description="The latest attempt's number (0: never fired); GET .../attempts has every one.")
     input: Any = None
     output: Any = None
     error: str | None = None
     fanout: int | None = Field(None, description="A completed Splitter: how many paths it opened.")
     prompt: str | None = Field(None, description="A UX node waiting for a person: its data.prompt.")
-    paths: dict[str, int] | None = Field(None, description="A fan-out template entry: how many of its paths are in each status.")
+    paths: dict[str, int] | None = Field(
+        None, description="A fan-out template entry: how many of its paths are in each status."
+    )
     updated_at: Moment | None = None
 
 
@@ -159,8 +170,11 @@ class Problem(BaseModel):
     loc: list[str | int] = Field(description="Where: ['query', 'status'], ['body', 'graph'], ...")
     msg: str
     type: str
-    rule: str | None = Field(None, description="For a graph problem (type 'graph'): the rule it breaks, such as "
-                                               "'dangling_edge', 'cycle' or 'webhook_target'.")
+    rule: str | None = Field(
+        None,
+        description="For a graph problem (type 'graph'): the rule it breaks, such as "
+        "'dangling_edge', 'cycle' or 'webhook_target'.",
+    )
 
 
 class ErrorReply(BaseModel):
@@ -176,10 +190,16 @@ ERRORS: dict[int, tuple[type[BaseModel], str]] = {
     401: (ErrorReply, "Missing or wrong API key (send 'Authorization: Bearer <STITCH_API_KEY>')."),
     403: (ErrorReply, "The callback URL is not signed by this server."),
     404: (ErrorReply, "No such flow, run or node."),
-    409: (ErrorReply, "Conflicts with the current state (a late callback, a finished run, a flow with runs under way)."),
+    409: (
+        ErrorReply,
+        "Conflicts with the current state (a late callback, a finished run, a flow with runs under way).",
+    ),
     413: (ErrorReply, "The request body is larger than STITCH_MAX_BODY_BYTES."),
     415: (ErrorReply, "The body is not JSON."),
-    422: (ProblemsReply, "A field, query parameter or value is invalid, or a query parameter is unknown; each problem is named."),
+    422: (
+        ProblemsReply,
+        "A field, query parameter or value is invalid, or a query parameter is unknown; each problem is named.",
+    ),
     503: (ErrorReply, "The database is unavailable or busy; try again shortly."),
 }
 

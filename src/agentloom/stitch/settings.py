@@ -29,24 +29,33 @@ class StitchSettings(BaseSettings):
         validation_alias=AliasChoices("STITCH_BASE_URL", "NEXT_PUBLIC_BASE_URL", "base_url"),
         description="The URL workers reach this server at; callback URLs start with it.",
     )
-    database_url: str | None = Field(None, description="sqlite:///path or postgresql://... (default: SQLite in the data dir).")
-    api_key: str | None = Field(None, description="Required on management endpoints when set; must be set off loopback.")
+    database_url: str | None = Field(
+        None, description="sqlite:///path or postgresql://... (default: SQLite in the data dir)."
+    )
+    api_key: str | None = Field(
+        None, description="Required on management endpoints when set; must be set off loopback."
+    )
     secret: str | None = Field(None, description="Callback-signing key (default: one kept in the database).")
     worker_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a worker to accept a webhook.")
     node_timeout: float | None = Field(
-        None, gt=0, description="Default deadline in seconds for a Worker's callback (data.timeoutSeconds overrides it); off by default.",
+        None,
+        gt=0,
+        description="Default deadline in seconds for a Worker's callback (data.timeoutSeconds overrides it); off by default.",
     )
     poll_interval: float = Field(1.0, gt=0, description="Seconds between reconciler rounds.")
     lease_seconds: float = Field(30.0, gt=0, description="A dispatch not confirmed sent within this is sent again.")
     max_body_bytes: int = Field(
-        MAX_BODY_BYTES, gt=0,
+        MAX_BODY_BYTES,
+        gt=0,
         description="Largest request body accepted (flows, run inputs, callbacks, completions); larger ones get 413.",
     )
     webhook_allow: str | None = Field(
-        None, description="Comma-separated addresses, networks or host names webhooks may reach although refused otherwise.",
+        None,
+        description="Comma-separated addresses, networks or host names webhooks may reach although refused otherwise.",
     )
     webhook_deny_private: bool = Field(
-        False, description="Refuse webhooks to loopback and private addresses too (only public addresses remain).",
+        False,
+        description="Refuse webhooks to loopback and private addresses too (only public addresses remain).",
     )
 
     def checked(self, host: str, port: int, warn: Callable[[str], None] | None = None) -> StitchSettings:
@@ -64,11 +73,15 @@ class StitchSettings(BaseSettings):
                     + (" (HOST: this machine's name or address as workers see it)" if shown_host == "HOST" else "")
                 )
             self.base_url = f"http://{'[::1]' if host == '::1' else '127.0.0.1'}:{port}"
-            (warn or _stderr)(f"warning: STITCH_BASE_URL is not set; callbacks will use {self.base_url} "
-                              "(this server's own loopback address, reachable only by workers on this machine)")
+            (warn or _stderr)(
+                f"warning: STITCH_BASE_URL is not set; callbacks will use {self.base_url} "
+                "(this server's own loopback address, reachable only by workers on this machine)"
+            )
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise StitchConfigError(f"STITCH_BASE_URL={self.base_url!r} is not an http(s) URL such as http://127.0.0.1:8000")
+            raise StitchConfigError(
+                f"STITCH_BASE_URL={self.base_url!r} is not an http(s) URL such as http://127.0.0.1:8000"
+            )
         if self.lease_seconds <= self.worker_timeout:
             raise StitchConfigError(
                 f"STITCH_LEASE_SECONDS ({self.lease_seconds:g}) must exceed STITCH_WORKER_TIMEOUT ({self.worker_timeout:g}), "
@@ -90,14 +103,20 @@ class StitchSettings(BaseSettings):
         key = self.api_key
         if key is None:
             return
-        fix = ("; make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))' "
-               "(or unset STITCH_API_KEY to run without one on loopback)")
+        fix = (
+            "; make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))' "
+            "(or unset STITCH_API_KEY to run without one on loopback)"
+        )
         if not key.strip():
             raise StitchConfigError("STITCH_API_KEY is set but blank" + fix)
         if key != key.strip() or any(not (" " < ch <= "~") for ch in key):
-            raise StitchConfigError("STITCH_API_KEY must be printable ASCII without spaces (it is sent in an HTTP header)" + fix)
+            raise StitchConfigError(
+                "STITCH_API_KEY must be printable ASCII without spaces (it is sent in an HTTP header)" + fix
+            )
         if len(key) < MIN_API_KEY_LENGTH:
-            raise StitchConfigError(f"STITCH_API_KEY is too short ({len(key)} characters; at least {MIN_API_KEY_LENGTH})" + fix)
+            raise StitchConfigError(
+                f"STITCH_API_KEY is too short ({len(key)} characters; at least {MIN_API_KEY_LENGTH})" + fix
+            )
 
 
 def _stderr(message: str) -> None:

@@ -63,7 +63,9 @@ def decode(body: bytes) -> Any:
     except RecursionError:
         raise BadJson(Problem((), f"JSON nested more than {MAX_DEPTH} levels deep")) from None
     except json.JSONDecodeError as exc:
-        raise BadJson(Problem((), f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"), "json_invalid") from None
+        raise BadJson(
+            Problem((), f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"), "json_invalid"
+        ) from None
     except UnicodeDecodeError:
         raise BadJson(Problem((), "not valid JSON: the body is not UTF-8 text"), "json_invalid") from None
     except ValueError as exc:  # for instance an integer with more digits than Python converts
@@ -173,5 +175,7 @@ def _describe(text: str) -> str:
     char = found.group()
     if char == "\x00":
         return "contains a NUL character (\\u0000), which PostgreSQL cannot store; remove it"
-    return (f"contains a lone surrogate (\\u{ord(char):04x}), which is not valid Unicode; "
-            "encode the text as UTF-8 or escape whole surrogate pairs")
+    return (
+        f"contains a lone surrogate (\\u{ord(char):04x}), which is not valid Unicode; "
+        "encode the text as UTF-8 or escape whole surrogate pairs"
+    )

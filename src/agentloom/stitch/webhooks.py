@@ -85,7 +85,9 @@ class WebhookPolicy:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return "must be an http(s) URL"
         if parts.username is not None or parts.password is not None:
-            return "must not contain credentials (user:password@); send them another way, e.g. in the worker's own config"
+            return (
+                "must not contain credentials (user:password@); send them another way, e.g. in the worker's own config"
+            )
         if any(ch.isspace() or not ch.isprintable() for ch in url):
             return "must not contain spaces or control characters"
         host = parts.hostname
@@ -126,7 +128,9 @@ class WebhookPolicy:
                         address = _address(result["host"])
                         problem = policy.address_problem(address) if address is not None else None
                         if problem:
-                            raise TargetRefused(f"{host} resolves to {problem}; allow it with STITCH_WEBHOOK_ALLOW if that is intended")
+                            raise TargetRefused(
+                                f"{host} resolves to {problem}; allow it with STITCH_WEBHOOK_ALLOW if that is intended"
+                            )
                 return results
 
             async def close(self) -> None:

@@ -28,9 +28,11 @@ TINY = BertConfig(
     type_vocab_size=2,
     layer_norm_eps=1e-12,
 )
-FUSED = ["Cast"] * 3 + ["EmbedLayerNormalization"] + [
-    "Attention", "MatMul", "SkipLayerNormalization", "MatMul", "BiasGelu", "MatMul", "SkipLayerNormalization"
-] * 2
+FUSED = (
+    ["Cast"] * 3
+    + ["EmbedLayerNormalization"]
+    + ["Attention", "MatMul", "SkipLayerNormalization", "MatMul", "BiasGelu", "MatMul", "SkipLayerNormalization"] * 2
+)
 
 
 def random_weights(config: BertConfig, seed: int = 0) -> dict[str, np.ndarray]:
@@ -118,7 +120,9 @@ def test_float16_weights_and_a_bert_prefix_are_read(tmp_path: Path) -> None:
     config, read = bert_weights.from_folder(folder)
     assert config == TINY and set(read) == set(TINY.shapes())
     assert all(v.dtype == np.float32 for v in read.values())
-    np.testing.assert_allclose(read["encoder.layer.1.output.dense.weight"], weights["encoder.layer.1.output.dense.weight"], atol=1e-3)
+    np.testing.assert_allclose(
+        read["encoder.layer.1.output.dense.weight"], weights["encoder.layer.1.output.dense.weight"], atol=1e-3
+    )
 
 
 @pytest.mark.parametrize(
@@ -126,7 +130,10 @@ def test_float16_weights_and_a_bert_prefix_are_read(tmp_path: Path) -> None:
     [
         ("roberta", r"describes a 'roberta' model; local models must be BERT encoders"),
         ("missing", r"lacks encoder\.layer\.1\.output\.dense\.weight: it is not a complete BERT encoder"),
-        ("shape", r"weight embeddings\.word_embeddings\.weight has shape \(60, 32\), its config\.json says \(120, 32\)"),
+        (
+            "shape",
+            r"weight embeddings\.word_embeddings\.weight has shape \(60, 32\), its config\.json says \(120, 32\)",
+        ),
         ("bin", r"pytorch_model\.bin, a torch pickle.*safe_serialization=True"),
         ("nan", r"disagrees with the numpy encoder"),
     ],

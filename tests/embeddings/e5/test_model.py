@@ -80,7 +80,9 @@ def test_cached_files_are_built_once_and_a_damaged_one_is_made_again(tmp_path: P
 
 def test_the_registry_model_runs_on_it_and_reports_building(tmp_path: Path) -> None:
     config, dims = BUILTIN_MODELS["multilingual-e5-small"]
-    record = ModelRecord(id=1, key="multilingual-e5-small", provider="local", kind="local", dimensions=dims, config=config)
+    record = ModelRecord(
+        id=1, key="multilingual-e5-small", provider="local", kind="local", dimensions=dims, config=config
+    )
     provider = PackagedProvider(record, Settings(data_dir=tmp_path / "data", cache_dir=tmp_path / "cache"))
     assert not provider.ready_on_disk()
     steps: list[str] = []
@@ -100,12 +102,27 @@ def test_a_few_texts_get_the_full_tokenizers_pieces_without_loading_it(model: E5
     source, tokenizer, table, _ = model.load()
     pieces = Pieces(source)
     rng = random.Random(7)
-    scripts = [(32, 127), (0x4E00, 0x5A00), (0x400, 0x4FF), (0x600, 0x6FF), (0x3040, 0x30FF), (0x1F300, 0x1F6FF),
-               (0xAC00, 0xB400), (0xC0, 0x24F), (0x900, 0x97F), (0xE00, 0xE7F), (0x0, 0x20)]
+    scripts = [
+        (32, 127),
+        (0x4E00, 0x5A00),
+        (0x400, 0x4FF),
+        (0x600, 0x6FF),
+        (0x3040, 0x30FF),
+        (0x1F300, 0x1F6FF),
+        (0xAC00, 0xB400),
+        (0xC0, 0x24F),
+        (0x900, 0x97F),
+        (0xE00, 0xE7F),
+        (0x0, 0x20),
+    ]
     texts = [*TEXTS, "", " ", "   a  b   ", "zzzzqqqxxj", "\u0000\u0001", "ǅ ﬁ ① Ⅻ 𝔘𝔫𝔦"]
     for _ in range(600):
-        texts.append("".join(chr(rng.randint(*rng.choice(scripts))) if rng.random() > 0.15 else " "
-                             for _ in range(rng.randint(1, 40))))
+        texts.append(
+            "".join(
+                chr(rng.randint(*rng.choice(scripts))) if rng.random() > 0.15 else " "
+                for _ in range(rng.randint(1, 40))
+            )
+        )
     normalised = [("query: " + t).translate(table) for t in texts]
     for start in range(0, len(normalised), 3):
         batch = normalised[start : start + 3]

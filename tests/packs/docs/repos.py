@@ -8,9 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PNG = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(64)
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@example.org", "GIT_AUTHOR_DATE": "2024-03-01T12:00:00+00:00",
-       "GIT_COMMITTER_DATE": "2024-03-01T12:00:00+00:00"}
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.org",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.org",
+    "GIT_AUTHOR_DATE": "2024-03-01T12:00:00+00:00",
+    "GIT_COMMITTER_DATE": "2024-03-01T12:00:00+00:00",
+}
 COMMIT_TIME = 1709294400  # 2024-03-01T12:00:00Z
 
 # A realistic project: documentation worth keeping and everything the smart filter must drop.
@@ -46,8 +52,16 @@ PROJECT: dict[str, bytes | str] = {
     "packages/core/README.md": "# core\n",
 }
 SMART_SELECTION = [
-    "README.md", "docs/api/reference.rst", "docs/conf.py", "docs/guide.mdx", "docs/index.md",
-    "documentation/faq.md", "examples/hello.py", "guides/start.md", "notes.txt", "packages/core/README.md",
+    "README.md",
+    "docs/api/reference.rst",
+    "docs/conf.py",
+    "docs/guide.mdx",
+    "docs/index.md",
+    "documentation/faq.md",
+    "examples/hello.py",
+    "guides/start.md",
+    "notes.txt",
+    "packages/core/README.md",
     "tutorials/one/step.md",
 ]
 
@@ -80,7 +94,9 @@ class Repo:
     def url(self) -> str:
         return self.bare.as_uri()
 
-    def commit(self, files: dict[str, bytes | str | Link], delete: tuple[str, ...] = (), message: str = "update") -> None:
+    def commit(
+        self, files: dict[str, bytes | str | Link], delete: tuple[str, ...] = (), message: str = "update"
+    ) -> None:
         for name, content in files.items():
             path = self.work / name
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -104,7 +104,9 @@ def test_wrong_arguments_and_configuration_exit_2(tmp_path: Path) -> None:
 def test_status_shows_times_in_the_one_format(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "guide", {"README.md": "# Guide"})
     project = tmp_path / "project"
-    write_config(project, f"docsets:\n  - name: guide\n    web_sources:\n      - type: git_repo\n        url: {repo.url}\n")
+    write_config(
+        project, f"docsets:\n  - name: guide\n    web_sources:\n      - type: git_repo\n        url: {repo.url}\n"
+    )
     assert run(project, "init", "guide").returncode == 0
     metadata_path = project / ".knowledge" / "docsets" / "guide" / ".agentic-metadata.json"
     metadata = json.loads(metadata_path.read_text())

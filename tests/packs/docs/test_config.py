@@ -57,7 +57,9 @@ def test_no_docsets_is_an_empty_list(project: Path) -> None:
     assert load(project, "docsets:\n").docsets == ()
 
 
-@pytest.mark.parametrize("written,kept", [("18.10", "18.10"), ("'18.10'", "18.10"), ("2", "2"), ("1.0", "1.0"), ("v3", "v3")])
+@pytest.mark.parametrize(
+    "written,kept", [("18.10", "18.10"), ("'18.10'", "18.10"), ("2", "2"), ("1.0", "1.0"), ("v3", "v3")]
+)
 def test_versions_are_kept_exactly_as_written(project: Path, written: str, kept: str) -> None:
     docset = load(project, f"docsets:\n  - name: react\n    version: {written}\n").docsets[0]
     assert docset.version == kept
@@ -65,7 +67,7 @@ def test_versions_are_kept_exactly_as_written(project: Path, written: str, kept:
 
 
 def test_a_version_that_is_not_text_is_refused_with_the_fix(project: Path) -> None:
-    with pytest.raises(ConfigError, match=r'docsets\[0\]\.version: must be text; quote it'):
+    with pytest.raises(ConfigError, match=r"docsets\[0\]\.version: must be text; quote it"):
         load(project, "docsets:\n  - name: react\n    version: [1, 2]\n")
 
 
@@ -84,7 +86,9 @@ def test_relative_docs_root_resolves_against_the_project_root(project: Path) -> 
 
 
 def test_absolute_docs_root_stays(project: Path, tmp_path: Path) -> None:
-    config = load(project, f"docs_root: {(tmp_path / 'shared').as_posix()}\ndocsets:\n  - name: vue\n    version: '3'\n")
+    config = load(
+        project, f"docs_root: {(tmp_path / 'shared').as_posix()}\ndocsets:\n  - name: vue\n    version: '3'\n"
+    )
     assert config.docsets[0].local_path == f"{(tmp_path / 'shared').as_posix()}/vue-3/"
 
 
@@ -140,11 +144,19 @@ def test_sources_are_validated(project: Path) -> None:
         load(project, base + "      - type: svn\n        url: https://example.org/x\n")
     with pytest.raises(ConfigError, match=r"web_sources\[0\]\.url: is required"):
         load(project, base + "      - type: git_repo\n")
-    for url in ["--upload-pack=touch /tmp/x", "ext::sh -c touch% /tmp/x", "not a url", "https:///path", "file://relative"]:
+    for url in [
+        "--upload-pack=touch /tmp/x",
+        "ext::sh -c touch% /tmp/x",
+        "not a url",
+        "https:///path",
+        "file://relative",
+    ]:
         with pytest.raises(ConfigError, match=r"web_sources\[0\]\.url"):
             load(project, base + f"      - type: git_repo\n        url: {url!r}\n")
     with pytest.raises(ConfigError, match=r"paths: .*must be a path inside the repository"):
-        load(project, base + "      - type: git_repo\n        url: https://example.org/x.git\n        paths: ['../x']\n")
+        load(
+            project, base + "      - type: git_repo\n        url: https://example.org/x.git\n        paths: ['../x']\n"
+        )
 
 
 def test_branch_and_paths_may_sit_under_options(project: Path) -> None:
@@ -158,7 +170,9 @@ def test_branch_and_paths_may_sit_under_options(project: Path) -> None:
 
 
 def test_templates_default_global_and_per_docset(project: Path) -> None:
-    config = load(project, "template: 'G {keywords}'\ndocsets:\n  - name: a\n  - name: b\n    template: 'B {keywords}'\n")
+    config = load(
+        project, "template: 'G {keywords}'\ndocsets:\n  - name: a\n  - name: b\n    template: 'B {keywords}'\n"
+    )
     assert [d.template for d in config.docsets] == ["G {keywords}", "B {keywords}"]
     assert load(project, "docsets:\n  - name: a\n").docsets[0].template == DEFAULT_TEMPLATE
 
@@ -180,30 +194,49 @@ def error_of(root: Path, text: str) -> str:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("docsets: [\n", "YAML syntax error at line 2, column 1: did not find expected node content. Fix the file; "
-                         "the change is picked up on the next call"),
-        ("a: b: c\n", "YAML syntax error at line 1, column 5: mapping values are not allowed in this context. Fix the "
-                      "file; the change is picked up on the next call"),
-        ("docsets: *x\n", "YAML syntax error at line 1, column 10: found undefined alias. Fix the file; the change is "
-                          "picked up on the next call"),
+        (
+            "docsets: [\n",
+            "YAML syntax error at line 2, column 1: did not find expected node content. Fix the file; "
+            "the change is picked up on the next call",
+        ),
+        (
+            "a: b: c\n",
+            "YAML syntax error at line 1, column 5: mapping values are not allowed in this context. Fix the "
+            "file; the change is picked up on the next call",
+        ),
+        (
+            "docsets: *x\n",
+            "YAML syntax error at line 1, column 10: found undefined alias. Fix the file; the change is "
+            "picked up on the next call",
+        ),
         ("- x\n", f"the file must be a mapping with a `docsets:` section, for example\n{EXAMPLE}"),
         ("", f"the file must be a mapping with a `docsets:` section, for example\n{EXAMPLE}"),
         ("x: 1\n", f"the required `docsets:` section is missing; add it, for example\n{EXAMPLE}"),
         ("docsets: 5\n", "invalid configuration:\n  - docsets: Input should be a valid tuple"),
         ("docsets:\n  - {}\n", "invalid configuration:\n  - docsets[0].name: is required"),
-        ("docsets:\n  a:\n  b: 5\n",
-         "invalid configuration:\n  - docsets[1]: Input should be a valid dictionary or instance of DocsetConfig"),
-        ("docsets:\n  - name: a\n    aliases: ['ok', 'b/c']\n",
-         "invalid configuration:\n  - docsets[0].aliases: alias 'b/c' is not a valid docset name: use 1 to 100 letters, "
-         "digits, '.', '_' or '-' (no '/', '\\', spaces or '..')"),
-        ("docsets:\n  - name: ok\n  - name: 'a b'\n    version: [1]\n",
-         "invalid configuration:\n  - docsets[1].name: 'a b' is not a valid docset name: use 1 to 100 letters, digits, "
-         "'.', '_' or '-' (no '/', '\\', spaces or '..')\n  - docsets[1].version: must be text; quote it, for example "
-         "version: \"['1']\""),  # numbers stay text
-        ("docsets:\n  - name: a\n  - name: b\n    aliases: [c]\n  - name: c\n",
-         "docsets[2] (c): the name 'c' is already used by docset 'b'; names and aliases must be unique"),
-        ("docsets:\n  - name: a\n    aliases: [b, b]\n",
-         "docsets[0] (a): the name 'b' is already used by docset 'a'; names and aliases must be unique"),
+        (
+            "docsets:\n  a:\n  b: 5\n",
+            "invalid configuration:\n  - docsets[1]: Input should be a valid dictionary or instance of DocsetConfig",
+        ),
+        (
+            "docsets:\n  - name: a\n    aliases: ['ok', 'b/c']\n",
+            "invalid configuration:\n  - docsets[0].aliases: alias 'b/c' is not a valid docset name: use 1 to 100 letters, "
+            "digits, '.', '_' or '-' (no '/', '\\', spaces or '..')",
+        ),
+        (
+            "docsets:\n  - name: ok\n  - name: 'a b'\n    version: [1]\n",
+            "invalid configuration:\n  - docsets[1].name: 'a b' is not a valid docset name: use 1 to 100 letters, digits, "
+            "'.', '_' or '-' (no '/', '\\', spaces or '..')\n  - docsets[1].version: must be text; quote it, for example "
+            "version: \"['1']\"",
+        ),  # numbers stay text
+        (
+            "docsets:\n  - name: a\n  - name: b\n    aliases: [c]\n  - name: c\n",
+            "docsets[2] (c): the name 'c' is already used by docset 'b'; names and aliases must be unique",
+        ),
+        (
+            "docsets:\n  - name: a\n    aliases: [b, b]\n",
+            "docsets[0] (a): the name 'b' is already used by docset 'a'; names and aliases must be unique",
+        ),
     ],
 )
 def test_configuration_errors_word_for_word(project: Path, text: str, message: str) -> None:
@@ -215,7 +248,7 @@ def test_configuration_errors_word_for_word(project: Path, text: str, message: s
     [
         ("branch: '-x'", "branch: '-x' is not a branch name"),
         ("branch: 'a b'", "branch: 'a b' is not a branch name"),
-        ("branch: \"a\\tb\"", "branch: 'a\\tb' is not a branch name"),
+        ('branch: "a\\tb"', "branch: 'a\\tb' is not a branch name"),
         ("branch: ''", "branch: '' is not a branch name"),
         ("paths: ['  ']", "paths: '  ' must be a path inside the repository, like docs/ or README.md"),
         ("paths: [docs, '/etc']", "paths: '/etc' must be a path inside the repository, like docs/ or README.md"),
@@ -232,22 +265,36 @@ def test_source_settings_are_refused_word_for_word(project: Path, source: str, m
 def test_source_url_and_type_messages_word_for_word(project: Path) -> None:
     base = "docsets:\n  - name: a\n    web_sources:\n      - type: {}\n        url: {}\n"
     assert error_of(project, base.format("svn", "https://e.org/x")) == (
-        "invalid configuration:\n  - docsets[0].web_sources[0].type: unknown source type 'svn'; supported: git_repo")
+        "invalid configuration:\n  - docsets[0].web_sources[0].type: unknown source type 'svn'; supported: git_repo"
+    )
     assert error_of(project, base.format("git_repo", "'-oops'")) == (
         "invalid configuration:\n  - docsets[0].web_sources[0].url: '-oops' starts with '-' and would be read by git "
-        "as an option")
+        "as an option"
+    )
 
 
 def test_source_paths_are_cleaned_and_an_empty_list_means_all(project: Path) -> None:
     base = "docsets:\n  - name: a\n    web_sources:\n      - type: git_repo\n        url: https://e.org/x.git\n"
-    source = load(project, base + "        paths: ['docs\\en', 'x/./y/', README.md]\n        branch: v1.2\n").docsets[0].web_sources[0]
-    assert (source.type, source.url, source.branch, source.paths) == ("git_repo", "https://e.org/x.git", "v1.2",
-                                                                      ("docs/en", "x/y", "README.md"))
+    source = (
+        load(project, base + "        paths: ['docs\\en', 'x/./y/', README.md]\n        branch: v1.2\n")
+        .docsets[0]
+        .web_sources[0]
+    )
+    assert (source.type, source.url, source.branch, source.paths) == (
+        "git_repo",
+        "https://e.org/x.git",
+        "v1.2",
+        ("docs/en", "x/y", "README.md"),
+    )
     assert load(project, base + "        paths: []\n").docsets[0].web_sources[0].paths is None
     assert load(project, base).docsets[0].web_sources[0].paths is None
     assert load(project, base).docsets[0].web_sources[0].branch is None
     # options fill in, the source's own keys win
-    source = load(project, base + "        branch: top\n        options: {branch: inner, paths: [a]}\n").docsets[0].web_sources[0]
+    source = (
+        load(project, base + "        branch: top\n        options: {branch: inner, paths: [a]}\n")
+        .docsets[0]
+        .web_sources[0]
+    )
     assert (source.branch, source.paths) == ("top", ("a",))
 
 
@@ -260,7 +307,9 @@ def test_empty_values_fall_back_to_their_defaults(project: Path) -> None:
     assert docset.allow_outside_project is False and docset.description is None
     config = load(project, "docsets:\n  a:\n  b: {version: '2', aliases: bee, allow_outside_project: true}\n")
     assert [(d.name, d.version, d.aliases, d.allow_outside_project) for d in config.docsets] == [
-        ("a", None, (), False), ("b", "2", ("bee",), True)]
+        ("a", None, (), False),
+        ("b", "2", ("bee",), True),
+    ]
     assert config.get("bee") is config.docsets[1] and config.get("nope") is None
 
 
@@ -273,12 +322,21 @@ def test_id_with_a_description_keeps_the_description(project: Path) -> None:
     assert (docset.name, docset.description) == ("a", "5")
 
 
-def test_paths_under_home_and_with_dots_are_normalised(project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_paths_under_home_and_with_dots_are_normalised(
+    project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    config = load(project, "docs_root: '~/d'\ndocsets:\n  - name: a\n  - name: b\n    local_path: '~/x/../y'\n"
-                           "  - name: c\n    local_path: 'sub/./z/'\n")
+    config = load(
+        project,
+        "docs_root: '~/d'\ndocsets:\n  - name: a\n  - name: b\n    local_path: '~/x/../y'\n"
+        "  - name: c\n    local_path: 'sub/./z/'\n",
+    )
     assert config.docs_root == tmp_path / "home" / "d"
-    assert [d.path for d in config.docsets] == [tmp_path / "home" / "d" / "a", tmp_path / "home" / "y", project / "sub" / "z"]
+    assert [d.path for d in config.docsets] == [
+        tmp_path / "home" / "d" / "a",
+        tmp_path / "home" / "y",
+        project / "sub" / "z",
+    ]
     assert config.root == project and config.knowledge_dir == project / ".knowledge"
     assert config.config_path == project / ".knowledge" / "config.yaml"
 
@@ -291,21 +349,29 @@ def test_a_docset_as_reported(project: Path) -> None:
         "      - type: git_repo\n        url: https://e.org/b.git\n  - name: plain\n",
     )
     assert config.docsets[0].as_dict() == {
-        "name": "fastapi", "version": "0.1", "aliases": ["fa", "fast"],
-        "local_path": f"{project.as_posix()}/.knowledge/docsets/fastapi/", "description": "Web APIs",
+        "name": "fastapi",
+        "version": "0.1",
+        "aliases": ["fa", "fast"],
+        "local_path": f"{project.as_posix()}/.knowledge/docsets/fastapi/",
+        "description": "Web APIs",
         "web_sources": ["https://e.org/a.git", "https://e.org/b.git"],
     }
     assert config.available() == "fastapi (aliases: fa, fast), plain"
     empty = load(project, "docsets: []\n")
-    assert empty.available() == f"none are configured; add one under `docsets:` in {project / '.knowledge' / 'config.yaml'}"
+    assert (
+        empty.available()
+        == f"none are configured; add one under `docsets:` in {project / '.knowledge' / 'config.yaml'}"
+    )
 
 
 def test_an_unreadable_or_undecodable_file_says_what_to_do(project: Path) -> None:
     path = project / ".knowledge" / "config.yaml"
     with pytest.raises(ConfigError) as err:
         load_project(path)
-    assert str(err.value) == (f"{path}: cannot read the configuration file (No such file or directory); check that it "
-                              "exists and that this user may read it")
+    assert str(err.value) == (
+        f"{path}: cannot read the configuration file (No such file or directory); check that it "
+        "exists and that this user may read it"
+    )
     path.parent.mkdir(parents=True)
     path.write_bytes(b"docsets: []\n# caf\xe9\n")
     with pytest.raises(ConfigError) as err:
@@ -318,8 +384,10 @@ def test_a_control_character_is_a_syntax_error_with_its_position(project: Path) 
     path = write_config(project, "docsets: [\x01]\n")
     with pytest.raises(ConfigError) as err:
         load_project(path)
-    assert str(err.value) == (f"{path}: YAML syntax error: unacceptable character #x0001: control characters are not "
-                              'allowed\n  in "<unicode string>", position 10')
+    assert str(err.value) == (
+        f"{path}: YAML syntax error: unacceptable character #x0001: control characters are not "
+        'allowed\n  in "<unicode string>", position 10'
+    )
 
 
 def test_the_file_is_read_as_utf8_whatever_the_locale(project: Path) -> None:
@@ -337,8 +405,15 @@ def test_a_version_like_a_date_is_kept_as_written_not_read_as_a_date(project: Pa
     assert load(project, f"docsets:\n  - name: react\n    version: {written}\n").docsets[0].version == written
 
 
-@pytest.mark.parametrize("text", ["docsets: !!int x\n", "docsets: !!bool maybe\n", "docsets: !!timestamp x\n",
-                                  "docsets:\n  - name: react\n    version: !!float 1.x\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "docsets: !!int x\n",
+        "docsets: !!bool maybe\n",
+        "docsets: !!timestamp x\n",
+        "docsets:\n  - name: react\n    version: !!float 1.x\n",
+    ],
+)
 def test_a_tagged_value_yaml_cannot_convert_is_a_configuration_error(project: Path, text: str) -> None:
     path = write_config(project, text)
     with pytest.raises(ConfigError) as err:

@@ -28,7 +28,9 @@ def source(url: str, extra: str = "") -> str:
 
 
 def files_under(folder: Path) -> list[str]:
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".agentic"))
+    return sorted(
+        p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".agentic")
+    )
 
 
 def test_smart_filter_keeps_docs_and_drops_the_rest(tmp_path: Path) -> None:
@@ -50,7 +52,9 @@ def test_smart_filter_keeps_docs_and_drops_the_rest(tmp_path: Path) -> None:
 
 def test_explicit_paths_take_exactly_those(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "repo")
-    project, docset = project_with(tmp_path / "p", source(repo.url, "        paths: [src/docs, LICENSE, docs/logo.png]\n"))
+    project, docset = project_with(
+        tmp_path / "p", source(repo.url, "        paths: [src/docs, LICENSE, docs/logo.png]\n")
+    )
     result = load_docset(project, docset)
     assert result.ok and files_under(docset.path) == ["LICENSE", "docs/logo.png", "src/docs/internal.md"]
 
@@ -102,7 +106,10 @@ def test_not_enough_disk_space_is_reported_before_downloading(tmp_path: Path) ->
     repo = Repo(tmp_path / "repo", {"README.md": "x"})
     project, docset = project_with(tmp_path / "p", source(repo.url))
     result = load_docset(project, docset, min_free_bytes=2**62)
-    assert "not enough disk space" in result.sources[0].error and "AGENTIC_KNOWLEDGE_MIN_FREE_MB" in result.sources[0].error  # type: ignore[operator]
+    assert (
+        "not enough disk space" in result.sources[0].error
+        and "AGENTIC_KNOWLEDGE_MIN_FREE_MB" in result.sources[0].error
+    )  # type: ignore[operator]
     assert files_under(docset.path) == []
 
 
@@ -163,7 +170,7 @@ class AuthServer:
 
     def __enter__(self) -> AuthServer:
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self.send_response(401)
                 self.send_header("WWW-Authenticate", 'Basic realm="git"')
                 self.send_header("Content-Length", "0")
@@ -179,4 +186,3 @@ class AuthServer:
 
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
-

@@ -27,7 +27,9 @@ async def test_the_dedicated_command_serves_the_docs_tools_alone(project: Path, 
         found = await client.call_tool("search_docs", {"docset": "react", "keywords": ["hooks"]})
         listed = await client.call_tool("list_docsets", {})
         missing = await client.call_tool("no_such_tool", {})
-    assert found.content[0].text.startswith(f"Search for 'hooks' in folder {project.as_posix()}/.knowledge/docs/react-18.2/.")
+    assert found.content[0].text.startswith(
+        f"Search for 'hooks' in folder {project.as_posix()}/.knowledge/docs/react-18.2/."
+    )
     assert json.loads(listed.content[0].text)[0]["name"] == "react"
     assert missing.is_error and "no_such_tool" in missing.content[0].text
 
@@ -56,9 +58,19 @@ def test_the_standalone_server_prints_help_instead_of_starting() -> None:
 
     from tests.conftest import PYTHON
 
-    shown = subprocess.run([PYTHON, "-m", "agentloom.packs.docs.mcp", "--help"], capture_output=True, text=True,
-                           timeout=60, stdin=subprocess.DEVNULL)
+    shown = subprocess.run(
+        [PYTHON, "-m", "agentloom.packs.docs.mcp", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert shown.returncode == 0 and "usage: agentic-knowledge-mcp" in shown.stdout and "search_docs" in shown.stdout
-    wrong = subprocess.run([PYTHON, "-m", "agentloom.packs.docs.mcp", "--port", "1"], capture_output=True, text=True,
-                           timeout=60, stdin=subprocess.DEVNULL)
+    wrong = subprocess.run(
+        [PYTHON, "-m", "agentloom.packs.docs.mcp", "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert wrong.returncode == 2 and "unrecognized arguments: --port" in wrong.stderr

@@ -46,19 +46,25 @@ def test_new_writes_a_starter_that_works_as_written(project: Path) -> None:
     assert result.exit_code == 0, result.output
     path = config_of(project)
     assert f"wrote {path}" in result.output
-    for step in (f"agentic-knowledge status -C {project}", f"agentic-knowledge init NAME -C {project}",
-                 f"edit {path}", "agentic-knowledge-mcp"):
+    for step in (
+        f"agentic-knowledge status -C {project}",
+        f"agentic-knowledge init NAME -C {project}",
+        f"edit {path}",
+        "agentic-knowledge-mcp",
+    ):
         assert step in result.output
 
     loaded = load_project(path)
-    assert [d.as_dict() for d in loaded.docsets] == [{
-        "name": "project",
-        "version": None,
-        "aliases": [],
-        "local_path": f"{project.as_posix()}/docs/",
-        "description": f"The documentation of {project.name}",
-        "web_sources": [],
-    }]
+    assert [d.as_dict() for d in loaded.docsets] == [
+        {
+            "name": "project",
+            "version": None,
+            "aliases": [],
+            "local_path": f"{project.as_posix()}/docs/",
+            "description": f"The documentation of {project.name}",
+            "web_sources": [],
+        }
+    ]
 
 
 def test_without_a_docs_folder_the_docset_is_the_project_folder(project: Path) -> None:
@@ -80,7 +86,11 @@ def test_every_commented_example_is_valid_once_uncommented(project: Path) -> Non
     fastapi = by_name["fastapi"]
     assert fastapi.path == project / ".knowledge" / "docsets" / "fastapi"  # web sources, no local_path
     (source,) = fastapi.web_sources
-    assert (source.url, source.branch, source.paths) == ("https://github.com/fastapi/fastapi.git", "master", ("docs/en/docs",))
+    assert (source.url, source.branch, source.paths) == (
+        "https://github.com/fastapi/fastapi.git",
+        "master",
+        ("docs/en/docs",),
+    )
     handbook = by_name["handbook"]
     assert handbook.path == project / "vendor" / "handbook" and not handbook.allow_outside_project
     assert handbook.web_sources[0].branch == "main" and handbook.web_sources[0].paths == ("handbook", "README.md")
@@ -88,8 +98,22 @@ def test_every_commented_example_is_valid_once_uncommented(project: Path) -> Non
     assert by_name["react"].path == project / ".knowledge" / "docs" / "react-18.2"
     assert loaded.docs_root == project / ".knowledge" / "docs"
     # Every field a docset or a source can have is shown (and so explained) in the starter.
-    for field in ("docs_root", "template", "name", "version", "aliases", "description", "local_path",
-                  "allow_outside_project", "web_sources", "type", "url", "branch", "paths", "options"):
+    for field in (
+        "docs_root",
+        "template",
+        "name",
+        "version",
+        "aliases",
+        "description",
+        "local_path",
+        "allow_outside_project",
+        "web_sources",
+        "type",
+        "url",
+        "branch",
+        "paths",
+        "options",
+    ):
         assert re.search(rf"^\s*#?\s*-?\s*{field}:", starter, re.MULTILINE), field
 
 
@@ -108,7 +132,10 @@ def test_new_never_replaces_a_config(project: Path) -> None:
     path = write_config(project, "docsets: []\n")
     result = runner.invoke(app, ["new", "-C", str(project)])
     assert result.exit_code == 1
-    assert f"{path} already exists" in result.output and "move it away and run `agentic-knowledge new` again" in result.output
+    assert (
+        f"{path} already exists" in result.output
+        and "move it away and run `agentic-knowledge new` again" in result.output
+    )
     assert path.read_text() == "docsets: []\n"
 
 
@@ -152,7 +179,10 @@ def test_help_names_new_and_what_init_does_without_a_docset() -> None:
     new = help_text("new")
     assert "Never replaces an existing file" in new and "--project-dir" in new
     init = help_text("init")
-    assert "Without DOCSET, in a project with no .knowledge/config.yaml yet (here or above), write the commented starter one, as `new` does" in init
+    assert (
+        "Without DOCSET, in a project with no .knowledge/config.yaml yet (here or above), write the commented starter one, as `new` does"
+        in init
+    )
     assert "Without DOCSET in a project that has a configuration, list the docsets to choose from" in init
 
 

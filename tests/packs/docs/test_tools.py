@@ -97,7 +97,9 @@ async def test_list_docsets_is_one_json_array(project: Path, tmp_path: Path) -> 
     assert docsets[1]["version"] == "3.4"
     schema = tools["list_docsets"].output_schema
     # tools/list leaves out a type that `items` already says (server/schemas.py)
-    assert schema is not None and schema["properties"]["docsets"]["items"]["properties"]["local_path"] == {"type": "string"}
+    assert schema is not None and schema["properties"]["docsets"]["items"]["properties"]["local_path"] == {
+        "type": "string"
+    }
     assert result.structured_content == {"docsets": docsets}
     assert tools["list_docsets"].annotations.read_only_hint
     assert tools["search_docs"].input_schema["required"] == ["docset", "keywords"]
@@ -174,8 +176,11 @@ async def test_empty_generalized_keywords_do_not_ask_to_find_nothing(project: Pa
 
 
 async def test_a_web_docset_never_fetched_says_how_to_fetch_it(project: Path, tmp_path: Path) -> None:
-    write_config(project, "docsets:\n  - name: fastapi\n    web_sources:\n      - type: git_repo\n"
-                          "        url: https://github.com/fastapi/fastapi.git\n")
+    write_config(
+        project,
+        "docsets:\n  - name: fastapi\n    web_sources:\n      - type: git_repo\n"
+        "        url: https://github.com/fastapi/fastapi.git\n",
+    )
     async with Client(docs_host(project, tmp_path / "data").server) as client:
         result = await client.call_tool("search_docs", {"docset": "fastapi", "keywords": ["Depends"]})
         assert result.is_error and "has not been downloaded yet" in text(result)
@@ -195,7 +200,9 @@ async def test_a_server_started_elsewhere_finds_the_project_in_the_client_roots(
     async def roots(context: object) -> ListRootsResult:
         return ListRootsResult(roots=[Root(uri=project.as_uri(), name="project")])
 
-    async with Client(docs_host(elsewhere, tmp_path / "data").server, list_roots_callback=roots, mode="legacy") as client:
+    async with Client(
+        docs_host(elsewhere, tmp_path / "data").server, list_roots_callback=roots, mode="legacy"
+    ) as client:
         result = await client.call_tool("list_docsets", {})
     assert not result.is_error, text(result)
     assert [d["name"] for d in json.loads(text(result))] == ["react", "vue"]

@@ -24,8 +24,17 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.conftest import SHARED
-from tests.packs.flowise.fake_validation import (UNDEFINED, JSError, _get, _truthy, check_document_store_usage,
-                                                 check_flow_data, js_json_parse, v8_json_error, validate_flow_data)
+from tests.packs.flowise.fake_validation import (
+    UNDEFINED,
+    JSError,
+    _get,
+    _truthy,
+    check_document_store_usage,
+    check_flow_data,
+    js_json_parse,
+    v8_json_error,
+    validate_flow_data,
+)
 
 FLOWISE_DATA = SHARED / "flowise"
 LIVE_DATA = FLOWISE_DATA / "live-3.1.2"
@@ -44,14 +53,22 @@ def template(title: str) -> dict[str, Any]:
 def real_catalog() -> dict[str, dict[str, Any]]:
     """The real Flowise 3.1.2 catalog, by node name."""
     return {n["name"]: n for n in load(LIVE_DATA / "nodes.json")}
+
+
 VERSION = "3.1.2"
 
 # Route -> permissions of which the key needs any (Flowise's checkPermission / checkAnyPermission).
 _PERMISSIONS = {
     ("POST", "chatflows"): ("chatflows:create", "chatflows:update", "agentflows:create", "agentflows:update"),
     ("GET", "chatflows"): ("chatflows:view", "chatflows:update", "agentflows:view", "agentflows:update"),
-    ("GET", "chatflow"): ("chatflows:view", "chatflows:update", "chatflows:delete", "agentflows:view",
-                          "agentflows:update", "agentflows:delete"),
+    ("GET", "chatflow"): (
+        "chatflows:view",
+        "chatflows:update",
+        "chatflows:delete",
+        "agentflows:view",
+        "agentflows:update",
+        "agentflows:delete",
+    ),
     ("PUT", "chatflow"): ("chatflows:create", "chatflows:update", "agentflows:create", "agentflows:update"),
     ("DELETE", "chatflow"): ("chatflows:delete", "agentflows:delete"),
     ("GET", "templates"): ("templates:marketplace",),
@@ -61,12 +78,31 @@ _PERMISSIONS = {
 _OPEN = ("/api/v1/ping", "/api/v1/version")
 CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
 # uuid@10's validate(), which Flowise uses for chatflow ids.
-_UUID = re.compile(r"^(?:[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
-                   r"|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$", re.I)
+_UUID = re.compile(
+    r"^(?:[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
+    r"|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$",
+    re.I,
+)
 # Column order of Flowise's ChatFlow entity (a GET answers the row in this order).
-_COLUMNS = ("id", "name", "flowData", "deployed", "isPublic", "apikeyid", "chatbotConfig", "apiConfig", "analytic",
-            "speechToText", "textToSpeech", "followUpPrompts", "category", "type", "createdDate", "updatedDate",
-            "workspaceId")
+_COLUMNS = (
+    "id",
+    "name",
+    "flowData",
+    "deployed",
+    "isPublic",
+    "apikeyid",
+    "chatbotConfig",
+    "apiConfig",
+    "analytic",
+    "speechToText",
+    "textToSpeech",
+    "followUpPrompts",
+    "category",
+    "type",
+    "createdDate",
+    "updatedDate",
+    "workspaceId",
+)
 _PROTECTED = ("id", "createdDate", "updatedDate", "runDate", "workspaceId", "organizationId")
 
 # What Flowise answers for a path under /api/v1 that no route takes (e.g. /api/v1/nodes-list): the UI's page
@@ -170,8 +206,9 @@ class FakeFlowise:
         server = _Server(("127.0.0.1", self._port), handler)
         self._port = server.server_address[1]
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"fake-flowise-{self._port}", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"fake-flowise-{self._port}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -243,7 +280,7 @@ class FakeFlowise:
             supplied = (headers.get("Authorization") or "").split("Bearer ")[-1]
             if not supplied or not secrets.compare_digest(supplied.encode(), self.api_key.encode()):
                 return _Reply(401, {"error": "Unauthorized Access"})
-        rest = path[len("/api/v1/"):].rstrip("/")
+        rest = path[len("/api/v1/") :].rstrip("/")
         try:
             return self._route("GET" if method == "HEAD" else method, rest, query, body)  # Express: HEAD is GET
         except _Reply as reply:
@@ -274,8 +311,10 @@ class FakeFlowise:
         if method == "GET" and rest == "marketplaces/templates":
             self._check("GET", "templates")
             # Flowise gives every template a new id on every call
-            return _Reply(200, [{**t, "id": str(uuid.uuid4())} if isinstance(t, dict) and "id" in t else t
-                                for t in self.templates])
+            return _Reply(
+                200,
+                [{**t, "id": str(uuid.uuid4())} if isinstance(t, dict) and "id" in t else t for t in self.templates],
+            )
         if head == "chatflows" and len(segments) <= 2:
             return self._chatflows(method, segments[1] if len(segments) == 2 else None, query, body)
         if method == "GET" and head == "validation" and len(segments) == 2:
@@ -343,7 +382,7 @@ class FakeFlowise:
             page = limit = -1
         flows = [self._row(f) for f in flows]
         if page > 0 and limit > 0:
-            return _Reply(200, {"data": flows[(page - 1) * limit:page * limit], "total": len(flows)})
+            return _Reply(200, {"data": flows[(page - 1) * limit : page * limit], "total": len(flows)})
         return _Reply(200, flows)
 
     @staticmethod
@@ -461,8 +500,11 @@ class _Handler(BaseHTTPRequestHandler):
             reply = self.fake._handle(self.command, self.path, self.headers, body)
         except Exception as exc:  # a bug in the fake must not hang the client
             reply = _error(500, f"FakeFlowise: {type(exc).__name__}: {exc}")
-        payload = reply.body if isinstance(reply.body, str) else json.dumps(
-            reply.body, ensure_ascii=False, separators=(",", ":"))
+        payload = (
+            reply.body
+            if isinstance(reply.body, str)
+            else json.dumps(reply.body, ensure_ascii=False, separators=(",", ":"))
+        )
         data = payload.encode("utf-8")
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
@@ -474,10 +516,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
-
-__all__ = ["CHATFLOW_TYPES", "FLOWISE_DATA", "LIVE_DATA", "TEMPLATES", "UI_PAGE", "VERSION", "FakeFlowise", "live_data_missing",
-           "load", "real_catalog", "template"]
+__all__ = [
+    "CHATFLOW_TYPES",
+    "FLOWISE_DATA",
+    "LIVE_DATA",
+    "TEMPLATES",
+    "UI_PAGE",
+    "VERSION",
+    "FakeFlowise",
+    "live_data_missing",
+    "load",
+    "real_catalog",
+    "template",
+]

@@ -231,9 +231,11 @@ def validate_flow_data(nodes: Any, edges: Any, component_nodes: dict[str, Any]) 
                                 continue
                             value = _get(item, _get(array_param, "name"))
                             if not _truthy(_get(array_param, "optional")) and (
-                                    _empty(value) or _strict_eq(value, "<p></p>")):
-                                issues.append(f"{label} item #{index + 1}: "
-                                              f"{_js_str(_get(array_param, 'label'))} is required")
+                                _empty(value) or _strict_eq(value, "<p></p>")
+                            ):
+                                issues.append(
+                                    f"{label} item #{index + 1}: {_js_str(_get(array_param, 'label'))} is required"
+                                )
 
                 if _strict_eq(name, "credential") and not _truthy(_get(param, "optional")):
                     if not _truthy(_get(inputs, name)):
@@ -248,13 +250,16 @@ def validate_flow_data(nodes: Any, edges: Any, component_nodes: dict[str, Any]) 
                             if not _shown(component_param, config):
                                 continue
                             if not _truthy(_get(component_param, "optional")) and _empty(
-                                    _get(config, _get(component_param, "name"))):
-                                issues.append(f"{label} configuration: "
-                                              f"{_js_str(_get(component_param, 'label'))} is required")
+                                _get(config, _get(component_param, "name"))
+                            ):
+                                issues.append(
+                                    f"{label} configuration: {_js_str(_get(component_param, 'label'))} is required"
+                                )
                         credential = _get(component, "credential")
                         if _truthy(credential) and not _truthy(_get(credential, "optional")):
                             if not _truthy(_get(config, "FLOWISE_CREDENTIAL_ID")) and not _truthy(
-                                    _get(config, "credential")):
+                                _get(config, "credential")
+                            ):
                                 issues.append(f"{label} requires a credential")
 
         if issues:
@@ -276,8 +281,14 @@ def validate_flow_data(nodes: Any, edges: Any, component_nodes: dict[str, Any]) 
             _add_issue(results, source_node, f"Connected to non-existent target node {_js_str(target)}")
         else:
             edge_id = _get(edge, "id")
-            results.append(_result(edge_id, f"Edge {_js_str(edge_id)}", "edge",
-                                   ["Disconnected edge - both source and target nodes do not exist"]))
+            results.append(
+                _result(
+                    edge_id,
+                    f"Edge {_js_str(edge_id)}",
+                    "edge",
+                    ["Disconnected edge - both source and target nodes do not exist"],
+                )
+            )
     return results
 
 
@@ -351,10 +362,10 @@ def _unexpected_token(text: str, pos: int) -> str:
     if n < 21:
         return f"Unexpected token '{token}', \"{text}\" is not valid JSON"
     if pos < 10:
-        return f"Unexpected token '{token}', \"{text[:pos + 10]}\"... is not valid JSON"
+        return f"Unexpected token '{token}', \"{text[: pos + 10]}\"... is not valid JSON"
     if pos < n - 10:
-        return f"Unexpected token '{token}', ...\"{text[pos - 10:pos + 10]}\"... is not valid JSON"
-    return f"Unexpected token '{token}', ...\"{text[pos - 10:]}\" is not valid JSON"
+        return f"Unexpected token '{token}', ...\"{text[pos - 10 : pos + 10]}\"... is not valid JSON"
+    return f"Unexpected token '{token}', ...\"{text[pos - 10 :]}\" is not valid JSON"
 
 
 def v8_json_error(text: str) -> str:
@@ -442,5 +453,12 @@ def check_document_store_usage(value: Any) -> None:
                 break
 
 
-__all__ = ["UNDEFINED", "JSError", "check_document_store_usage", "check_flow_data", "js_json_parse", "v8_json_error",
-           "validate_flow_data"]
+__all__ = [
+    "UNDEFINED",
+    "JSError",
+    "check_document_store_usage",
+    "check_flow_data",
+    "js_json_parse",
+    "v8_json_error",
+    "validate_flow_data",
+]

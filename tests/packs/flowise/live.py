@@ -24,8 +24,13 @@ SCRIPT = REPO / "scripts" / "flowise-test-server.sh"
 
 # What an API key needs for everything the pack does. /nodes, /nodes/<name> and /validation/<id> check
 # no permission in 3.1.2 (any valid key passes); templates:marketplace guards /marketplaces/templates.
-API_KEY_PERMISSIONS = ["chatflows:create", "chatflows:view", "chatflows:update", "chatflows:delete",
-                       "templates:marketplace"]
+API_KEY_PERMISSIONS = [
+    "chatflows:create",
+    "chatflows:view",
+    "chatflows:update",
+    "chatflows:delete",
+    "templates:marketplace",
+]
 
 
 class FlowiseUnavailable(RuntimeError):
@@ -39,23 +44,33 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
-def bootstrap_api_key(url: str, *, email: str = "agentloom-tests@example.com", password: str = "Agentloom-Test-1",
-                      key_name: str = "agentloom-tests", permissions: list[str] | None = None,
-                      timeout: float = 30) -> str:
+def bootstrap_api_key(
+    url: str,
+    *,
+    email: str = "agentloom-tests@example.com",
+    password: str = "Agentloom-Test-1",
+    key_name: str = "agentloom-tests",
+    permissions: list[str] | None = None,
+    timeout: float = 30,
+) -> str:
     """An API key on a fresh Flowise 3.x without the UI: register, log in (cookies), create a key.
 
     The key answer is the workspace's list of keys; the bearer value is the new one's ``apiKey``.
     """
     with httpx.Client(base_url=f"{url}/api/v1", timeout=timeout) as client:
-        reply = client.post("/account/register",
-                            json={"user": {"name": "agentloom tests", "email": email, "credential": password}})
+        reply = client.post(
+            "/account/register", json={"user": {"name": "agentloom tests", "email": email, "credential": password}}
+        )
         if reply.status_code >= 400 and "only have one organization" not in reply.text:
             raise FlowiseUnavailable(f"register: HTTP {reply.status_code} {reply.text[:300]}")
         reply = client.post("/auth/login", json={"email": email, "password": password})
         if reply.status_code != 200:
             raise FlowiseUnavailable(f"login: HTTP {reply.status_code} {reply.text[:300]}")
-        reply = client.post("/apikey", json={"keyName": key_name, "permissions": permissions or API_KEY_PERMISSIONS},
-                            headers={"x-request-from": "internal"})
+        reply = client.post(
+            "/apikey",
+            json={"keyName": key_name, "permissions": permissions or API_KEY_PERMISSIONS},
+            headers={"x-request-from": "internal"},
+        )
         if reply.status_code != 200:
             raise FlowiseUnavailable(f"apikey: HTTP {reply.status_code} {reply.text[:300]}")
         answer = reply.json()
@@ -82,17 +97,24 @@ def live_flowise(workdir: Path, timeout: float = 240, *, install: bool = False) 
     takes about 10 minutes: give a ``timeout`` to match).
     """
     if not install and not (flowise_home() / ".installed").is_file():
-        raise FlowiseUnavailable(f"Flowise {VERSION} is not installed in {flowise_home()}: "
-                                 "run scripts/flowise-test-server.sh install (about 10 min, 3 GB)")
+        raise FlowiseUnavailable(
+            f"Flowise {VERSION} is not installed in {flowise_home()}: "
+            "run scripts/flowise-test-server.sh install (about 10 min, 3 GB)"
+        )
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log_path = workdir / "flowise.log"
     with open(log_path, "ab") as log:
         try:
-            proc = subprocess.Popen(["bash", str(SCRIPT), "start", str(workdir / "server"), str(port)],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, cwd=REPO)
+            proc = subprocess.Popen(
+                ["bash", str(SCRIPT), "start", str(workdir / "server"), str(port)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=REPO,
+            )
         except OSError as exc:
             raise FlowiseUnavailable(f"cannot run {SCRIPT}: {exc}") from exc
     try:
@@ -100,24 +122,29 @@ def live_flowise(workdir: Path, timeout: float = 240, *, install: bool = False) 
         started = time.monotonic()
         while True:
             if proc.poll() is not None:
-                raise FlowiseUnavailable(f"Flowise exited with code {proc.returncode} before answering; "
-                                         f"last lines of {log_path}:\n{_tail(log_path)}")
+                raise FlowiseUnavailable(
+                    f"Flowise exited with code {proc.returncode} before answering; "
+                    f"last lines of {log_path}:\n{_tail(log_path)}"
+                )
             try:
                 if httpx.get(f"{url}/api/v1/ping", timeout=2).text == "pong":
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise FlowiseUnavailable(f"Flowise did not answer /api/v1/ping within {timeout:.0f} s; "
-                                         f"last lines of {log_path}:\n{_tail(log_path)}")
+                raise FlowiseUnavailable(
+                    f"Flowise did not answer /api/v1/ping within {timeout:.0f} s; "
+                    f"last lines of {log_path}:\n{_tail(log_path)}"
+                )
             time.sleep(0.5)
         with open(log_path, "a", encoding="utf-8") as log_text:
             log_text.write(f"\n[live_flowise] ready after {time.monotonic() - started:.1f} s\n")
         try:
             api_key = bootstrap_api_key(url)
         except (httpx.HTTPError, FlowiseUnavailable) as exc:
-            raise FlowiseUnavailable(f"API key bootstrap failed: {exc}; last lines of {log_path}:\n"
-                                     f"{_tail(log_path)}") from exc
+            raise FlowiseUnavailable(
+                f"API key bootstrap failed: {exc}; last lines of {log_path}:\n{_tail(log_path)}"
+            ) from exc
         yield url, api_key
     finally:
         _kill_group(proc)

@@ -20,10 +20,27 @@ from tests.packs.flowise.fake_flowise import FakeFlowise
 
 # A slice of the real catalog (embedding all 297 takes ~10 s): enough to search and build with.
 SUBSET = {
-    "chatOpenAI", "chatAnthropic", "bufferMemory", "bufferWindowMemory", "conversationChain", "llmChain",
-    "promptTemplate", "chatPromptTemplate", "conversationalRetrievalQAChain", "memoryVectorStore", "faiss",
-    "openAIEmbeddings", "pdfFile", "recursiveCharacterTextSplitter", "toolAgent", "calculator", "serpAPI",
-    "conversationalAgent", "cheerioWebScraper", "csvFile", "RedisBackedChatMemory",
+    "chatOpenAI",
+    "chatAnthropic",
+    "bufferMemory",
+    "bufferWindowMemory",
+    "conversationChain",
+    "llmChain",
+    "promptTemplate",
+    "chatPromptTemplate",
+    "conversationalRetrievalQAChain",
+    "memoryVectorStore",
+    "faiss",
+    "openAIEmbeddings",
+    "pdfFile",
+    "recursiveCharacterTextSplitter",
+    "toolAgent",
+    "calculator",
+    "serpAPI",
+    "conversationalAgent",
+    "cheerioWebScraper",
+    "csvFile",
+    "RedisBackedChatMemory",
 }
 
 
@@ -79,7 +96,10 @@ def test_search_categories_and_thresholds(fake_flowise: FakeFlowise, tmp_path: P
     hits = state.catalog.search_nodes("remember the conversation with the user", None, 3)
     assert hits and hits[0]["category"] == "Memory"
     assert set(hits[0]) <= {"name", "label", "category", "score", "deprecated"}
-    assert state.catalog.search_nodes("split long text into chunks", "text splitters", 3)[0]["name"] == "recursiveCharacterTextSplitter"
+    assert (
+        state.catalog.search_nodes("split long text into chunks", "text splitters", 3)[0]["name"]
+        == "recursiveCharacterTextSplitter"
+    )
     with pytest.raises(AgentloomError, match="category 'Robots' unknown; use one of: .*Chat Models"):
         state.catalog.search_nodes("anything", "Robots", 3)
     strict = open_flowise(fake_flowise, tmp_path, min_score=0.99)
@@ -95,7 +115,9 @@ def test_unreachable_server_keeps_the_cache_and_says_it_is_stale(fake_flowise: F
     before = state.catalog.path.read_bytes()
     fake.stop()
     stale = state.catalog.refresh(force=True)
-    assert stale["stale"] is True and "cached catalog" in stale["message"] and "AGENTLOOM_FLOWISE__URL" in stale["message"]
+    assert (
+        stale["stale"] is True and "cached catalog" in stale["message"] and "AGENTLOOM_FLOWISE__URL" in stale["message"]
+    )
     assert state.catalog.path.read_bytes() == before
     assert state.catalog.search_nodes("a chat model from OpenAI", None, 3)[0]["name"] == "chatOpenAI"
 
@@ -148,7 +170,10 @@ def test_hints_name_catalog_nodes_and_reach_search(fake_flowise: FakeFlowise, tm
     state = open_flowise(trim(fake_flowise), tmp_path)
     state.catalog.refresh()
     # Facts only the hints state: the definitions say "Load data from CSV files" and "...using Faiss library from Meta".
-    assert state.catalog.search_nodes("rows of a spreadsheet saved as comma separated values", None, 3)[0]["name"] == "csvFile"
+    assert (
+        state.catalog.search_nodes("rows of a spreadsheet saved as comma separated values", None, 3)[0]["name"]
+        == "csvFile"
+    )
     assert "faiss" in [h["name"] for h in state.catalog.search_nodes("keep the index in a folder on disk", None, 3)]
 
 
@@ -173,8 +198,14 @@ def test_a_catalog_embedded_with_older_node_texts_is_rebuilt(fake_flowise: FakeF
 MODEL = "all-MiniLM-L6-v2"  # the default model's key
 
 
-def saved_catalog(fake: FakeFlowise, data: Path, nodes: dict | None = None, templates: dict | None = None,
-                  settings: dict | None = None, **fields: object) -> Flowise:
+def saved_catalog(
+    fake: FakeFlowise,
+    data: Path,
+    nodes: dict | None = None,
+    templates: dict | None = None,
+    settings: dict | None = None,
+    **fields: object,
+) -> Flowise:
     """A Flowise state over a catalog.json written here (refreshed a minute ago by default): nothing embedded."""
     from dataclasses import asdict
 
@@ -182,8 +213,16 @@ def saved_catalog(fake: FakeFlowise, data: Path, nodes: dict | None = None, temp
     from agentloom.packs.flowise.documents import DOCUMENTS
 
     state = open_flowise(fake, data, **(settings or {}))
-    values: dict = {"refreshed_at": time.time() - 60, "server_version": "3.1.2", "url": fake.url, "model": MODEL,
-                    "nodes": nodes or {}, "templates": templates or {}, "documents": DOCUMENTS, **fields}
+    values: dict = {
+        "refreshed_at": time.time() - 60,
+        "server_version": "3.1.2",
+        "url": fake.url,
+        "model": MODEL,
+        "nodes": nodes or {},
+        "templates": templates or {},
+        "documents": DOCUMENTS,
+        **fields,
+    }
     state.catalog.path.write_text(json.dumps(asdict(CatalogState(**values))))  # type: ignore[arg-type]
     return state
 
@@ -204,7 +243,8 @@ def test_fingerprint_ignores_file_paths_and_key_order_only() -> None:
 
     definition = {"name": "chatOpenAI", "version": 8.2, "inputs": [{"name": "temperature"}]}
     expected = hashlib.sha256(
-        b'{"inputs": [{"name": "temperature"}], "name": "chatOpenAI", "version": 8.2}').hexdigest()[:16]
+        b'{"inputs": [{"name": "temperature"}], "name": "chatOpenAI", "version": 8.2}'
+    ).hexdigest()[:16]
     assert _fingerprint(definition) == expected and len(expected) == 16
     assert _fingerprint({"version": 8.2, "inputs": [{"name": "temperature"}], "name": "chatOpenAI"}) == expected
     assert _fingerprint({**definition, "filePath": "/usr/src/a.js", "icon": "/usr/src/a.svg"}) == expected
@@ -216,23 +256,39 @@ def test_newest_keeps_one_definition_per_name_the_highest_version() -> None:
     from agentloom.packs.flowise.catalog import _newest
 
     nodes = [
-        {"label": "no name"}, {"name": ""}, {"name": 7},  # skipped, and what follows still counts
-        {"name": "a", "version": 1, "tag": "a1"}, {"name": "a", "version": "2", "tag": "a2"},
+        {"label": "no name"},
+        {"name": ""},
+        {"name": 7},  # skipped, and what follows still counts
+        {"name": "a", "version": 1, "tag": "a1"},
+        {"name": "a", "version": "2", "tag": "a2"},
         {"name": "a", "version": 1.5, "tag": "a1.5"},
-        {"name": "b", "version": 3, "tag": "b3"}, {"name": "b", "version": 3, "tag": "b3-later"},  # a tie: the later
-        {"name": "c", "version": 0.5, "tag": "c0.5"}, {"name": "c", "tag": "c-none"},  # no version: 0
-        {"name": "d", "tag": "d-none"}, {"name": "d", "version": 0.5, "tag": "d0.5"},
+        {"name": "b", "version": 3, "tag": "b3"},
+        {"name": "b", "version": 3, "tag": "b3-later"},  # a tie: the later
+        {"name": "c", "version": 0.5, "tag": "c0.5"},
+        {"name": "c", "tag": "c-none"},  # no version: 0
+        {"name": "d", "tag": "d-none"},
+        {"name": "d", "version": 0.5, "tag": "d0.5"},
         {"name": "e", "version": None, "tag": "e-none"},
     ]
     assert {name: node["tag"] for name, node in _newest(nodes).items()} == {
-        "a": "a2", "b": "b3-later", "c": "c0.5", "d": "d0.5", "e": "e-none"}
+        "a": "a2",
+        "b": "b3-later",
+        "c": "c0.5",
+        "d": "d0.5",
+        "e": "e-none",
+    }
     assert _newest([]) == {}
 
 
 def chatflow_template(name: str, *node_names: str, kind: str = "Chatflow", **item: object) -> dict:
     nodes = [{"id": f"{n}_0", "data": {"name": n, "label": n.title()}} for n in node_names]
-    return {"templateName": name, "type": kind, "id": f"id-{name}",
-            "flowData": json.dumps({"nodes": nodes, "edges": [{"source": "x", "target": "y"}]}), **item}
+    return {
+        "templateName": name,
+        "type": kind,
+        "id": f"id-{name}",
+        "flowData": json.dumps({"nodes": nodes, "edges": [{"source": "x", "target": "y"}]}),
+        **item,
+    }
 
 
 def test_templates_keep_readable_chatflows_only(caplog: pytest.LogCaptureFixture) -> None:
@@ -244,24 +300,51 @@ def test_templates_keep_readable_chatflows_only(caplog: pytest.LogCaptureFixture
         {"templateName": "No Flow", "type": "Chatflow"},
         {"templateName": "Null Flow", "type": "Chatflow", "flowData": None},
         {"templateName": "Broken Flow", "type": "Chatflow", "flowData": "{nodes"},
-        chatflow_template("Conversation Chain", "chatOpenAI", "stickyNote", "bufferMemory", kind="CHATFLOW",
-                          description="Chat with memory", usecases=["Chatbot"]),
-        {"name": "Dict Flow", "type": "Chatflow", "flowData": {"description": "from the flow",
-                                                              "nodes": [{"id": "n"}, {"data": {"name": "llmChain"}}]}},
+        chatflow_template(
+            "Conversation Chain",
+            "chatOpenAI",
+            "stickyNote",
+            "bufferMemory",
+            kind="CHATFLOW",
+            description="Chat with memory",
+            usecases=["Chatbot"],
+        ),
+        {
+            "name": "Dict Flow",
+            "type": "Chatflow",
+            "flowData": {"description": "from the flow", "nodes": [{"id": "n"}, {"data": {"name": "llmChain"}}]},
+        },
         {"id": 42, "type": "Chatflow", "flowData": "{}"},
     ]
     with caplog.at_level("WARNING", logger="agentloom.packs.flowise.catalog"):
         found = _templates(answer)
     assert [r.getMessage() for r in caplog.records] == [
-        f"flowise: template {name!r} has no readable flowData; skipped" for name in ("No Flow", "Null Flow", "Broken Flow")]
+        f"flowise: template {name!r} has no readable flowData; skipped"
+        for name in ("No Flow", "Null Flow", "Broken Flow")
+    ]
     assert list(found) == ["conversation-chain", "dict-flow", "42"]
     chat = found["conversation-chain"]
     assert chat == Template(
-        "conversation-chain", "id-Conversation Chain", "Conversation Chain", "Chat with memory", ["Chatbot"],
-        ["chatOpenAI", "bufferMemory"], {"nodes": json.loads(answer[5]["flowData"])["nodes"],  # type: ignore[arg-type]
-                                         "edges": [{"source": "x", "target": "y"}]})
-    assert found["dict-flow"] == Template("dict-flow", "", "Dict Flow", "from the flow", [], ["llmChain"],
-                                          {"nodes": [{"id": "n"}, {"data": {"name": "llmChain"}}], "edges": []})
+        "conversation-chain",
+        "id-Conversation Chain",
+        "Conversation Chain",
+        "Chat with memory",
+        ["Chatbot"],
+        ["chatOpenAI", "bufferMemory"],
+        {
+            "nodes": json.loads(answer[5]["flowData"])["nodes"],  # type: ignore[arg-type]
+            "edges": [{"source": "x", "target": "y"}],
+        },
+    )
+    assert found["dict-flow"] == Template(
+        "dict-flow",
+        "",
+        "Dict Flow",
+        "from the flow",
+        [],
+        ["llmChain"],
+        {"nodes": [{"id": "n"}, {"data": {"name": "llmChain"}}], "edges": []},
+    )
     assert found["42"] == Template("42", "42", "42", "", [], [], {"nodes": [], "edges": []})
 
 
@@ -273,24 +356,41 @@ def test_same_template_ignores_only_the_flowise_id() -> None:
     one = Template("t", "id-1", "T", "about", ["Chatbot"], ["llmChain"], {"nodes": [], "edges": []})
     assert _same_template(one, replace(one, flowise_id="id-2")) is True
     assert _same_template(None, one) is False
-    for change in ({"name": "U"}, {"description": "other"}, {"usecases": []}, {"nodes": ["chatOpenAI"]},
-                   {"flow_data": {"nodes": [{"id": "a"}], "edges": []}}):
+    for change in (
+        {"name": "U"},
+        {"description": "other"},
+        {"usecases": []},
+        {"nodes": ["chatOpenAI"]},
+        {"flow_data": {"nodes": [{"id": "a"}], "edges": []}},
+    ):
         assert _same_template(one, replace(one, **change)) is False, change  # type: ignore[arg-type]
 
 
 def test_node_meta_is_what_chroma_stores_beside_a_node() -> None:
     from agentloom.packs.flowise.catalog import _node_meta
 
-    assert _node_meta({"label": "Buffer Memory", "category": "Memory", "version": "2", "badge": "DEPRECATING",
-                       "baseClasses": ["BufferMemory", "BaseChatMemory", "BaseMemory"]}) == {
-        "label": "Buffer Memory", "category": "Memory", "version": 2.0,
-        "base_classes": "BufferMemory|BaseChatMemory|BaseMemory", "deprecated": True}
+    assert _node_meta(
+        {
+            "label": "Buffer Memory",
+            "category": "Memory",
+            "version": "2",
+            "badge": "DEPRECATING",
+            "baseClasses": ["BufferMemory", "BaseChatMemory", "BaseMemory"],
+        }
+    ) == {
+        "label": "Buffer Memory",
+        "category": "Memory",
+        "version": 2.0,
+        "base_classes": "BufferMemory|BaseChatMemory|BaseMemory",
+        "deprecated": True,
+    }
     assert _node_meta({}) == {"label": "", "category": "", "version": 0.0, "base_classes": "", "deprecated": False}
     assert _node_meta({"badge": "NEW", "version": None, "baseClasses": None})["deprecated"] is False
 
 
-def test_a_missing_or_unreadable_catalog_file_is_an_empty_catalog(stopped: FakeFlowise, tmp_path: Path,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_a_missing_or_unreadable_catalog_file_is_an_empty_catalog(
+    stopped: FakeFlowise, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from agentloom.packs.flowise.catalog import CatalogState
 
     state = open_flowise(stopped, tmp_path)
@@ -300,7 +400,8 @@ def test_a_missing_or_unreadable_catalog_file_is_an_empty_catalog(stopped: FakeF
     with caplog.at_level("WARNING", logger="agentloom.packs.flowise.catalog"):
         assert open_flowise(stopped, tmp_path).catalog.state() == CatalogState()
     assert [r.getMessage() for r in caplog.records] == [
-        f"flowise: {state.catalog.path} is not valid JSON; the next refresh rebuilds the catalog"]
+        f"flowise: {state.catalog.path} is not valid JSON; the next refresh rebuilds the catalog"
+    ]
 
 
 def test_saved_catalog_reads_back_whole(stopped: FakeFlowise, tmp_path: Path) -> None:
@@ -308,10 +409,19 @@ def test_saved_catalog_reads_back_whole(stopped: FakeFlowise, tmp_path: Path) ->
 
     template = Template("llm-chain", "9a1b", "LLM Chain", "", [], ["llmChain"], {"nodes": [], "edges": []})
     nodes = {"llmChain": {"name": "llmChain", "category": "Chains"}}
-    saved_catalog(stopped, tmp_path, nodes, {"llm-chain": template}, refreshed_at=1_700_000_000.5,
-                  server_version="3.0.1", model="other", documents="1")
+    saved_catalog(
+        stopped,
+        tmp_path,
+        nodes,
+        {"llm-chain": template},
+        refreshed_at=1_700_000_000.5,
+        server_version="3.0.1",
+        model="other",
+        documents="1",
+    )
     assert open_flowise(stopped, tmp_path).catalog.state() == CatalogState(
-        1_700_000_000.5, "3.0.1", stopped.url, "other", nodes, {"llm-chain": template}, "1")
+        1_700_000_000.5, "3.0.1", stopped.url, "other", nodes, {"llm-chain": template}, "1"
+    )
 
 
 def test_age_and_staleness(stopped: FakeFlowise, tmp_path: Path) -> None:
@@ -326,8 +436,14 @@ def test_age_and_staleness(stopped: FakeFlowise, tmp_path: Path) -> None:
     assert catalog(refreshed_at=time.time() - day + 60, nodes=node).is_stale() is False
     assert catalog(refreshed_at=time.time() - day - 12, nodes=node).is_stale() is True
     hours = {"catalog_max_age_hours": 1.5}
-    assert saved_catalog(stopped, tmp_path, node, settings=hours, refreshed_at=time.time() - 5000).catalog.is_stale() is False
-    assert saved_catalog(stopped, tmp_path, node, settings=hours, refreshed_at=time.time() - 5500).catalog.is_stale() is True
+    assert (
+        saved_catalog(stopped, tmp_path, node, settings=hours, refreshed_at=time.time() - 5000).catalog.is_stale()
+        is False
+    )
+    assert (
+        saved_catalog(stopped, tmp_path, node, settings=hours, refreshed_at=time.time() - 5500).catalog.is_stale()
+        is True
+    )
     assert catalog(nodes=node, documents="1").is_stale() is True, "texts written by an older release"
     assert catalog(nodes=node, documents=None).is_stale() is True
     assert catalog(documents=None).is_stale() is False, "nothing embedded, nothing outdated"
@@ -335,22 +451,40 @@ def test_age_and_staleness(stopped: FakeFlowise, tmp_path: Path) -> None:
 
 def summary(**counts: object) -> dict:
     """A refresh's answer with nothing changed, and ``counts`` over it."""
-    return {"new": 0, "updated": 0, "removed": 0, "newly_deprecated": 0, "templates_changed": 0, "nodes": 0,
-            "deprecated": 0, "templates": 0, "refreshed_at": None, "server_version": None, "skipped_fresh": False,
-            "stale": False, "message": None, **counts}
+    return {
+        "new": 0,
+        "updated": 0,
+        "removed": 0,
+        "newly_deprecated": 0,
+        "templates_changed": 0,
+        "nodes": 0,
+        "deprecated": 0,
+        "templates": 0,
+        "refreshed_at": None,
+        "server_version": None,
+        "skipped_fresh": False,
+        "stale": False,
+        "message": None,
+        **counts,
+    }
 
 
 def test_a_fresh_catalog_is_not_fetched_again(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.catalog import Template
 
-    nodes = {"chatOpenAI": {"name": "chatOpenAI"}, "old": {"name": "old", "badge": "DEPRECATING"},
-             "older": {"name": "older", "badge": "DEPRECATING"}, "new": {"name": "new", "badge": "NEW"}}
+    nodes = {
+        "chatOpenAI": {"name": "chatOpenAI"},
+        "old": {"name": "old", "badge": "DEPRECATING"},
+        "older": {"name": "older", "badge": "DEPRECATING"},
+        "new": {"name": "new", "badge": "NEW"},
+    }
     template = Template("llm-chain", "9a1b", "LLM Chain", "", [], ["llmChain"], {"nodes": [], "edges": []})
     state = saved_catalog(fake_flowise, tmp_path, nodes, {"llm-chain": template})
     catalog = state.catalog
     refreshed = iso(catalog.state().refreshed_at)
-    assert catalog.refresh() == summary(nodes=4, deprecated=2, templates=1, refreshed_at=refreshed,
-                                        server_version="3.1.2", skipped_fresh=True)
+    assert catalog.refresh() == summary(
+        nodes=4, deprecated=2, templates=1, refreshed_at=refreshed, server_version="3.1.2", skipped_fresh=True
+    )
     assert catalog.ensure() is None
     assert fake_flowise.requests == []
 
@@ -361,13 +495,17 @@ def test_unreachable_server_serves_the_cached_catalog_word_for_word(fake_flowise
     fake_flowise.fail_next(1, 503, path="/api/v1/nodes")
     cached = "Using the cached catalog from 2023-11-14T22:13:20.000Z."
     failed = f"Flowise at {fake_flowise.url} failed (HTTP 503: Service Unavailable). {cached}"
-    assert state.catalog.refresh() == summary(nodes=1, refreshed_at="2023-11-14T22:13:20.000Z", server_version="3.0.0",
-                                              stale=True, message=failed)
+    assert state.catalog.refresh() == summary(
+        nodes=1, refreshed_at="2023-11-14T22:13:20.000Z", server_version="3.0.0", stale=True, message=failed
+    )
     assert fake_flowise.requests == [("GET", "/api/v1/nodes")]
     fake_flowise.fail_next(1, 503, path="/api/v1/version")
     assert state.catalog.ensure() == failed
     fake_flowise.stop()
-    assert state.catalog.ensure() == f"Flowise at {fake_flowise.url} unreachable; start it or set AGENTLOOM_FLOWISE__URL. {cached}"
+    assert (
+        state.catalog.ensure()
+        == f"Flowise at {fake_flowise.url} unreachable; start it or set AGENTLOOM_FLOWISE__URL. {cached}"
+    )
     assert state.catalog.refresh(force=True)["stale"] is True
     assert state.catalog.state().refreshed_at == 1_700_000_000.0, "the cache is kept as it was"
 
@@ -381,7 +519,9 @@ def test_a_server_listing_no_nodes_is_refused(fake_flowise: FakeFlowise, tmp_pat
     assert not state.catalog.path.exists()
 
 
-def test_forget_empties_what_was_reset_and_marks_the_catalog_never_refreshed(stopped: FakeFlowise, tmp_path: Path) -> None:
+def test_forget_empties_what_was_reset_and_marks_the_catalog_never_refreshed(
+    stopped: FakeFlowise, tmp_path: Path
+) -> None:
     from agentloom.packs.flowise.catalog import CatalogState, Template
 
     template = Template("llm-chain", "9a1b", "LLM Chain", "", [], ["llmChain"], {"nodes": [], "edges": []})
@@ -389,8 +529,15 @@ def test_forget_empties_what_was_reset_and_marks_the_catalog_never_refreshed(sto
     for forget_nodes, forget_templates in ((True, False), (False, True), (True, True)):
         catalog = saved_catalog(stopped, tmp_path, nodes, {"llm-chain": template}, documents=1).catalog
         catalog.forget(nodes=forget_nodes, templates=forget_templates)
-        expected = CatalogState(None, "3.1.2", stopped.url, MODEL, {} if forget_nodes else nodes,
-                                {} if forget_templates else {"llm-chain": template}, 1)
+        expected = CatalogState(
+            None,
+            "3.1.2",
+            stopped.url,
+            MODEL,
+            {} if forget_nodes else nodes,
+            {} if forget_templates else {"llm-chain": template},
+            1,
+        )
         assert catalog.state() == expected
         assert open_flowise(stopped, tmp_path).catalog.state() == expected
         assert catalog.is_stale() is True
@@ -398,8 +545,13 @@ def test_forget_empties_what_was_reset_and_marks_the_catalog_never_refreshed(sto
 
 
 def test_categories_and_unknown_category(stopped: FakeFlowise, tmp_path: Path) -> None:
-    nodes = {"a": {"category": "Memory"}, "b": {"category": "Chat Models"}, "c": {"category": "Memory"},
-             "d": {"category": "Agent Flows"}, "e": {}}
+    nodes = {
+        "a": {"category": "Memory"},
+        "b": {"category": "Chat Models"},
+        "c": {"category": "Memory"},
+        "d": {"category": "Agent Flows"},
+        "e": {},
+    }
     catalog = saved_catalog(stopped, tmp_path, nodes).catalog
     assert catalog.categories() == ["Agent Flows", "Chat Models", "Memory", "None"]
     with pytest.raises(AgentloomError) as caught:
@@ -409,16 +561,22 @@ def test_categories_and_unknown_category(stopped: FakeFlowise, tmp_path: Path) -
 
 def test_search_of_a_never_refreshed_catalog_names_the_settings(stopped: FakeFlowise, tmp_path: Path) -> None:
     catalog = saved_catalog(stopped, tmp_path, {"a": {"category": "Memory"}}, model=None).catalog
-    expected = (f"the node catalog is empty: Flowise at {stopped.url} was never reached. Start it or set "
-                "AGENTLOOM_FLOWISE__URL and AGENTLOOM_FLOWISE__API_KEY, then call flowise_refresh_catalog.")
-    for search in (lambda: catalog.search_nodes("memory", None, 3), lambda: catalog.search_nodes("memory", "memory", 3),
-                   lambda: catalog.search_templates("memory", 3)):
+    expected = (
+        f"the node catalog is empty: Flowise at {stopped.url} was never reached. Start it or set "
+        "AGENTLOOM_FLOWISE__URL and AGENTLOOM_FLOWISE__API_KEY, then call flowise_refresh_catalog."
+    )
+    for search in (
+        lambda: catalog.search_nodes("memory", None, 3),
+        lambda: catalog.search_nodes("memory", "memory", 3),
+        lambda: catalog.search_templates("memory", 3),
+    ):
         with pytest.raises(AgentloomError) as caught:
             search()
         assert str(caught.value) == expected
 
 
 # -- refresh and search on a few nodes (a few texts to embed: seconds, not tens of seconds) ---------------
+
 
 def definitions(*names: str) -> list[dict]:
     from tests.packs.flowise.fake_flowise import real_catalog
@@ -429,8 +587,14 @@ def definitions(*names: str) -> list[dict]:
 
 def template_item(name: str, description: str, *node_names: str) -> dict:
     nodes = [{"id": f"{n}_0", "data": {"name": n}} for n in node_names]
-    return {"id": str(uuid.uuid4()), "templateName": name, "type": "Chatflow", "description": description,
-            "usecases": ["Chatbot"], "flowData": json.dumps({"nodes": nodes, "edges": []})}
+    return {
+        "id": str(uuid.uuid4()),
+        "templateName": name,
+        "type": "Chatflow",
+        "description": description,
+        "usecases": ["Chatbot"],
+        "flowData": json.dumps({"nodes": nodes, "edges": []}),
+    }
 
 
 def stored_ids(catalog, name: str) -> set[str]:  # type: ignore[no-untyped-def]
@@ -438,8 +602,9 @@ def stored_ids(catalog, name: str) -> set[str]:  # type: ignore[no-untyped-def]
     return set(catalog._collection(name, model).get()["ids"])
 
 
-def test_refresh_writes_only_the_differences(fake_flowise: FakeFlowise, tmp_path: Path,
-                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_refresh_writes_only_the_differences(
+    fake_flowise: FakeFlowise, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from dataclasses import replace
 
     from agentloom.packs.flowise.catalog import NODES, TEMPLATES, CatalogState, _node_meta, _templates
@@ -447,9 +612,12 @@ def test_refresh_writes_only_the_differences(fake_flowise: FakeFlowise, tmp_path
 
     fake = fake_flowise
     fake.nodes = definitions("chatOpenAI", "bufferMemory", "csvFile", "conversationalAgent", "llmChain", "pdfFile")
-    fake.templates = [template_item("Chat", "Chat with memory", "chatOpenAI", "bufferMemory"),
-                      template_item("LLM Chain", "One prompt", "llmChain"), template_item("Old One", "Soon gone", "pdfFile"),
-                      {"templateName": "An Agentflow", "type": "AgentflowV2", "flowData": "{}"}]
+    fake.templates = [
+        template_item("Chat", "Chat with memory", "chatOpenAI", "bufferMemory"),
+        template_item("LLM Chain", "One prompt", "llmChain"),
+        template_item("Old One", "Soon gone", "pdfFile"),
+        {"templateName": "An Agentflow", "type": "AgentflowV2", "flowData": "{}"},
+    ]
     state = open_flowise(fake, tmp_path)
     updates: list[tuple[int, int, str]] = []
     assert state.catalog.ensure(progress=lambda *update: updates.append(update)) is None
@@ -472,46 +640,79 @@ def test_refresh_writes_only_the_differences(fake_flowise: FakeFlowise, tmp_path
     with caplog.at_level("INFO", logger="agentloom.packs.flowise.catalog"):
         changed = state.catalog.refresh(force=True, progress=lambda *update: updates.append(update))
     assert [r.getMessage() for r in caplog.records if r.name == "agentloom.packs.flowise.catalog"] == [
-        f"flowise: catalog refreshed from {fake.url}: 2 new, 2 updated, 1 removed"]
+        f"flowise: catalog refreshed from {fake.url}: 2 new, 2 updated, 1 removed"
+    ]
     now = state.catalog.state()
-    assert changed == summary(new=2, updated=2, removed=1, newly_deprecated=2, templates_changed=3, nodes=7,
-                              deprecated=3, templates=3, refreshed_at=iso(now.refreshed_at), server_version="3.1.2")
+    assert changed == summary(
+        new=2,
+        updated=2,
+        removed=1,
+        newly_deprecated=2,
+        templates_changed=3,
+        nodes=7,
+        deprecated=3,
+        templates=3,
+        refreshed_at=iso(now.refreshed_at),
+        server_version="3.1.2",
+    )
     assert updates == [(4, 6, "embedded 4 of 4 nodes"), (6, 6, "embedded 2 templates")]
     fetched = {n["name"]: n for n in fake.nodes}
     # Flowise gives templates new ids on every call: those of the refresh's answer are kept
     templates = {k: replace(t, flowise_id=now.templates[k].flowise_id) for k, t in _templates(fake.templates).items()}
-    assert open_flowise(fake, tmp_path).catalog.state() == now == CatalogState(
-        now.refreshed_at, "3.1.2", fake.url, MODEL, fetched, templates, DOCUMENTS)
+    assert (
+        open_flowise(fake, tmp_path).catalog.state()
+        == now
+        == CatalogState(now.refreshed_at, "3.1.2", fake.url, MODEL, fetched, templates, DOCUMENTS)
+    )
     assert all(len(t.flowise_id) == 36 for t in templates.values())
     assert now.refreshed_at >= first.refreshed_at  # type: ignore[operator]
 
     nodes = state.catalog._collection(NODES, MODEL).get(include=["metadatas"])
     assert set(nodes["ids"]) == set(fetched) and "csvFile" not in nodes["ids"]
     assert {i: m for i, m in zip(nodes["ids"], nodes["metadatas"], strict=True)} == {
-        n: _node_meta(d) for n, d in fetched.items()}
+        n: _node_meta(d) for n, d in fetched.items()
+    }
     saved = state.catalog._collection(TEMPLATES, MODEL).get(include=["metadatas", "documents"])
     assert sorted(zip(saved["ids"], saved["metadatas"], saved["documents"], strict=True)) == [
-        ("chat", {"name": "Chat", "nodes": "chatOpenAI,bufferMemory"},
-         template_document("Chat", "Chat with memory", ["Chatbot"], ["OpenAI", "Buffer Memory"])),
-        ("llm-chain", {"name": "LLM Chain", "nodes": "llmChain"},
-         template_document("LLM Chain", "One prompt, one answer", ["Chatbot"], ["LLM Chain"])),
-        ("tool-chat", {"name": "Tool Chat", "nodes": "calculator,chatOpenAI,notANode"},
-         "Tool Chat: Chat with tools Use cases: Chatbot. Nodes: Calculator, OpenAI, notANode.")]
+        (
+            "chat",
+            {"name": "Chat", "nodes": "chatOpenAI,bufferMemory"},
+            template_document("Chat", "Chat with memory", ["Chatbot"], ["OpenAI", "Buffer Memory"]),
+        ),
+        (
+            "llm-chain",
+            {"name": "LLM Chain", "nodes": "llmChain"},
+            template_document("LLM Chain", "One prompt, one answer", ["Chatbot"], ["LLM Chain"]),
+        ),
+        (
+            "tool-chat",
+            {"name": "Tool Chat", "nodes": "calculator,chatOpenAI,notANode"},
+            "Tool Chat: Chat with tools Use cases: Chatbot. Nodes: Calculator, OpenAI, notANode.",
+        ),
+    ]
 
     unchanged = state.catalog.refresh(force=True)
-    assert (unchanged["new"], unchanged["updated"], unchanged["removed"], unchanged["newly_deprecated"],
-            unchanged["templates_changed"]) == (0, 0, 0, 0, 0)
+    assert (
+        unchanged["new"],
+        unchanged["updated"],
+        unchanged["removed"],
+        unchanged["newly_deprecated"],
+        unchanged["templates_changed"],
+    ) == (0, 0, 0, 0, 0)
 
 
 @pytest.mark.parametrize("field", ["url", "model", "documents"])
-def test_another_server_model_or_text_version_rebuilds_the_collections(fake_flowise: FakeFlowise, tmp_path: Path,
-                                                                         field: str) -> None:
+def test_another_server_model_or_text_version_rebuilds_the_collections(
+    fake_flowise: FakeFlowise, tmp_path: Path, field: str
+) -> None:
     from agentloom.packs.flowise.catalog import NODES, TEMPLATES
 
     fake = fake_flowise
     fake.nodes = definitions("chatOpenAI", "bufferMemory", "conversationalAgent")
-    fake.templates = [template_item("Chat", "Chat with memory", "chatOpenAI", "bufferMemory"),
-                      template_item("Gone", "Not served again", "chatOpenAI")]
+    fake.templates = [
+        template_item("Chat", "Chat with memory", "chatOpenAI", "bufferMemory"),
+        template_item("Gone", "Not served again", "chatOpenAI"),
+    ]
     state = open_flowise(fake, tmp_path)
     state.catalog.refresh()
     fake.nodes = [n for n in fake.nodes if n["name"] != "bufferMemory"]
@@ -521,24 +722,49 @@ def test_another_server_model_or_text_version_rebuilds_the_collections(fake_flow
     state.catalog.path.write_text(json.dumps(saved))
     reopened = open_flowise(fake, tmp_path)
     rebuilt = reopened.catalog.refresh(force=True)
-    assert (rebuilt["new"], rebuilt["updated"], rebuilt["removed"], rebuilt["newly_deprecated"],
-            rebuilt["templates_changed"], rebuilt["nodes"]) == (2, 0, 0, 1, 1, 2), "all counted new, nothing removed"
+    assert (
+        rebuilt["new"],
+        rebuilt["updated"],
+        rebuilt["removed"],
+        rebuilt["newly_deprecated"],
+        rebuilt["templates_changed"],
+        rebuilt["nodes"],
+    ) == (2, 0, 0, 1, 1, 2), "all counted new, nothing removed"
     assert stored_ids(reopened.catalog, NODES) == {"chatOpenAI", "conversationalAgent"}, "the old collection dropped"
     assert stored_ids(reopened.catalog, TEMPLATES) == {"chat"}
     assert reopened.catalog.state().model == MODEL and reopened.catalog.state().url == fake.url
 
 
-SEARCHED = ("chatOpenAI", "chatAnthropic", "bufferMemory", "bufferWindowMemory", "RedisBackedChatMemory",
-            "conversationChain", "llmChain", "calculator", "promptTemplate", "conversationalAgent", "agentAgentflow",
-            "startAgentflow")
+SEARCHED = (
+    "chatOpenAI",
+    "chatAnthropic",
+    "bufferMemory",
+    "bufferWindowMemory",
+    "RedisBackedChatMemory",
+    "conversationChain",
+    "llmChain",
+    "calculator",
+    "promptTemplate",
+    "conversationalAgent",
+    "agentAgentflow",
+    "startAgentflow",
+)
 
 
 def searchable(fake: FakeFlowise, data: Path, **settings: object) -> Flowise:
     fake.nodes = definitions(*SEARCHED)
-    fake.templates = [template_item("Chat", "Chat with an OpenAI model that remembers the conversation", "chatOpenAI",
-                                    "bufferMemory", "conversationChain"),
-                      template_item("Calculator Agent", "An agent doing arithmetic with a calculator tool", "calculator",
-                                    "conversationalAgent")]
+    fake.templates = [
+        template_item(
+            "Chat",
+            "Chat with an OpenAI model that remembers the conversation",
+            "chatOpenAI",
+            "bufferMemory",
+            "conversationChain",
+        ),
+        template_item(
+            "Calculator Agent", "An agent doing arithmetic with a calculator tool", "calculator", "conversationalAgent"
+        ),
+    ]
     state = open_flowise(fake, data, **settings)
     state.catalog.refresh()
     return state
@@ -555,17 +781,29 @@ def test_search_ranks_deprecated_nodes_lower_and_scores_by_cosine(fake_flowise: 
     state = searchable(fake_flowise, tmp_path)
     catalog = state.catalog
     window = catalog.search_nodes(own_text(state, "bufferWindowMemory"), None, 20)
-    assert window[0] == {"name": "bufferWindowMemory", "label": "Buffer Window Memory", "category": "Memory", "score": 1.0}
+    assert window[0] == {
+        "name": "bufferWindowMemory",
+        "label": "Buffer Window Memory",
+        "category": "Memory",
+        "score": 1.0,
+    }
     assert [round(h["score"], 3) for h in window] == [h["score"] for h in window]
     assert all(h["score"] < 1.0 for h in window[1:]) and "deprecated" not in window[0]
     assert {h["name"] for h in window} <= set(SEARCHED) - {"agentAgentflow", "startAgentflow"}, "Agent Flows left out"
     # Its own text puts conversationalAgent first in both legs; deprecated, it moves three places down.
     agent = catalog.search_nodes(own_text(state, "conversationalAgent"), None, 20)
     assert [h["name"] for h in agent].index("conversationalAgent") == 3
-    assert agent[3] == {"name": "conversationalAgent", "label": "Conversational Agent", "category": "Agents",
-                        "score": 1.0, "deprecated": True}
+    assert agent[3] == {
+        "name": "conversationalAgent",
+        "label": "Conversational Agent",
+        "category": "Agents",
+        "score": 1.0,
+        "deprecated": True,
+    }
     assert len(catalog.search_nodes(own_text(state, "conversationalAgent"), None, 2)) == 2
-    assert "conversationalAgent" not in [h["name"] for h in catalog.search_nodes(own_text(state, "conversationalAgent"), None, 3)]
+    assert "conversationalAgent" not in [
+        h["name"] for h in catalog.search_nodes(own_text(state, "conversationalAgent"), None, 3)
+    ]
 
 
 def test_search_by_category_in_any_case(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
@@ -597,7 +835,9 @@ def test_search_templates_by_cosine_above_the_threshold(fake_flowise: FakeFlowis
 
     state = searchable(fake_flowise, tmp_path)
     chat = state.catalog.state().templates["chat"]
-    text = template_document(chat.name, chat.description, chat.usecases, ["OpenAI", "Buffer Memory", "Conversation Chain"])
+    text = template_document(
+        chat.name, chat.description, chat.usecases, ["OpenAI", "Buffer Memory", "Conversation Chain"]
+    )
     found = state.catalog.search_templates(text, 5)
     assert [t.template_id for t, _ in found][:1] == ["chat"] and found[0][0] == chat
     assert found[0][1] == pytest.approx(1.0, abs=1e-4)
@@ -614,8 +854,9 @@ def test_add_indexes_seed_entries_like_fetched_ones(fake_flowise: FakeFlowise, t
 
     fake = fake_flowise
     seed = {d["name"]: d for d in definitions("bufferMemory", "llmChain")}
-    template = Template("memory-chat", "", "Memory Chat", "A chat that remembers", [], ["bufferMemory"],
-                        {"nodes": [], "edges": []})
+    template = Template(
+        "memory-chat", "", "Memory Chat", "A chat that remembers", [], ["bufferMemory"], {"nodes": [], "edges": []}
+    )
     state = open_flowise(fake, tmp_path)
     updates: list[tuple[int, int, str]] = []
     before = time.time()
@@ -624,7 +865,13 @@ def test_add_indexes_seed_entries_like_fetched_ones(fake_flowise: FakeFlowise, t
     assert updates == [(2, 3, "embedded 2 of 2 nodes"), (3, 3, "embedded 1 templates")]
     assert added.refreshed_at is not None and before <= added.refreshed_at <= time.time()
     assert (added.server_version, added.url, added.model, added.nodes, added.templates, added.documents) == (
-        None, fake.url, MODEL, seed, {"memory-chat": template}, DOCUMENTS)
+        None,
+        fake.url,
+        MODEL,
+        seed,
+        {"memory-chat": template},
+        DOCUMENTS,
+    )
     assert state.catalog.is_stale() is False, "a never refreshed catalog counts as fresh afterwards"
     assert stored_ids(state.catalog, NODES) == set(seed) and stored_ids(state.catalog, TEMPLATES) == {"memory-chat"}
     assert fake.requests == []
@@ -635,13 +882,26 @@ def test_add_indexes_seed_entries_like_fetched_ones(fake_flowise: FakeFlowise, t
     assert state.catalog.state().refreshed_at == added.refreshed_at
 
     # Onto a saved catalog: merged, its time, server, address, model and text version kept.
-    old = saved_catalog(fake, tmp_path / "old", {"chatOpenAI": definitions("chatOpenAI")[0]}, refreshed_at=1_700_000_000.0,
-                        url="http://127.0.0.1:1", documents="1", server_version="3.0.0").catalog
+    old = saved_catalog(
+        fake,
+        tmp_path / "old",
+        {"chatOpenAI": definitions("chatOpenAI")[0]},
+        refreshed_at=1_700_000_000.0,
+        url="http://127.0.0.1:1",
+        documents="1",
+        server_version="3.0.0",
+    ).catalog
     old.add(seed, [])
     merged = old.state()
-    assert (merged.refreshed_at, merged.server_version, merged.url, merged.model, sorted(merged.nodes), merged.templates,
-            merged.documents) == (1_700_000_000.0, "3.0.0", "http://127.0.0.1:1", MODEL,
-                                  ["bufferMemory", "chatOpenAI", "llmChain"], {}, "1")
+    assert (
+        merged.refreshed_at,
+        merged.server_version,
+        merged.url,
+        merged.model,
+        sorted(merged.nodes),
+        merged.templates,
+        merged.documents,
+    ) == (1_700_000_000.0, "3.0.0", "http://127.0.0.1:1", MODEL, ["bufferMemory", "chatOpenAI", "llmChain"], {}, "1")
     assert open_flowise(fake, tmp_path / "old").catalog.state() == merged
     # A catalog with a model but no nodes yet gets this release's text version.
     empty = saved_catalog(fake, tmp_path / "empty", model=MODEL, documents=None).catalog
@@ -672,8 +932,10 @@ def test_keyword_hits_get_their_cosine_and_follow_the_catalog(fake_flowise: Fake
     assert "calculator" in [h["name"] for h in catalog.search_nodes(query, None, 5)]
     cosine = dict(catalog._query(NODES, catalog.state(), query, 20, None))
     scores = catalog._scores(NODES, catalog.state(), query, ["calculator", "llmChain"])
-    assert scores == {"calculator": pytest.approx(cosine["calculator"], abs=1e-5),
-                      "llmChain": pytest.approx(cosine["llmChain"], abs=1e-5)}
+    assert scores == {
+        "calculator": pytest.approx(cosine["calculator"], abs=1e-5),
+        "llmChain": pytest.approx(cosine["llmChain"], abs=1e-5),
+    }
     fake_flowise.nodes += definitions("conversationalRetrievalQAChain")
     catalog.refresh(force=True)
     hits = catalog.search_nodes("conversational retrieval QA chain", None, 5)
@@ -684,10 +946,15 @@ def test_a_catalog_built_with_a_model_no_longer_configured_names_it(stopped: Fak
     from agentloom.packs.flowise.catalog import NODES
 
     catalog = saved_catalog(stopped, tmp_path, {"a": {"category": "Memory"}}, model="gone-model").catalog
-    expected = ("the Flowise catalog was built with embedding model 'gone-model', which is not configured; its vectors "
-                "can only be searched with that model")
-    for search in (lambda: catalog.search_nodes("memory", None, 3), lambda: catalog.search_templates("memory", 3),
-                   lambda: catalog._scores(NODES, catalog.state(), "memory", ["a"])):
+    expected = (
+        "the Flowise catalog was built with embedding model 'gone-model', which is not configured; its vectors "
+        "can only be searched with that model"
+    )
+    for search in (
+        lambda: catalog.search_nodes("memory", None, 3),
+        lambda: catalog.search_templates("memory", 3),
+        lambda: catalog._scores(NODES, catalog.state(), "memory", ["a"]),
+    ):
         with pytest.raises(AgentloomError) as caught:
             search()
         assert str(caught.value).startswith(expected), str(caught.value)
@@ -711,7 +978,9 @@ E5 = "multilingual-e5-small"  # a second built-in model: its vectors are not the
 def test_a_catalog_on_the_configured_model_scores_keyword_hits_with_it(stopped: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.catalog import NODES
 
-    seed = {d["name"]: d for d in definitions("calculator", "llmChain", "chatOpenAI", "bufferMemory", "bufferWindowMemory")}
+    seed = {
+        d["name"]: d for d in definitions("calculator", "llmChain", "chatOpenAI", "bufferMemory", "bufferWindowMemory")
+    }
     state = open_flowise(stopped, tmp_path, embedding_model=E5)
     state.catalog.add(seed, [])  # never refreshed: the model configured, not the default one
     assert state.catalog.state().model == E5
@@ -720,10 +989,14 @@ def test_a_catalog_on_the_configured_model_scores_keyword_hits_with_it(stopped: 
     cosine = dict(state.catalog._query(NODES, state.catalog.state(), query, 5, None))
     assert 0.5 < cosine["calculator"] < 0.99 and set(cosine) == set(seed)
     assert state.catalog._scores(NODES, state.catalog.state(), query, ["calculator", "llmChain"]) == {
-        "calculator": pytest.approx(cosine["calculator"], abs=1e-5), "llmChain": pytest.approx(cosine["llmChain"], abs=1e-5)}
+        "calculator": pytest.approx(cosine["calculator"], abs=1e-5),
+        "llmChain": pytest.approx(cosine["llmChain"], abs=1e-5),
+    }
     # min_score 1: the vector leg keeps nothing, the keyword leg finds the node, with the cosine the vector leg saw
     keyword_only = open_flowise(stopped, tmp_path, min_score=1.0).catalog
-    expected = [{"name": "calculator", "label": "Calculator", "category": "Tools", "score": round(cosine["calculator"], 3)}]
+    expected = [
+        {"name": "calculator", "label": "Calculator", "category": "Tools", "score": round(cosine["calculator"], 3)}
+    ]
     assert keyword_only.search_nodes(query, None, 5) == expected
     assert keyword_only.search_nodes(query, "tools", 5) == expected, "the keyword leg searches the category too"
     assert keyword_only.search_nodes(query, "Memory", 5) == []
@@ -755,13 +1028,15 @@ def test_each_leg_reaches_four_places_per_result_and_eight_more(fake_flowise: Fa
     assert [h["name"] for h in catalog.search_nodes("around", None, 1)] == ["serpAPI"]
     # No keyword hit among the Memory nodes: the vector leg alone finds them, within the category.
     memory = catalog.search_nodes("later", "memory", 5)
-    assert [h["name"] for h in memory] == [n for n in vector if n in {"bufferMemory", "bufferWindowMemory",
-                                                                        "RedisBackedChatMemory"}]
+    assert [h["name"] for h in memory] == [
+        n for n in vector if n in {"bufferMemory", "bufferWindowMemory", "RedisBackedChatMemory"}
+    ]
     # The keyword leg alone (min_score 1): faiss, beyond the vector leg's 12, gets its cosine looked up.
     cosine = dict(catalog._query(NODES, saved, "later", 20, None))
     keyword_only = open_flowise(fake_flowise, tmp_path, min_score=1.0).catalog
     assert keyword_only.search_nodes("later", None, 1) == [
-        {"name": "faiss", "label": "Faiss", "category": "Vector Stores", "score": round(cosine["faiss"], 3)}]
+        {"name": "faiss", "label": "Faiss", "category": "Vector Stores", "score": round(cosine["faiss"], 3)}
+    ]
     assert round(cosine["faiss"], 3) > 0.0, "not the 0 of a node without a cosine"
 
 
@@ -776,7 +1051,8 @@ def test_a_score_equal_to_min_score_is_kept(fake_flowise: FakeFlowise, tmp_path:
     (template, template_score), *_ = catalog._query(TEMPLATES, saved, query, 2, None)
     at_node = open_flowise(fake_flowise, tmp_path, min_score=node_score).catalog
     assert at_node.search_nodes(query, "Memory", 5) == [
-        {"name": node, "label": saved.nodes[node]["label"], "category": "Memory", "score": round(node_score, 3)}]
+        {"name": node, "label": saved.nodes[node]["label"], "category": "Memory", "score": round(node_score, 3)}
+    ]
     at_template = open_flowise(fake_flowise, tmp_path, min_score=template_score).catalog
     assert at_template.search_templates(query, 2) == [(saved.templates[template], template_score)]
 
@@ -787,10 +1063,21 @@ def test_search_skips_what_chroma_and_catalog_json_do_not_share(stopped: FakeFlo
 
     seed = {d["name"]: d for d in definitions("bufferWindowMemory", "bufferMemory")}
     flow = {"nodes": [], "edges": []}
-    templates = [Template("memory-chat", "", "Memory Chat", "A chat that remembers the conversation", [], ["bufferMemory"], flow),
-                 Template("window-chat", "", "Window Chat", "A chat that remembers the last messages", [],
-                          ["bufferWindowMemory"], flow),
-                 Template("calculator-agent", "", "Calculator Agent", "Arithmetic with a calculator tool", [], [], flow)]
+    templates = [
+        Template(
+            "memory-chat", "", "Memory Chat", "A chat that remembers the conversation", [], ["bufferMemory"], flow
+        ),
+        Template(
+            "window-chat",
+            "",
+            "Window Chat",
+            "A chat that remembers the last messages",
+            [],
+            ["bufferWindowMemory"],
+            flow,
+        ),
+        Template("calculator-agent", "", "Calculator Agent", "Arithmetic with a calculator tool", [], [], flow),
+    ]
     state = open_flowise(stopped, tmp_path)
     state.catalog.add(seed, templates)
     query = node_document(seed["bufferWindowMemory"], consumers(seed))
@@ -804,11 +1091,18 @@ def test_search_skips_what_chroma_and_catalog_json_do_not_share(stopped: FakeFlo
     # The vector leg: bufferWindowMemory alone, unknown, skipped; the keyword leg's hits come after it.
     assert [n for n, _ in strict._lexical(strict.state()).search(query, 5)] == ["bufferMemory", "calculator"]
     assert strict.search_nodes(query, None, 5) == [
-        {"name": "bufferMemory", "label": "Buffer Memory", "category": "Memory", "score": round(cosine["bufferMemory"], 3)},
-        {"name": "calculator", "label": "Calculator", "category": "Tools", "score": 0.0}]
+        {
+            "name": "bufferMemory",
+            "label": "Buffer Memory",
+            "category": "Memory",
+            "score": round(cosine["bufferMemory"], 3),
+        },
+        {"name": "calculator", "label": "Calculator", "category": "Tools", "score": 0.0},
+    ]
     # A keyword hit Chroma has no vector for: no cosine, 0.
     assert strict.search_nodes("arithmetic calculator", None, 5) == [
-        {"name": "calculator", "label": "Calculator", "category": "Tools", "score": 0.0}]
+        {"name": "calculator", "label": "Calculator", "category": "Tools", "score": 0.0}
+    ]
     # Templates: window-chat, the first hit, unknown, is dropped; the known one after it still fills the limit.
     lenient = open_flowise(stopped, tmp_path).catalog
     found = lenient.search_templates("a chat that remembers the last messages", 2)
@@ -824,8 +1118,9 @@ def test_a_catalog_json_without_nodes_or_templates_reads_as_empty_ones(stopped: 
     assert state.catalog.state() == CatalogState(1_700_000_000.0, None, stopped.url, MODEL, {}, {}, None)
 
 
-def test_a_catalog_exactly_as_old_as_the_limit_is_still_fresh(stopped: FakeFlowise, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_catalog_exactly_as_old_as_the_limit_is_still_fresh(
+    stopped: FakeFlowise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import types
 
     from agentloom.packs.flowise import catalog as module
@@ -839,7 +1134,9 @@ def test_a_catalog_exactly_as_old_as_the_limit_is_still_fresh(stopped: FakeFlowi
     assert past.catalog.is_stale() is True
 
 
-def test_a_refresh_embeds_nodes_and_templates_with_the_configured_model(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+def test_a_refresh_embeds_nodes_and_templates_with_the_configured_model(
+    fake_flowise: FakeFlowise, tmp_path: Path
+) -> None:
     import numpy as np
 
     from agentloom.packs.flowise.catalog import NODES
@@ -847,9 +1144,11 @@ def test_a_refresh_embeds_nodes_and_templates_with_the_configured_model(fake_flo
 
     fake = fake_flowise
     fake.nodes = definitions("calculator", "llmChain")
-    fake.templates = [template_item("Maths helper", "Answers arithmetic questions with a calculator", "calculator"),
-                      template_item("Story teller", "Writes short stories for children", "llmChain"),
-                      template_item("Recipe finder", "Suggests dinner recipes from what is in the fridge", "llmChain")]
+    fake.templates = [
+        template_item("Maths helper", "Answers arithmetic questions with a calculator", "calculator"),
+        template_item("Story teller", "Writes short stories for children", "llmChain"),
+        template_item("Recipe finder", "Suggests dinner recipes from what is in the fridge", "llmChain"),
+    ]
     state = open_flowise(fake, tmp_path, embedding_model=E5, min_score=0.0)
     catalog = state.catalog
     catalog.refresh()
@@ -864,7 +1163,9 @@ def test_a_refresh_embeds_nodes_and_templates_with_the_configured_model(fake_flo
     assert template.name == "Maths helper"
     text = template_document(template.name, template.description, template.usecases, ["Calculator"])
     embeddings = state.catalog.embeddings
-    cosine = float(np.dot(embeddings.embed_query("arithmetic with a calculator", E5), embeddings.embed_documents([text], E5)[0]))
+    cosine = float(
+        np.dot(embeddings.embed_query("arithmetic with a calculator", E5), embeddings.embed_documents([text], E5)[0])
+    )
     assert score == pytest.approx(cosine, abs=1e-4), "the template embedded with the catalog's model"
 
 
@@ -890,12 +1191,16 @@ def _missing(message: str) -> Exception:
     return NotFoundError(message)
 
 
-@pytest.mark.parametrize("error", [
-    pytest.param(lambda: ValueError("Collection nodes does not exist."), id="chroma-0.5-valueerror"),
-    pytest.param(lambda: _missing("Collection [nodes] not found"), id="notfounderror"),
-])
-def test_a_collection_missing_when_dropped_is_no_error(fake_flowise: FakeFlowise, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch, error) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "error",
+    [
+        pytest.param(lambda: ValueError("Collection nodes does not exist."), id="chroma-0.5-valueerror"),
+        pytest.param(lambda: _missing("Collection [nodes] not found"), id="notfounderror"),
+    ],
+)
+def test_a_collection_missing_when_dropped_is_no_error(
+    fake_flowise: FakeFlowise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error
+) -> None:  # type: ignore[no-untyped-def]
     from agentloom.packs.flowise.catalog import NODES
 
     fake = fake_flowise
@@ -911,7 +1216,8 @@ def test_a_collection_missing_when_dropped_is_no_error(fake_flowise: FakeFlowise
 
 
 def test_a_failure_dropping_a_collection_fails_the_refresh_and_keeps_catalog_json(
-        fake_flowise: FakeFlowise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_flowise: FakeFlowise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = fake_flowise
     fake.nodes, fake.templates = definitions("calculator"), []
     catalog = open_flowise(fake, tmp_path).catalog

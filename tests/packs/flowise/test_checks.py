@@ -24,21 +24,31 @@ from tests.packs.flowise.fake_flowise import FakeFlowise
 from tests.packs.flowise.test_catalog import trim
 
 FOLDER = REPO / "docs" / "checklists"
-STORIES = ["build-from-nodes", "build-from-template", "catalog-refresh", "data-management", "learning", "resilience",
-           "search", "validation"]
+STORIES = [
+    "build-from-nodes",
+    "build-from-template",
+    "catalog-refresh",
+    "data-management",
+    "learning",
+    "resilience",
+    "search",
+    "validation",
+]
 # Needs the trimmed catalog (test_catalog.SUBSET) answers at top-3: the search step can pass on the fake.
-NEEDS = [("remember the conversation with the user", "bufferMemory", ["bufferWindowMemory", "RedisBackedChatMemory"]),
-         ("split long text into smaller chunks", "recursiveCharacterTextSplitter", []),
-         ("read the pages of a PDF document", "pdfFile", []),
-         ("answer with Claude from Anthropic", "chatAnthropic", []),
-         ("use GPT-4o from OpenAI as the chat model", "chatOpenAI", []),
-         ("do arithmetic for the agent", "calculator", []),
-         ("search Google for current results", "serpAPI", []),
-         ("scrape the text of a web page", "cheerioWebScraper", []),
-         ("load rows from a CSV spreadsheet", "csvFile", []),
-         ("an agent that decides which tools to call", "toolAgent", ["conversationalAgent"]),
-         ("turn text into vectors with OpenAI", "openAIEmbeddings", []),
-         ("keep document vectors in memory, no database", "memoryVectorStore", ["faiss"])]
+NEEDS = [
+    ("remember the conversation with the user", "bufferMemory", ["bufferWindowMemory", "RedisBackedChatMemory"]),
+    ("split long text into smaller chunks", "recursiveCharacterTextSplitter", []),
+    ("read the pages of a PDF document", "pdfFile", []),
+    ("answer with Claude from Anthropic", "chatAnthropic", []),
+    ("use GPT-4o from OpenAI as the chat model", "chatOpenAI", []),
+    ("do arithmetic for the agent", "calculator", []),
+    ("search Google for current results", "serpAPI", []),
+    ("scrape the text of a web page", "cheerioWebScraper", []),
+    ("load rows from a CSV spreadsheet", "csvFile", []),
+    ("an agent that decides which tools to call", "toolAgent", ["conversationalAgent"]),
+    ("turn text into vectors with OpenAI", "openAIEmbeddings", []),
+    ("keep document vectors in memory, no database", "memoryVectorStore", ["faiss"]),
+]
 
 
 def cli(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Result:
@@ -86,9 +96,11 @@ def test_checklist_has_setup_data_and_complete_scenarios(story: str) -> None:
 
 
 def test_a_broken_checklist_is_reported(tmp_path: Path) -> None:
-    (tmp_path / "broken.md").write_text("# Checklist: broken\n\n## Setup\n\n1. x\n\n## Scenarios\n\n"
-                                        "### S1. No expectation\n\nSteps:\n1. x\n\nActual:\n\n- [ ] pass\n\n"
-                                        "### S1. Twice\n\nSteps:\n1. x\n\nExpected: y\n\nActual:\n\n## Notes\n\n- [ ] pass\n")
+    (tmp_path / "broken.md").write_text(
+        "# Checklist: broken\n\n## Setup\n\n1. x\n\n## Scenarios\n\n"
+        "### S1. No expectation\n\nSteps:\n1. x\n\nActual:\n\n- [ ] pass\n\n"
+        "### S1. Twice\n\nSteps:\n1. x\n\nExpected: y\n\nActual:\n\n## Notes\n\n- [ ] pass\n"
+    )
     problems = checklists.parse(tmp_path / "broken.md").problems()
     assert problems == ["no '## Test data' section", "S1 lacks Expected:", "S1 appears twice", "S1 lacks - [ ] pass"]
 
@@ -99,15 +111,31 @@ def test_commit_is_read_without_failing_outside_a_checkout(tmp_path: Path, monke
 
     monkeypatch.setattr(checklists.subprocess, "run", missing)
     assert checklists.commit(tmp_path) is None
-    monkeypatch.setattr(checklists.subprocess, "run",
-                        lambda command, **kwargs: subprocess.CompletedProcess(command, 128, "", "not a git repository"))
+    monkeypatch.setattr(
+        checklists.subprocess,
+        "run",
+        lambda command, **kwargs: subprocess.CompletedProcess(command, 128, "", "not a git repository"),
+    )
     assert checklists.commit(tmp_path) is None
 
 
 # -- checklist record / list ---------------------------------------------------------------
 def test_record_with_options_appends_one_line(copy: Path) -> None:
-    result = cli("checklist", "record", "search", "--checklists", str(copy), "--tester", "Ada",
-                 "--result", "S2=FAIL", "--result", "S1=pass", "--notes", "S2: Memory first, but a tool too")
+    result = cli(
+        "checklist",
+        "record",
+        "search",
+        "--checklists",
+        str(copy),
+        "--tester",
+        "Ada",
+        "--result",
+        "S2=FAIL",
+        "--result",
+        "S1=pass",
+        "--notes",
+        "S2: Memory first, but a tool too",
+    )
     assert result.exit_code == 0, result.output
     assert "2 of 8 scenarios recorded (1 pass)" in result.output and "story not complete (S2, S3," in result.output
     lines = (copy / "results" / "search.jsonl").read_text().splitlines()
@@ -122,12 +150,21 @@ def test_record_with_options_appends_one_line(copy: Path) -> None:
     assert path == copy / "results" / "resilience.jsonl" and json.loads(path.read_text())["tester"] == "Bo"
 
 
-@pytest.mark.parametrize(("args", "named"), [
-    (["serach", "--result", "S1=pass"], ["story 'serach' unknown", "known stories: build-from-nodes", "validation"]),
-    (["search", "--result", "S1=pass", "--result", "S99=pass"], ["scenario S99 unknown in search.md", "known: S1, S2"]),
-    (["search", "--result", "S1=maybe"], ["S1=maybe is neither pass nor fail", "--result S1=pass"]),
-    (["search", "--result", "S1"], ["--result 'S1' is not ID=pass|fail"]),
-])
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (
+            ["serach", "--result", "S1=pass"],
+            ["story 'serach' unknown", "known stories: build-from-nodes", "validation"],
+        ),
+        (
+            ["search", "--result", "S1=pass", "--result", "S99=pass"],
+            ["scenario S99 unknown in search.md", "known: S1, S2"],
+        ),
+        (["search", "--result", "S1=maybe"], ["S1=maybe is neither pass nor fail", "--result S1=pass"]),
+        (["search", "--result", "S1"], ["--result 'S1' is not ID=pass|fail"]),
+    ],
+)
 def test_record_refuses_unknown_stories_ids_and_values(copy: Path, args: list[str], named: list[str]) -> None:
     result = cli("checklist", "record", *args, "--checklists", str(copy), "--tester", "Ada")
     assert result.exit_code == 2
@@ -149,7 +186,9 @@ def test_record_asks_each_scenario_and_completes_the_story(copy: Path) -> None:
     listing = cli("checklist", "list", "--checklists", str(copy))
     assert listing.exit_code == 0
     rows = {line.split()[0]: line for line in listing.output.splitlines()}
-    assert "complete" in rows["search"] and "not complete" not in rows["search"] and "by Ada: 8/8 pass" in rows["search"]
+    assert (
+        "complete" in rows["search"] and "not complete" not in rows["search"] and "by Ada: 8/8 pass" in rows["search"]
+    )
     assert "not complete" in rows["learning"] and "never run" in rows["learning"]
     as_json = {r["story"]: r for r in json.loads(cli("checklist", "list", "--checklists", str(copy), "--json").stdout)}
     assert as_json["search"]["completed_by"] == {"timestamp": run["timestamp"], "tester": "Ada", "commit": "abc1234"}
@@ -179,7 +218,9 @@ def test_check_on_a_fake_flowise(fake_flowise: FakeFlowise, tmp_path: Path, monk
     result = cli("check", *data, "--skip-build", env=env)  # the real evaluation set: most nodes are not in the subset
     assert result.exit_code == 1, result.output
     step = lines(result)
-    assert step["health"].startswith("PASS") and "Flowise 3.1.2" in step["health"] and "API key accepted" in step["health"]
+    assert (
+        step["health"].startswith("PASS") and "Flowise 3.1.2" in step["health"] and "API key accepted" in step["health"]
+    )
     assert "ChromaDB" in step["health"]
     assert step["refresh"].startswith("PASS") and "21 nodes (1 deprecated), 24 templates" in step["refresh"]
     assert step["search"].startswith("FAIL  search   top-3 ") and "goal > 90%" in step["search"]
@@ -208,10 +249,15 @@ def test_check_on_a_fake_flowise(fake_flowise: FakeFlowise, tmp_path: Path, monk
 
     monkeypatch.setattr(cli_checks, "NEEDS", None)
     result = cli("check", *data, "--skip-build", env=env)
-    assert result.exit_code == 1 and "FAIL  search   evaluation set missing: benchmarks/data/flowise_node_needs.json" in result.output
+    assert (
+        result.exit_code == 1
+        and "FAIL  search   evaluation set missing: benchmarks/data/flowise_node_needs.json" in result.output
+    )
 
 
-def test_check_names_the_broken_dependency(fake_flowise: FakeFlowise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_names_the_broken_dependency(
+    fake_flowise: FakeFlowise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = ["--data-dir", str(tmp_path / "data"), "--skip-build"]
     result = cli("check", *data, env=environment(monkeypatch, fake_flowise.url, "wrong-key"))
     assert result.exit_code == 1
@@ -230,7 +276,9 @@ def test_check_names_the_broken_dependency(fake_flowise: FakeFlowise, tmp_path: 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_check_against_a_real_flowise(live_flowise: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_against_a_real_flowise(
+    live_flowise: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, key = live_flowise
     result = cli("check", "--data-dir", str(tmp_path / "data"), "--json", env=environment(monkeypatch, url, key))
     report = json.loads(result.stdout)

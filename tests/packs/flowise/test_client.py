@@ -92,8 +92,14 @@ def test_stale_catalog_is_refreshed_before_a_build(fake_flowise, tmp_path: Path)
     state.catalog.state().refreshed_at -= 2 * 3600  # two hours old
     fake.node("chatOpenAI")["version"] = 9.5
     before = sum(1 for _, path in fake.requests if path == "/api/v1/nodes")
-    built = state.builder.build(template_id=None, nodes=["chatOpenAI", "bufferMemory", "conversationChain"], name=None,
-                                model=None, temperature=None, memory_type=None)
+    built = state.builder.build(
+        template_id=None,
+        nodes=["chatOpenAI", "bufferMemory", "conversationChain"],
+        name=None,
+        model=None,
+        temperature=None,
+        memory_type=None,
+    )
     assert sum(1 for _, path in fake.requests if path == "/api/v1/nodes") == before + 1
     assert state.catalog.state().nodes["chatOpenAI"]["version"] == 9.5
     assert '"version": 9.5' in fake.chatflows[built["chatflow_id"]]["flowData"]

@@ -14,10 +14,6 @@ from tests.packs.flowise.fake_flowise import template
 from tests.packs.flowise.test_planner import tokens
 
 
-
-
-
-
 def node(flow: dict[str, Any], node_id: str) -> dict[str, Any]:
     return next(n for n in flow["nodes"] if n["id"] == node_id)
 
@@ -59,7 +55,9 @@ def test_model_node_swap_repoints_edges_and_references(catalog: dict[str, Any]) 
     assert swapped["data"]["inputs"]["temperature"] == 0.5
     assert node(flow, "conversationChain_0")["data"]["inputs"]["model"] == reference("chatAnthropic_0")
     edge = next(e for e in flow["edges"] if e["targetHandle"] == "conversationChain_0-input-model-BaseChatModel")
-    assert edge["source"] == "chatAnthropic_0" and edge["sourceHandle"].startswith("chatAnthropic_0-output-chatAnthropic-")
+    assert edge["source"] == "chatAnthropic_0" and edge["sourceHandle"].startswith(
+        "chatAnthropic_0-output-chatAnthropic-"
+    )
     assert edge["id"].startswith("chatAnthropic_0-chatAnthropic_0-output-")
 
 
@@ -67,7 +65,9 @@ def test_model_swap_changes_every_chat_model_of_a_chained_flow(catalog: dict[str
     flow = customise(template("Prompt Chaining"), catalog, model="chatMistralAI")
     assert check_flow(flow, catalog) == []
     assert sorted(n["id"] for n in flow["nodes"] if n["data"]["category"] == "Chat Models") == [
-        "chatMistralAI_0", "chatMistralAI_1"]
+        "chatMistralAI_0",
+        "chatMistralAI_1",
+    ]
     chains = [n["data"]["inputs"]["model"] for n in flow["nodes"] if n["data"]["name"] == "llmChain"]
     assert sorted(chains) == [reference("chatMistralAI_0"), reference("chatMistralAI_1")]
 
@@ -86,7 +86,9 @@ def test_memory_swap_and_a_memory_that_needs_a_model(catalog: dict[str, Any]) ->
     back = customise(summary, catalog, memory_type="bufferMemory")  # takes no model: that edge goes
     assert check_flow(back, catalog) == []
     assert {(e["source"], e["target"]) for e in back["edges"]} == {
-        ("chatOpenAI_0", "conversationChain_0"), ("bufferMemory_0", "conversationChain_0")}
+        ("chatOpenAI_0", "conversationChain_0"),
+        ("bufferMemory_0", "conversationChain_0"),
+    }
 
 
 def test_memory_is_added_where_the_flow_has_none(catalog: dict[str, Any]) -> None:
@@ -117,7 +119,8 @@ def test_bad_values_name_the_argument_and_choices(catalog: dict[str, Any]) -> No
     llama = refused(template("Simple Chat Engine"), catalog, model="chatAnthropic")
     assert llama.startswith("model: chatAnthropic is not the BaseChatModel_LlamaIndex")
     assert "chatAnthropic_LlamaIndex" in llama
-    assert "needs a BaseChatModel" in refused(template("Simple Chat Engine"), catalog,
-                                              memory_type="conversationSummaryMemory")
+    assert "needs a BaseChatModel" in refused(
+        template("Simple Chat Engine"), catalog, memory_type="conversationSummaryMemory"
+    )
     assert "no free input" in refused(template("LLM Chain"), catalog, memory_type="bufferMemory")
     assert "no chat model or LLM" in refused(template("OpenAI Assistant"), catalog, model="gpt-4o")

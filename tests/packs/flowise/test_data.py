@@ -33,8 +33,14 @@ PACK = REPO / "src" / "agentloom" / "packs" / "flowise"
 def run(env: dict[str, str], *args: str, answer: str | None = None) -> subprocess.CompletedProcess[str]:
     """`agentloom flowise data ...` in a real process, as tests.cli.test_cli.agentloom runs it, but with
     ``answer`` typed at the prompt (None: stdin closed at once, so a prompt can never wait for a terminal)."""
-    return subprocess.run([PYTHON, "-m", "agentloom", "flowise", "data", *args], env={**env, "COLUMNS": "250"},
-                          input=answer or "", capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [PYTHON, "-m", "agentloom", "flowise", "data", *args],
+        env={**env, "COLUMNS": "250"},
+        input=answer or "",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def local_state(data_dir: Path) -> Flowise:
@@ -46,14 +52,19 @@ def local_state(data_dir: Path) -> Flowise:
     return Flowise(settings, folder, breakers, EmbeddingService(Settings(data_dir=data_dir), breakers))
 
 
-def add(state: Flowise, name: str, request: str, days: float, reason: str | None = None, outcome: str = "created") -> str:
+def add(
+    state: Flowise, name: str, request: str, days: float, reason: str | None = None, outcome: str = "created"
+) -> str:
     """One learning record, ``days`` old."""
     if name == SESSIONS:
         record_id = state.learning.record_session(request, outcome, 1200, 30.0)
     else:
-        design = check_design({"nodes": ["chatOpenAI", "bufferMemory", "conversationChain"], "connections": [], "config": {}})
-        record_id = state.learning.save(request, {"spec": "s", "plan": "p", "tasks": "t"}, design, None,
-                                        name == ARTIFACTS, reason, {})
+        design = check_design(
+            {"nodes": ["chatOpenAI", "bufferMemory", "conversationChain"], "connections": [], "config": {}}
+        )
+        record_id = state.learning.save(
+            request, {"spec": "s", "plan": "p", "tasks": "t"}, design, None, name == ARTIFACTS, reason, {}
+        )
     collection = state.learning.collection(name)
     state.chroma.call(lambda: collection.update(ids=[record_id], metadatas=[{"created_at": time.time() - days * DAY}]))
     return record_id
@@ -92,7 +103,12 @@ def test_stats_of_empty_and_seeded_collections(tmp_path: Path) -> None:
     data.seed(state, nodes=8, templates=3, artifacts=10, progress=lambda d, t, _: steps.append((d, t)), rng_seed=7)
     assert steps[-1] == (21, 21)
     rows = {row["collection"]: row for row in data.stats(state)}
-    assert (rows[NODES]["count"], rows[TEMPLATES]["count"], rows[ARTIFACTS]["count"], rows[FAILED]["count"]) == (8, 3, 8, 2)
+    assert (rows[NODES]["count"], rows[TEMPLATES]["count"], rows[ARTIFACTS]["count"], rows[FAILED]["count"]) == (
+        8,
+        3,
+        8,
+        2,
+    )
     assert rows[SESSIONS]["count"] >= 10  # one per design, some designs also reused or rejected
     assert rows[NODES]["oldest"] is None and rows[TEMPLATES]["newest"] is None  # the catalog has no dates
     year_ago = time.time() - 366 * DAY
@@ -106,8 +122,10 @@ def test_stats_of_empty_and_seeded_collections(tmp_path: Path) -> None:
     for name, row in rows.items():
         collection = data._open(state, name)
         got = state.chroma.call(lambda c=collection: c.get(include=["documents", "metadatas"]))
-        content = sum(len(d.encode()) + len(json.dumps(m, ensure_ascii=False).encode())
-                      for d, m in zip(got["documents"], got["metadatas"], strict=True))
+        content = sum(
+            len(d.encode()) + len(json.dumps(m, ensure_ascii=False).encode())
+            for d, m in zip(got["documents"], got["metadatas"], strict=True)
+        )
         assert row["bytes"] == content + vectors[str(collection.id)]
         assert vectors[str(collection.id)] >= row["count"] * 384 * 4 + 100_000, name
     data.reset(state, SESSIONS)
@@ -172,10 +190,12 @@ def test_selections_only_read(tmp_path: Path) -> None:
     preview = next(i.preview for i in data.failed_matching(state, "upsert"))
     assert "\n" not in preview and "Timeout while upserting" in preview and "summarise tickets" in preview
     assert len(ids(state, ARTIFACTS)) == 2 and len(ids(state, FAILED)) == 2 and len(ids(state, SESSIONS)) == 2
-    for call, option in ((lambda: data.older_than(state, DAY, (NODES,)), "--collection"),
-                         (lambda: data.failed_matching(state, "time(out"), "--pattern"),
-                         (lambda: data.sessions_matching(state, outcome="lost"), "--status"),
-                         (lambda: data.sessions_matching(state), "--older-than")):
+    for call, option in (
+        (lambda: data.older_than(state, DAY, (NODES,)), "--collection"),
+        (lambda: data.failed_matching(state, "time(out"), "--pattern"),
+        (lambda: data.sessions_matching(state, outcome="lost"), "--status"),
+        (lambda: data.sessions_matching(state), "--older-than"),
+    ):
         with pytest.raises(AgentloomError, match=option):
             call()
 
@@ -184,10 +204,17 @@ def test_selections_only_read(tmp_path: Path) -> None:
 def test_prune_shows_asks_and_deletes_exactly_the_selection(server_env: dict[str, str]) -> None:
     state = local_state(Path(server_env["AGENTLOOM_DATA_DIR"]))
     old_session = add(state, SESSIONS, "HR bot", 250)
-    old = {add(state, ARTIFACTS, "HR bot", 400), add(state, ARTIFACTS, "sales bot", 200),
-           add(state, FAILED, "docs bot", 300, reason="timeout"), old_session}
-    kept = {add(state, ARTIFACTS, "new bot", 10), add(state, FAILED, "new docs bot", 5, reason="timeout"),
-            add(state, SESSIONS, "new bot", 1)}
+    old = {
+        add(state, ARTIFACTS, "HR bot", 400),
+        add(state, ARTIFACTS, "sales bot", 200),
+        add(state, FAILED, "docs bot", 300, reason="timeout"),
+        old_session,
+    }
+    kept = {
+        add(state, ARTIFACTS, "new bot", 10),
+        add(state, FAILED, "new docs bot", 5, reason="timeout"),
+        add(state, SESSIONS, "new bot", 1),
+    }
     every = old | kept
 
     def stored() -> set[str]:
@@ -215,7 +242,9 @@ def test_prune_shows_asks_and_deletes_exactly_the_selection(server_env: dict[str
 
     for bad in ("6x", "0d", "6", "six months"):
         refused_value = run(server_env, "prune", "--older-than", bad, "--yes")
-        assert refused_value.returncode == 2 and "--older-than" in refused_value.stderr and "30d" in refused_value.stderr
+        assert (
+            refused_value.returncode == 2 and "--older-than" in refused_value.stderr and "30d" in refused_value.stderr
+        )
     missing = run(server_env, "prune", "--yes")
     assert missing.returncode == 2 and "--older-than" in missing.stderr
     wrong = run(server_env, "prune", "--older-than", "1d", "--collection", NODES, "--yes")
@@ -225,10 +254,15 @@ def test_prune_shows_asks_and_deletes_exactly_the_selection(server_env: dict[str
 
 def test_prune_failed_and_sessions_clear(server_env: dict[str, str]) -> None:
     state = local_state(Path(server_env["AGENTLOOM_DATA_DIR"]))
-    timeouts = {add(state, FAILED, "summarise tickets", 3, reason="Timeout while upserting the vector store"),
-                add(state, FAILED, "why does the TIMEOUT bot fail", 4, reason="user said no")}
+    timeouts = {
+        add(state, FAILED, "summarise tickets", 3, reason="Timeout while upserting the vector store"),
+        add(state, FAILED, "why does the TIMEOUT bot fail", 4, reason="user said no"),
+    }
     other = add(state, FAILED, "pdf bot", 2, reason="credential missing for chatOpenAI")
-    reused_old, reused_new = add(state, SESSIONS, "a", 90, outcome="reused"), add(state, SESSIONS, "b", 2, outcome="reused")
+    reused_old, reused_new = (
+        add(state, SESSIONS, "a", 90, outcome="reused"),
+        add(state, SESSIONS, "b", 2, outcome="reused"),
+    )
     failed_old, created_new = add(state, SESSIONS, "c", 60, outcome="failed"), add(state, SESSIONS, "d", 1)
 
     bad = run(server_env, "prune-failed", "--pattern", "time(out", "--yes")
@@ -266,13 +300,21 @@ def test_stats_seed_and_reset(server_env: dict[str, str]) -> None:
     after = counts(server_env)
     assert (after[NODES], after[TEMPLATES], after[ARTIFACTS] + after[FAILED]) == (6, 2, 5) and after[SESSIONS] >= 5
     table = run(server_env, "stats")
-    assert table.returncode == 0 and table.stdout.splitlines()[0].split() == ["collection", "count", "size", "oldest", "newest"]
+    assert table.returncode == 0 and table.stdout.splitlines()[0].split() == [
+        "collection",
+        "count",
+        "size",
+        "oldest",
+        "newest",
+    ]
     assert TIMESTAMP.search(table.stdout) and " kB" in table.stdout
 
     wrong = run(server_env, "reset", "--collection", "everything", "--yes")
     assert wrong.returncode == 2 and "--collection 'everything'" in wrong.stderr and "sessions" in wrong.stderr
     dry = run(server_env, "reset", "--collection", SESSIONS, "--dry-run")
-    assert dry.returncode == 0 and f"{after[SESSIONS]} record(s) in sessions" in dry.stdout and counts(server_env) == after
+    assert (
+        dry.returncode == 0 and f"{after[SESSIONS]} record(s) in sessions" in dry.stdout and counts(server_env) == after
+    )
     refused = run(server_env, "reset", answer="no\n")
     assert refused.returncode == 1 and counts(server_env) == after
     done = run(server_env, "reset", "--collection", NODES, "--yes")
@@ -305,9 +347,14 @@ def test_only_the_data_commands_delete_learning_data() -> None:
     """No code path deletes from the pack's ChromaDB except data.py (run by the data commands) and the catalog's
     refresh, which mirrors Flowise's node list in the nodes and templates collections only."""
     modules = _modules()
-    deleting = {path.name for path, tree in modules.items() for node in ast.walk(tree)
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("delete", "delete_collection")}
+    deleting = {
+        path.name
+        for path, tree in modules.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("delete", "delete_collection")
+    }
     assert deleting == {"data.py", "catalog.py"}
 
     # Who may use data.py: the commands (cli_data.py), and the read-only tool (data_tools.py) for stats alone.
@@ -316,8 +363,11 @@ def test_only_the_data_commands_delete_learning_data() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "agentloom.packs.flowise.data":
                 users.setdefault(path.name, set()).update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module == "agentloom.packs.flowise" and any(
-                    a.name == "data" for a in node.names):
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "agentloom.packs.flowise"
+                and any(a.name == "data" for a in node.names)
+            ):
                 users.setdefault(path.name, set()).add("*")
             elif isinstance(node, ast.Import) and any(a.name == "agentloom.packs.flowise.data" for a in node.names):
                 users.setdefault(path.name, set()).add("*")
@@ -325,8 +375,11 @@ def test_only_the_data_commands_delete_learning_data() -> None:
 
     # data.py runs nothing on import: definitions only.
     body = modules[PACK / "data.py"].body
-    assert all(isinstance(s, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign, ast.If))
-               or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in body)
+    assert all(
+        isinstance(s, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign, ast.If))
+        or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        for s in body
+    )
 
 
 def test_the_catalog_deletes_only_from_its_own_collections() -> None:
@@ -340,19 +393,35 @@ def test_the_catalog_deletes_only_from_its_own_collections() -> None:
     opener = functions["_collection"]
     assert opener.args.args[1].arg == "name"
     guards = [node for node in ast.walk(opener) if isinstance(node, ast.If) and ast.unparse(node.test) == "recreate"]
-    drops = [node for guard in guards for node in ast.walk(guard) if isinstance(node, ast.Call)
-             and isinstance(node.func, ast.Attribute) and node.func.attr == "delete_collection"]
+    drops = [
+        node
+        for guard in guards
+        for node in ast.walk(guard)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "delete_collection"
+    ]
     assert len(drops) == 1 and ast.unparse(drops[0].args[0]) == "name"
-    assert sum(isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "delete_collection" for n in ast.walk(tree)) == 1
-    recreating = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "_collection"
-                  and any(k.arg == "recreate" for k in node.keywords)]
+    assert (
+        sum(isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "delete_collection" for n in ast.walk(tree)) == 1
+    )
+    recreating = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", "") == "_collection"
+        and any(k.arg == "recreate" for k in node.keywords)
+    ]
     assert recreating and all(ast.unparse(c.args[0]) in constants for c in recreating)
 
     # Every record delete goes to a collection variable assigned from self._collection(NODES | TEMPLATES).
     deletes = 0
     for function in functions.values():
-        sources = {target.id: node.value for node in ast.walk(function) if isinstance(node, ast.Assign)
-                   for target in node.targets if isinstance(target, ast.Name)}
+        sources = {
+            target.id: node.value
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
         for call in ast.walk(function):
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "delete":
                 receiver = call.func.value

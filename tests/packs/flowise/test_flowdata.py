@@ -8,15 +8,20 @@ from typing import Any
 
 import pytest
 
-from agentloom.packs.flowise.flowdata import (check_flow, compatible, connect, estimate_height, handle_classes,
-                                              init_node_data, new_node, new_node_id, reference)
+from agentloom.packs.flowise.flowdata import (
+    check_flow,
+    compatible,
+    connect,
+    estimate_height,
+    handle_classes,
+    init_node_data,
+    new_node,
+    new_node_id,
+    reference,
+)
 from agentloom.packs.flowise.layout import ROW_GAP
 from tests.packs.flowise.fake_flowise import FLOWISE_DATA as DATA
 from tests.packs.flowise.fake_flowise import TEMPLATES, load, template
-
-
-
-
 
 
 def node_of(flow: dict[str, Any], node_id: str) -> dict[str, Any]:
@@ -46,7 +51,8 @@ def test_init_node_data_equals_the_live_server_flow(catalog: dict[str, Any]) -> 
         for key in ("id", "inputAnchors", "inputParams", "outputAnchors", "outputs", "baseClasses", "category"):
             assert mine[key] == real[key], (real["name"], key)
         assert mine["inputParams"][0]["id"] == f"{node['id']}-input-credential-credential" or not any(
-            p["type"] == "credential" for p in mine["inputParams"])
+            p["type"] == "credential" for p in mine["inputParams"]
+        )
         # Inputs: same keys and values, except that the UI's `default || ''` turns a false default
         # into '' (as the shipped templates show), where that file's writer kept False.
         for name, value in real["inputs"].items():
@@ -59,12 +65,19 @@ def test_init_node_data_equals_the_live_server_flow(catalog: dict[str, Any]) -> 
         assert set(mine["inputs"]) == set(real["inputs"])
 
 
-@pytest.mark.parametrize(("title", "node_id"), [
-    ("Conversation Chain", "bufferMemory_0"), ("Conversation Chain", "conversationChain_0"),
-    ("Local QnA", "faiss_0"), ("Tool Agent", "toolAgent_0"), ("Tool Agent", "bufferMemory_1"),
-])
+@pytest.mark.parametrize(
+    ("title", "node_id"),
+    [
+        ("Conversation Chain", "bufferMemory_0"),
+        ("Conversation Chain", "conversationChain_0"),
+        ("Local QnA", "faiss_0"),
+        ("Tool Agent", "toolAgent_0"),
+        ("Tool Agent", "bufferMemory_1"),
+    ],
+)
 def test_init_node_data_equals_the_marketplace_node_of_the_same_version(
-        catalog: dict[str, Any], title: str, node_id: str) -> None:
+    catalog: dict[str, Any], title: str, node_id: str
+) -> None:
     real = node_of(template(title), node_id)["data"]
     mine = init_node_data(catalog[real["name"]], node_id)
     assert real["version"] == mine["version"]
@@ -72,7 +85,8 @@ def test_init_node_data_equals_the_marketplace_node_of_the_same_version(
     assert without(mine["inputAnchors"], "display") == without(real["inputAnchors"], "display")
     assert [p["id"] for p in mine["inputParams"]] == [p["id"] for p in real["inputParams"]]
     assert without(mine["outputAnchors"], "description", "options") == without(
-        real["outputAnchors"], "description", "options")
+        real["outputAnchors"], "description", "options"
+    )
     mine_options = [without(a.get("options", []), "description") for a in mine["outputAnchors"]]
     assert mine_options == [without(a.get("options", []), "description") for a in real["outputAnchors"]]
     assert mine["outputs"] == real["outputs"]
@@ -86,19 +100,31 @@ def test_several_outputs_become_one_options_anchor(catalog: dict[str, Any]) -> N
     assert anchor["type"] == "options" and anchor["default"] == "retriever"
     assert [o["id"] for o in anchor["options"]] == [
         "faiss_0-output-retriever-Faiss|VectorStoreRetriever|BaseRetriever",
-        "faiss_0-output-vectorStore-Faiss|SaveableVectorStore|VectorStore"]
+        "faiss_0-output-vectorStore-Faiss|SaveableVectorStore|VectorStore",
+    ]
     assert anchor["options"][1]["type"] == "Faiss | SaveableVectorStore | VectorStore"
     assert data["outputs"] == {"output": "retriever"}
 
 
 def test_init_node_data_follows_javascript_defaults_and_drops_server_keys() -> None:
-    definition = {"name": "demo", "label": "Demo", "type": "Demo", "category": "Chains", "version": 1,
-                  "baseClasses": ["Demo", "BaseChain"], "filePath": "/srv/x.js", "loadMethods": {}, "icon": "x.svg",
-                  "credential": {"label": "Key", "name": "credential", "type": "credential"},
-                  "inputs": [{"name": "off", "type": "boolean", "default": False},
-                             {"name": "zero", "type": "number", "default": 0},
-                             {"name": "rows", "type": "array", "default": []},
-                             {"name": "model", "type": "BaseChatModel"}]}
+    definition = {
+        "name": "demo",
+        "label": "Demo",
+        "type": "Demo",
+        "category": "Chains",
+        "version": 1,
+        "baseClasses": ["Demo", "BaseChain"],
+        "filePath": "/srv/x.js",
+        "loadMethods": {},
+        "icon": "x.svg",
+        "credential": {"label": "Key", "name": "credential", "type": "credential"},
+        "inputs": [
+            {"name": "off", "type": "boolean", "default": False},
+            {"name": "zero", "type": "number", "default": 0},
+            {"name": "rows", "type": "array", "default": []},
+            {"name": "model", "type": "BaseChatModel"},
+        ],
+    }
     data = init_node_data(definition, "demo_0")
     assert data["inputs"] == {"off": "", "zero": "", "rows": [], "model": ""}
     assert [p["name"] for p in data["inputParams"]] == ["credential", "off", "zero", "rows"]
@@ -136,12 +162,15 @@ def flow_of(catalog: dict[str, Any], *names: str) -> dict[str, Any]:
 def test_connect_writes_the_edge_and_the_input_reference(catalog: dict[str, Any]) -> None:
     flow = flow_of(catalog, "chatOpenAI", "bufferMemory", "conversationChain")
     edge = connect(flow, "chatOpenAI_0", "conversationChain_0", "model")
-    assert edge == {"source": "chatOpenAI_0",
-                    "sourceHandle": "chatOpenAI_0-output-chatOpenAI-ChatOpenAI|BaseChatOpenAI|BaseChatModel|"
-                                    "BaseLanguageModel|Runnable",
-                    "target": "conversationChain_0", "targetHandle": "conversationChain_0-input-model-BaseChatModel",
-                    "type": "buttonedge",
-                    "id": f"chatOpenAI_0-{edge['sourceHandle']}-conversationChain_0-{edge['targetHandle']}"}
+    assert edge == {
+        "source": "chatOpenAI_0",
+        "sourceHandle": "chatOpenAI_0-output-chatOpenAI-ChatOpenAI|BaseChatOpenAI|BaseChatModel|"
+        "BaseLanguageModel|Runnable",
+        "target": "conversationChain_0",
+        "targetHandle": "conversationChain_0-input-model-BaseChatModel",
+        "type": "buttonedge",
+        "id": f"chatOpenAI_0-{edge['sourceHandle']}-conversationChain_0-{edge['targetHandle']}",
+    }
     assert node_of(flow, "conversationChain_0")["data"]["inputs"]["model"] == "{{chatOpenAI_0.data.instance}}"
     with pytest.raises(ValueError, match="takes one edge"):
         connect(flow, "chatOpenAI_0", "conversationChain_0", "model")
@@ -156,7 +185,9 @@ def test_connect_lists_tools_in_ui_order(catalog: dict[str, Any]) -> None:
     connect(flow, "calculator_0", "toolAgent_0", "tools")
     connect(flow, "requestsGet_0", "toolAgent_0", "tools")
     assert node_of(flow, "toolAgent_0")["data"]["inputs"]["tools"] == [
-        reference("requestsGet_0"), reference("calculator_0")]
+        reference("requestsGet_0"),
+        reference("calculator_0"),
+    ]
 
 
 def test_connect_keeps_one_output_per_node(catalog: dict[str, Any]) -> None:
@@ -227,8 +258,12 @@ def test_check_flow_names_each_broken_rule(catalog: dict[str, Any]) -> None:
 
 
 def test_height_estimate_fits_the_marketplace_nodes() -> None:
-    errors = [estimate_height(n["data"]) - n["height"] for p in TEMPLATES.glob("*.json") for n in load(p)["nodes"]
-              if n["data"]["name"] != "stickyNote"]
+    errors = [
+        estimate_height(n["data"]) - n["height"]
+        for p in TEMPLATES.glob("*.json")
+        for n in load(p)["nodes"]
+        if n["data"]["name"] != "stickyNote"
+    ]
     assert len(errors) == 120
     assert statistics.mean(abs(e) for e in errors) < 30
     # Underestimates larger than the layout's gap would let real nodes touch: keep them rare.

@@ -14,17 +14,34 @@ from tests.packs.flowise.tokens import tokens
 from tests.server.clients import call, error
 
 RAG = {
-    "nodes": ["pdfFile", "recursiveCharacterTextSplitter", "openAIEmbeddings", "memoryVectorStore", "chatOpenAI",
-              "bufferMemory", "conversationalRetrievalQAChain"],
-    "connections": [["recursiveCharacterTextSplitter", "pdfFile"], ["pdfFile", "memoryVectorStore"],
-                    ["openAIEmbeddings", "memoryVectorStore"], ["memoryVectorStore", "conversationalRetrievalQAChain"],
-                    ["chatOpenAI", "conversationalRetrievalQAChain"], ["bufferMemory", "conversationalRetrievalQAChain"]],
+    "nodes": [
+        "pdfFile",
+        "recursiveCharacterTextSplitter",
+        "openAIEmbeddings",
+        "memoryVectorStore",
+        "chatOpenAI",
+        "bufferMemory",
+        "conversationalRetrievalQAChain",
+    ],
+    "connections": [
+        ["recursiveCharacterTextSplitter", "pdfFile"],
+        ["pdfFile", "memoryVectorStore"],
+        ["openAIEmbeddings", "memoryVectorStore"],
+        ["memoryVectorStore", "conversationalRetrievalQAChain"],
+        ["chatOpenAI", "conversationalRetrievalQAChain"],
+        ["bufferMemory", "conversationalRetrievalQAChain"],
+    ],
     "config": {"chatOpenAI": {"temperature": 0.1}},
 }
-CHAT = {"nodes": ["chatOpenAI", "bufferMemory", "conversationChain"],
-        "connections": [["chatOpenAI", "conversationChain"], ["bufferMemory", "conversationChain"]]}
-SPEC = {"spec": "# Spec\nA chatbot answering from the user's PDFs, remembering the chat.", "plan": "1. loader 2. store 3. chain",
-        "tasks": ["load", "split", "embed", "chain"]}
+CHAT = {
+    "nodes": ["chatOpenAI", "bufferMemory", "conversationChain"],
+    "connections": [["chatOpenAI", "conversationChain"], ["bufferMemory", "conversationChain"]],
+}
+SPEC = {
+    "spec": "# Spec\nA chatbot answering from the user's PDFs, remembering the chat.",
+    "plan": "1. loader 2. store 3. chain",
+    "tasks": ["load", "split", "embed", "chain"],
+}
 
 
 async def save(client: Client, request: str, design: dict, **extra: object) -> str:
@@ -36,13 +53,24 @@ async def test_save_find_reuse_reject_rate(fake_flowise: FakeFlowise, tmp_path: 
     served = host(tmp_path, fake)
     async with Client(served.server) as client:
         await call(client, "flowise_refresh_catalog")
-        rag = await save(client, "a chatbot that answers questions about my PDF documents and remembers the chat", RAG,
-                         chatflow_id="c1")
+        rag = await save(
+            client,
+            "a chatbot that answers questions about my PDF documents and remembers the chat",
+            RAG,
+            chatflow_id="c1",
+        )
         chat = await save(client, "a plain chatbot with memory, no documents", CHAT)
-        failed = await save(client, "a chatbot answering from PDF files with memory of the conversation", RAG,
-                            success=False, reason="Flowise rejected the memory node")
+        failed = await save(
+            client,
+            "a chatbot answering from PDF files with memory of the conversation",
+            RAG,
+            success=False,
+            reason="Flowise rejected the memory node",
+        )
 
-        found = await call(client, "flowise_find_design", request="chat with my PDF files and keep the conversation history")
+        found = await call(
+            client, "flowise_find_design", request="chat with my PDF files and keep the conversation history"
+        )
         assert tokens(found) < 500, found
         assert [d["artifact_id"] for d in found["designs"]][0] == rag
         assert failed not in [d["artifact_id"] for d in found["designs"]], "failures are never offered"
@@ -53,8 +81,15 @@ async def test_save_find_reuse_reject_rate(fake_flowise: FakeFlowise, tmp_path: 
         assert nothing["designs"] == [] and "full design" in nothing["message"]
 
         reused = await call(client, "flowise_reuse_design", artifact_id=rag, approve=True)
-        total = tokens({"name": "flowise_find_design", "arguments": {"request": "chat with my PDF files and keep the conversation history"}})
-        total += tokens(found) + tokens({"name": "flowise_reuse_design", "arguments": {"artifact_id": rag, "approve": True}})
+        total = tokens(
+            {
+                "name": "flowise_find_design",
+                "arguments": {"request": "chat with my PDF files and keep the conversation history"},
+            }
+        )
+        total += tokens(found) + tokens(
+            {"name": "flowise_reuse_design", "arguments": {"artifact_id": rag, "approve": True}}
+        )
         total += tokens(reused)
         assert total < 600, total
         flow = stored_flow(fake, reused["chatflow_id"])
@@ -90,11 +125,20 @@ async def test_ties_ratings_and_catalog_checks(fake_flowise: FakeFlowise, tmp_pa
         await call(client, "flowise_refresh_catalog")
         request = "a customer support chatbot that remembers the conversation"
         first = await save(client, request, CHAT)
-        second = await save(client, request, {**CHAT, "nodes": ["chatAnthropic", "bufferMemory", "conversationChain"],
-                                              "connections": [["chatAnthropic", "conversationChain"],
-                                                              ["bufferMemory", "conversationChain"]]})
-        old = await save(client, request, {**CHAT, "nodes": ["chatOpenAI", "bufferMemory", "conversationalAgent", "gone"],
-                                           "connections": []})
+        second = await save(
+            client,
+            request,
+            {
+                **CHAT,
+                "nodes": ["chatAnthropic", "bufferMemory", "conversationChain"],
+                "connections": [["chatAnthropic", "conversationChain"], ["bufferMemory", "conversationChain"]],
+            },
+        )
+        old = await save(
+            client,
+            request,
+            {**CHAT, "nodes": ["chatOpenAI", "bufferMemory", "conversationalAgent", "gone"], "connections": []},
+        )
         found = await call(client, "flowise_find_design", request=request)
         ids = [d["artifact_id"] for d in found["designs"]]
         assert sorted(ids) == sorted([first, second, old]), "equal scores lie within 5 %: the top 3"
@@ -106,7 +150,9 @@ async def test_ties_ratings_and_catalog_checks(fake_flowise: FakeFlowise, tmp_pa
         ranked = [d["artifact_id"] for d in (await call(client, "flowise_find_design", request=request))["designs"]]
         assert ranked[0] == second  # 5 stars: +0.04
         assert first not in ranked  # 1 star: -0.04, no longer within 5 % of the best
-        assert "design nodes not on this Flowise: gone" in await error(client, "flowise_reuse_design", artifact_id=old, approve=True)
+        assert "design nodes not on this Flowise: gone" in await error(
+            client, "flowise_reuse_design", artifact_id=old, approve=True
+        )
 
 
 async def test_save_refusals(fake_flowise: FakeFlowise, tmp_path: Path) -> None:

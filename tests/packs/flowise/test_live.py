@@ -71,9 +71,20 @@ async def test_every_marketplace_template_by_id(live_flowise: tuple[str, str], d
 async def test_build_from_node_names_and_customise(live_flowise: tuple[str, str], data_dir: Path) -> None:
     async with Client(served(data_dir, live_flowise).server) as client:
         await call(client, "flowise_refresh_catalog")  # fresh from the previous test, or fetched now
-        rag = await call(client, "flowise_build_flow", name="PDF QnA with memory", nodes=[
-            "pdfFile", "recursiveCharacterTextSplitter", "openAIEmbeddings", "memoryVectorStore", "chatOpenAI",
-            "bufferMemory", "conversationalRetrievalQAChain"])
+        rag = await call(
+            client,
+            "flowise_build_flow",
+            name="PDF QnA with memory",
+            nodes=[
+                "pdfFile",
+                "recursiveCharacterTextSplitter",
+                "openAIEmbeddings",
+                "memoryVectorStore",
+                "chatOpenAI",
+                "bufferMemory",
+                "conversationalRetrievalQAChain",
+            ],
+        )
         assert "issues" not in rag, rag
         assert rag["fill"] == ["pdfFile_0: Pdf File"], rag  # the file to upload: only the user has it
         edges = {(e["source"], e["target"]) for e in stored(live_flowise, rag["chatflow_id"])["edges"]}
@@ -83,13 +94,26 @@ async def test_build_from_node_names_and_customise(live_flowise: tuple[str, str]
         issues = [i for n in validation(live_flowise, rag["chatflow_id"]) for i in n["issues"] if i not in CREDENTIALS]
         assert issues == ["Pdf File is required"]
 
-        agent = await call(client, "flowise_build_flow", nodes=["chatOpenAI", "calculator", "currentDateTime", "bufferMemory", "toolAgent"])
+        agent = await call(
+            client,
+            "flowise_build_flow",
+            nodes=["chatOpenAI", "calculator", "currentDateTime", "bufferMemory", "toolAgent"],
+        )
         assert "issues" not in agent and "fill" not in agent, agent
         tools = next(n for n in stored(live_flowise, agent["chatflow_id"])["nodes"] if n["id"] == "toolAgent_0")
-        assert sorted(tools["data"]["inputs"]["tools"]) == ["{{calculator_0.data.instance}}", "{{currentDateTime_0.data.instance}}"]
+        assert sorted(tools["data"]["inputs"]["tools"]) == [
+            "{{calculator_0.data.instance}}",
+            "{{currentDateTime_0.data.instance}}",
+        ]
 
-        custom = await call(client, "flowise_build_flow", template_id="conversation-chain", model="chatAnthropic",
-                            memory_type="bufferWindowMemory", temperature=0.3)
+        custom = await call(
+            client,
+            "flowise_build_flow",
+            template_id="conversation-chain",
+            model="chatAnthropic",
+            memory_type="bufferWindowMemory",
+            temperature=0.3,
+        )
         assert "issues" not in custom, custom
         assert custom["credentials"] == ["anthropicApi for chatAnthropic_0"]
         flow = stored(live_flowise, custom["chatflow_id"])
@@ -111,12 +135,21 @@ async def test_reuse_a_saved_design_live(live_flowise: tuple[str, str], data_dir
 
     async with Client(served(data_dir, live_flowise).server) as client:
         await call(client, "flowise_refresh_catalog")
-        saved = await call(client, "flowise_save_artifact", request="a chatbot that answers questions about my PDF documents and remembers the chat",
-                           design=RAG, **SPEC)
-        found = await call(client, "flowise_find_design", request="chat with my PDF files and keep the conversation history")
+        saved = await call(
+            client,
+            "flowise_save_artifact",
+            request="a chatbot that answers questions about my PDF documents and remembers the chat",
+            design=RAG,
+            **SPEC,
+        )
+        found = await call(
+            client, "flowise_find_design", request="chat with my PDF files and keep the conversation history"
+        )
         assert found["designs"] and found["designs"][0]["artifact_id"] == saved["artifact_id"], found
         reused = await call(client, "flowise_reuse_design", artifact_id=saved["artifact_id"], approve=True)
         assert "issues" not in reused and reused["fill"] == ["pdfFile_0: Pdf File"], reused
-        issues = [i for n in validation(live_flowise, reused["chatflow_id"]) for i in n["issues"] if i not in CREDENTIALS]
+        issues = [
+            i for n in validation(live_flowise, reused["chatflow_id"]) for i in n["issues"] if i not in CREDENTIALS
+        ]
         assert issues == ["Pdf File is required"]
         await call(client, "flowise_delete_chatflow", id=reused["chatflow_id"])

@@ -14,9 +14,6 @@ from agentloom.packs.flowise.planner import PlanError, _Input, _Output, edge_cos
 from tests.packs.flowise.fake_flowise import TEMPLATES, load
 
 
-
-
-
 @functools.cache
 def _tokenizer() -> Any:
     from agentloom.core.breakers import BreakerRegistry
@@ -51,22 +48,32 @@ def test_conversation_chain_from_three_names(catalog: dict[str, Any]) -> None:
     flow = plan_flow(["chatOpenAI", "bufferMemory", "conversationChain"], catalog)
     assert check_flow(flow, catalog) == []
     assert [n["id"] for n in flow["nodes"]] == ["chatOpenAI_0", "bufferMemory_0", "conversationChain_0"]
-    assert links(flow) == {("chatOpenAI", "conversationChain", "model"),
-                           ("bufferMemory", "conversationChain", "memory")}
+    assert links(flow) == {
+        ("chatOpenAI", "conversationChain", "model"),
+        ("bufferMemory", "conversationChain", "memory"),
+    }
     chain = flow["nodes"][2]["data"]["inputs"]
     assert chain["model"] == "{{chatOpenAI_0.data.instance}}" and chain["memory"] == "{{bufferMemory_0.data.instance}}"
 
 
 def test_wiring_is_by_type_not_by_list_order(catalog: dict[str, Any]) -> None:
-    names = ["conversationalRetrievalQAChain", "recursiveCharacterTextSplitter", "chatOpenAI", "faiss",
-             "openAIEmbeddings", "textFile"]
+    names = [
+        "conversationalRetrievalQAChain",
+        "recursiveCharacterTextSplitter",
+        "chatOpenAI",
+        "faiss",
+        "openAIEmbeddings",
+        "textFile",
+    ]
     flow = plan_flow(names, catalog)
     assert check_flow(flow, catalog) == []
     assert links(flow) == {
-        ("recursiveCharacterTextSplitter", "textFile", "textSplitter"), ("textFile", "faiss", "document"),
+        ("recursiveCharacterTextSplitter", "textFile", "textSplitter"),
+        ("textFile", "faiss", "document"),
         ("openAIEmbeddings", "faiss", "embeddings"),
         ("faiss", "conversationalRetrievalQAChain", "vectorStoreRetriever"),
-        ("chatOpenAI", "conversationalRetrievalQAChain", "model")}
+        ("chatOpenAI", "conversationalRetrievalQAChain", "model"),
+    }
     faiss = next(n for n in flow["nodes"] if n["id"] == "faiss_0")["data"]
     assert faiss["outputs"] == {"output": "retriever"}
     assert faiss["inputs"]["document"] == ["{{textFile_0.data.instance}}"]
@@ -94,8 +101,16 @@ def test_two_models_fill_the_chain_and_the_moderation(catalog: dict[str, Any]) -
 
 
 def test_one_embeddings_node_feeds_two_vector_stores(catalog: dict[str, Any]) -> None:
-    names = ["openAIEmbeddings", "faiss", "memoryVectorStore", "retrieverTool", "retrieverTool", "toolAgent",
-             "chatOpenAI", "bufferMemory"]
+    names = [
+        "openAIEmbeddings",
+        "faiss",
+        "memoryVectorStore",
+        "retrieverTool",
+        "retrieverTool",
+        "toolAgent",
+        "chatOpenAI",
+        "bufferMemory",
+    ]
     flow = plan_flow(names, catalog)
     assert check_flow(flow, catalog) == []
     fed = {e["target"] for e in flow["edges"] if e["source"] == "openAIEmbeddings_0"}
@@ -108,8 +123,16 @@ def test_plan_is_deterministic(catalog: dict[str, Any]) -> None:
 
 
 def test_layout_runs_left_to_right_without_overlaps(catalog: dict[str, Any]) -> None:
-    names = ["openAIEmbeddings", "recursiveCharacterTextSplitter", "textFile", "conversationalRetrievalQAChain",
-             "faiss", "documentStore", "chatMistralAI", "bufferMemory"]
+    names = [
+        "openAIEmbeddings",
+        "recursiveCharacterTextSplitter",
+        "textFile",
+        "conversationalRetrievalQAChain",
+        "faiss",
+        "documentStore",
+        "chatMistralAI",
+        "bufferMemory",
+    ]
     flow = plan_flow(names, catalog)
     nodes = {n["id"]: n for n in flow["nodes"]}
     for edge in flow["edges"]:
@@ -124,23 +147,34 @@ def test_layout_runs_left_to_right_without_overlaps(catalog: dict[str, Any]) -> 
     assert max(n["position"]["x"] for n in flow["nodes"]) == nodes["conversationalRetrievalQAChain_0"]["position"]["x"]
 
 
-@pytest.mark.parametrize(("names", "expected"), [
-    (["conversationalRetrievalQAChain", "chatOpenAI"],
-     "conversationalRetrievalQAChain needs a BaseRetriever (vectorStoreRetriever): add a vector store such as faiss"),
-    (["chatOpenAI", "bufferMemory"], "no ending node"),
-    (["chatOpenAI", "calculator", "conversationChain", "bufferMemory"], "calculator's output fits no input here"),
-    (["chatOpenAI", "chatOpenAI", "conversationChain", "bufferMemory"], "only 1 input(s) take them"),
-    (["chatOpenAI", "chatOpenAI", "conversationChain", "conversationChain", "bufferMemory", "bufferMemory"],
-     "conversationChain appears twice"),
-    (["llmChain", "conversationChain", "chatOpenAI", "promptTemplate", "bufferMemory"],
-     "only one chain, agent or engine ends a flow"),
-    (["chatOpenAI", "bufferMemory", "conversationChain", "noSuchNode", "csvAgent"],
-     "unknown Flowise nodes: csvAgent, noSuchNode"),
-    (["toolAgent", "chatOpenAI", "bufferMemory"], "toolAgent needs a Tool (tools): add a tool such as calculator"),
-    (["stickyNote", "chatOpenAI", "conversationChain"], "stickyNote is a canvas note"),
-    (["agentAgentflow", "chatOpenAI"], "Agentflow V2"),
-    ([], "no nodes given"),
-])
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (
+            ["conversationalRetrievalQAChain", "chatOpenAI"],
+            "conversationalRetrievalQAChain needs a BaseRetriever (vectorStoreRetriever): add a vector store such as faiss",
+        ),
+        (["chatOpenAI", "bufferMemory"], "no ending node"),
+        (["chatOpenAI", "calculator", "conversationChain", "bufferMemory"], "calculator's output fits no input here"),
+        (["chatOpenAI", "chatOpenAI", "conversationChain", "bufferMemory"], "only 1 input(s) take them"),
+        (
+            ["chatOpenAI", "chatOpenAI", "conversationChain", "conversationChain", "bufferMemory", "bufferMemory"],
+            "conversationChain appears twice",
+        ),
+        (
+            ["llmChain", "conversationChain", "chatOpenAI", "promptTemplate", "bufferMemory"],
+            "only one chain, agent or engine ends a flow",
+        ),
+        (
+            ["chatOpenAI", "bufferMemory", "conversationChain", "noSuchNode", "csvAgent"],
+            "unknown Flowise nodes: csvAgent, noSuchNode",
+        ),
+        (["toolAgent", "chatOpenAI", "bufferMemory"], "toolAgent needs a Tool (tools): add a tool such as calculator"),
+        (["stickyNote", "chatOpenAI", "conversationChain"], "stickyNote is a canvas note"),
+        (["agentAgentflow", "chatOpenAI"], "Agentflow V2"),
+        ([], "no nodes given"),
+    ],
+)
 def test_plan_errors_name_the_missing_piece_briefly(catalog: dict[str, Any], names: list[str], expected: str) -> None:
     assert expected in plan_error(names, catalog)
 

@@ -50,6 +50,7 @@ def create_body(flow: dict[str, Any] | str, name: str = "agentloom test flow", *
 
 # --- the fake against its contract -------------------------------------------------------------------
 
+
 def test_open_endpoints_and_api_key(fake_flowise: FakeFlowise, client: httpx.Client) -> None:
     with api(fake_flowise.url, None) as anonymous:
         ping = anonymous.get("/ping")
@@ -98,7 +99,8 @@ def test_templates(fake_flowise: FakeFlowise, client: httpx.Client) -> None:
     recorded = load("marketplaces_templates.json")
     assert len(first) == len(recorded) == 50
     assert [{k: v for k, v in t.items() if k != "id"} for t in first] == [
-        {k: v for k, v in t.items() if k != "id"} for t in recorded]
+        {k: v for k, v in t.items() if k != "id"} for t in recorded
+    ]
     assert all(UUID4.match(t["id"]) for t in first)
     assert first[0]["id"] != second[0]["id"]  # Flowise makes new ids on every call
     chatflows = [t for t in first if t["type"] == "Chatflow"]
@@ -117,7 +119,11 @@ def test_chatflow_round_trip(client: httpx.Client) -> None:
     assert set(record) == set(load("chatflow_create_response.json"))
     assert UUID4.match(record["id"]) and DATE.fullmatch(record["createdDate"])
     assert (record["flowData"], record["type"], record["deployed"], record["isPublic"]) == (
-        flow_data, "CHATFLOW", False, False)
+        flow_data,
+        "CHATFLOW",
+        False,
+        False,
+    )
     flow_id = record["id"]
 
     fetched = client.get(f"/chatflows/{flow_id}").json()
@@ -134,24 +140,33 @@ def test_chatflow_round_trip(client: httpx.Client) -> None:
     assert (deleted.status_code, deleted.json()) == (200, {"raw": [], "affected": 1})
     gone = client.get(f"/chatflows/{flow_id}")
     recorded = load("error_get_deleted_chatflow.json")
-    assert (gone.status_code, gone.json()) == (404, {**recorded, "message": recorded["message"].replace(
-        "b7fab021-803e-45b4-b5cd-647b7177d37c", flow_id)})
+    assert (gone.status_code, gone.json()) == (
+        404,
+        {**recorded, "message": recorded["message"].replace("b7fab021-803e-45b4-b5cd-647b7177d37c", flow_id)},
+    )
     again = client.delete(f"/chatflows/{flow_id}")
     assert again.status_code == 500
     assert again.json()["message"] == (
-        f"Error: chatflowsService.deleteChatflow - Chatflow {flow_id} not found in the database!")
+        f"Error: chatflowsService.deleteChatflow - Chatflow {flow_id} not found in the database!"
+    )
 
 
-@pytest.mark.parametrize(("body", "status", "message"), [
-    ({"name": "x", "flowData": "{}"}, 400, "Invalid Chatflow Type"),
-    ({}, 400, "Invalid Chatflow Type"),
-    (create_body({"nodes": [], "edges": []}, type="WORKFLOW"), 400, "Invalid Chatflow Type"),
-    ({"flowData": '{"nodes": [], "edges": []}', "type": "CHATFLOW"}, 500,
-     "SQLITE_CONSTRAINT: NOT NULL constraint failed: chat_flow.name"),
-    ({"name": "x", "type": "CHATFLOW"}, 500, '"undefined" is not valid JSON'),
-    (create_body("not json{"), 500, "Unexpected token 'o', \"not json{\" is not valid JSON"),
-    (create_body("{}"), 500, "nodes is not iterable"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ({"name": "x", "flowData": "{}"}, 400, "Invalid Chatflow Type"),
+        ({}, 400, "Invalid Chatflow Type"),
+        (create_body({"nodes": [], "edges": []}, type="WORKFLOW"), 400, "Invalid Chatflow Type"),
+        (
+            {"flowData": '{"nodes": [], "edges": []}', "type": "CHATFLOW"},
+            500,
+            "SQLITE_CONSTRAINT: NOT NULL constraint failed: chat_flow.name",
+        ),
+        ({"name": "x", "type": "CHATFLOW"}, 500, '"undefined" is not valid JSON'),
+        (create_body("not json{"), 500, "Unexpected token 'o', \"not json{\" is not valid JSON"),
+        (create_body("{}"), 500, "nodes is not iterable"),
+    ],
+)
 def test_create_errors(client: httpx.Client, body: dict[str, Any], status: int, message: str) -> None:
     reply = client.post("/chatflows", json=body)
     assert reply.status_code == status
@@ -186,9 +201,14 @@ def test_validation_matches_the_recorded_answers(client: httpx.Client) -> None:
 
 def test_validation_of_the_minimal_flow_created_without_credentials(client: httpx.Client) -> None:
     flow_id = client.post("/chatflows", json=create_body(minimal_flow())).json()["id"]
-    assert client.get(f"/validation/{flow_id}").json() == [{
-        "id": "chatOpenAI_0", "label": "ChatOpenAI", "name": "chatOpenAI",
-        "issues": ["Connect Credential is required", "Credential is required"]}]
+    assert client.get(f"/validation/{flow_id}").json() == [
+        {
+            "id": "chatOpenAI_0",
+            "label": "ChatOpenAI",
+            "name": "chatOpenAI",
+            "issues": ["Connect Credential is required", "Credential is required"],
+        }
+    ]
 
 
 def node(node_id: str, params: list[dict[str, Any]], inputs: dict[str, Any], name: str = "n") -> dict[str, Any]:
@@ -198,32 +218,65 @@ def node(node_id: str, params: list[dict[str, Any]], inputs: dict[str, Any], nam
 def test_validation_rules() -> None:
     text = {"label": "Text", "name": "text", "type": "string"}
     a, b = node("a", [text], {"text": ""}), node("b", [text], {"text": 0})  # 0 is a value, "" is not
-    edges = [{"id": "ab", "source": "a", "target": "b"}, {"id": "ax", "source": "a", "target": "ghost"},
-             {"id": "xb", "source": "ghost", "target": "b"}, {"id": "xy", "source": "x", "target": "y"}]
-    assert validate_flow_data([a, b], edges, {}) == [
-        {"id": "a", "label": "A", "name": "n",
-         "issues": ["Text is required", "Connected to non-existent target node ghost"]},
-        {"id": "b", "label": "B", "name": "n", "issues": ["Connected to non-existent source node ghost"]},
-        {"id": "xy", "label": "Edge xy", "name": "edge",
-         "issues": ["Disconnected edge - both source and target nodes do not exist"]},
+    edges = [
+        {"id": "ab", "source": "a", "target": "b"},
+        {"id": "ax", "source": "a", "target": "ghost"},
+        {"id": "xb", "source": "ghost", "target": "b"},
+        {"id": "xy", "source": "x", "target": "y"},
     ]
-    lone = node("c", [{**text, "show": {"mode": "advanced"}}, {**text, "name": "t2", "hide": {"mode": "simple"}}],
-                {"mode": "simple"})
+    assert validate_flow_data([a, b], edges, {}) == [
+        {
+            "id": "a",
+            "label": "A",
+            "name": "n",
+            "issues": ["Text is required", "Connected to non-existent target node ghost"],
+        },
+        {"id": "b", "label": "B", "name": "n", "issues": ["Connected to non-existent source node ghost"]},
+        {
+            "id": "xy",
+            "label": "Edge xy",
+            "name": "edge",
+            "issues": ["Disconnected edge - both source and target nodes do not exist"],
+        },
+    ]
+    lone = node(
+        "c",
+        [{**text, "show": {"mode": "advanced"}}, {**text, "name": "t2", "hide": {"mode": "simple"}}],
+        {"mode": "simple"},
+    )
     sticky = {"id": "s", "data": {"name": "stickyNoteAgentflow"}}
     assert validate_flow_data([lone, sticky], [], {}) == [
-        {"id": "c", "label": "C", "name": "n", "issues": ["This node is not connected to anything"]}]
+        {"id": "c", "label": "C", "name": "n", "issues": ["This node is not connected to anything"]}
+    ]
 
-    rows = {"label": "Rows", "name": "rows", "type": "array", "optional": True,
-            "array": [{"label": "Key", "name": "key", "type": "string"},
-                      {"label": "Value", "name": "value", "type": "string", "show": {"key": ["x", "y"]}}]}
+    rows = {
+        "label": "Rows",
+        "name": "rows",
+        "type": "array",
+        "optional": True,
+        "array": [
+            {"label": "Key", "name": "key", "type": "string"},
+            {"label": "Value", "name": "value", "type": "string", "show": {"key": ["x", "y"]}},
+        ],
+    }
     model = {"label": "Model", "name": "model", "type": "asyncOptions"}
-    item = node("d", [rows, model], {"rows": [{"key": "x", "value": "<p></p>"}, {"key": ""}],
-                                     "model": "chatX", "modelConfig": {"temperature": ""}})
-    components = {"chatX": {"inputs": [{"label": "Temperature", "name": "temperature", "type": "number"}],
-                            "credential": {"name": "credential", "type": "credential"}}}
+    item = node(
+        "d",
+        [rows, model],
+        {"rows": [{"key": "x", "value": "<p></p>"}, {"key": ""}], "model": "chatX", "modelConfig": {"temperature": ""}},
+    )
+    components = {
+        "chatX": {
+            "inputs": [{"label": "Temperature", "name": "temperature", "type": "number"}],
+            "credential": {"name": "credential", "type": "credential"},
+        }
+    }
     assert validate_flow_data([item], [{"source": "d", "target": "d"}], components)[0]["issues"] == [
-        "Rows item #1: Value is required", "Rows item #2: Key is required",
-        "Model configuration: Temperature is required", "Model requires a credential"]
+        "Rows item #1: Value is required",
+        "Rows item #2: Key is required",
+        "Model configuration: Temperature is required",
+        "Model requires a credential",
+    ]
 
 
 def test_validation_follows_javascript() -> None:
@@ -244,8 +297,9 @@ def test_validation_of_a_broken_flow_is_a_500(fake_flowise: FakeFlowise, client:
     flow_id = client.post("/chatflows", json=create_body({"nodes": []})).json()["id"]  # saves: no edges needed
     reply = client.get(f"/validation/{flow_id}")
     assert reply.status_code == 500
-    assert reply.json()["message"] == ("Error: validationService.checkFlowValidation - "
-                                       "Cannot read properties of undefined (reading 'forEach')")
+    assert reply.json()["message"] == (
+        "Error: validationService.checkFlowValidation - Cannot read properties of undefined (reading 'forEach')"
+    )
 
 
 def test_fail_next_and_outage(fake_flowise: FakeFlowise, client: httpx.Client) -> None:
@@ -267,7 +321,9 @@ def test_fail_next_and_outage(fake_flowise: FakeFlowise, client: httpx.Client) -
     assert fake_flowise.port == port
     assert client.get(f"/chatflows/{flow_id}").status_code == 200  # state survives an outage
     assert fake_flowise.requests[:5] == [("GET", "/api/v1/nodes/chatOpenAI")] * 3 + [
-        ("GET", "/api/v1/ping"), ("GET", "/api/v1/nodes")]
+        ("GET", "/api/v1/ping"),
+        ("GET", "/api/v1/nodes"),
+    ]
     assert ("GET", "/api/v1/version") not in fake_flowise.requests  # refused, never seen
 
 
@@ -280,6 +336,7 @@ def test_each_fake_is_fresh(fake_flowise: FakeFlowise) -> None:
 
 # --- the fake against a real Flowise 3.1.2 ------------------------------------------------------------
 
+
 def validation_cases() -> dict[str, dict[str, Any]]:
     """Flows whose validation the fake must answer exactly like Flowise: the minimal flow, variants that
     break each rule, and every template and marketplace chatflow the live folder holds."""
@@ -291,9 +348,11 @@ def validation_cases() -> dict[str, dict[str, Any]]:
     emptied["nodes"][0]["data"]["inputs"].update(modelName="", credential="some-credential-id")
     cases["required param empty"] = emptied
     dangling = copy.deepcopy(cases["minimal"])
-    dangling["edges"] += [{"id": "e1", "source": "ghost_0", "target": "conversationChain_0"},
-                          {"id": "e2", "source": "conversationChain_0", "target": "ghost_1"},
-                          {"id": "e3", "source": "ghost_2", "target": "ghost_3"}]
+    dangling["edges"] += [
+        {"id": "e1", "source": "ghost_0", "target": "conversationChain_0"},
+        {"id": "e2", "source": "conversationChain_0", "target": "ghost_1"},
+        {"id": "e3", "source": "ghost_2", "target": "ghost_3"},
+    ]
     cases["dangling edges"] = dangling
     hidden = copy.deepcopy(cases["minimal"])
     hidden["nodes"][1]["data"]["inputs"]["memoryKey"] = None
@@ -332,8 +391,17 @@ def test_fake_validation_matches_real_flowise(live_flowise: tuple[str, str], fak
     cases = validation_cases()
     real = validations(url, api_key, cases)
     fake = validations(fake_flowise.url, fake_flowise.api_key, cases)
-    assert real["minimal"] == (200, [{"id": "chatOpenAI_0", "label": "ChatOpenAI", "name": "chatOpenAI",
-                                      "issues": ["Connect Credential is required", "Credential is required"]}])
+    assert real["minimal"] == (
+        200,
+        [
+            {
+                "id": "chatOpenAI_0",
+                "label": "ChatOpenAI",
+                "name": "chatOpenAI",
+                "issues": ["Connect Credential is required", "Credential is required"],
+            }
+        ],
+    )
     assert sum(len(body) for _, body in real.values()) > 150  # the cases do exercise the rules
     assert {name: answer for name, answer in fake.items() if answer != real[name]} == {}
 
@@ -353,6 +421,7 @@ def wire_scenario(url: str, api_key: str) -> list[tuple[str, int, str, Any]]:
     """A run of requests covering the fake's routes, errors included; each answer reduced to what must agree."""
     answers: list[tuple[str, int, str, Any]] = []
     with api(url, api_key) as c, api(url, None) as anonymous:
+
         def record(label: str, reply: httpx.Response, reduce: Callable[[Any], Any] = lambda body: body) -> Any:
             kind = reply.headers.get("content-type", "").split(";")[0]
             title = re.search(r"<title>(.*?)</title>", reply.text)
@@ -364,34 +433,53 @@ def wire_scenario(url: str, api_key: str) -> list[tuple[str, int, str, Any]]:
         record("version", anonymous.get("/version"))
         record("no key", anonymous.get("/nodes"))
         record("nodes", c.get("/nodes"), lambda body: [(n["name"], n["version"], n.get("badge")) for n in body])
-        record("node", c.get("/nodes/conversationChain"),
-               lambda body: {k: v for k, v in body.items() if k not in ("icon", "filePath")})
+        record(
+            "node",
+            c.get("/nodes/conversationChain"),
+            lambda body: {k: v for k, v in body.items() if k not in ("icon", "filePath")},
+        )
         record("unknown node", c.get("/nodes/noSuchNode"))
         record("nodes-list", c.get("/nodes-list"))
-        record("templates", c.get("/marketplaces/templates"),
-               lambda body: [{k: v for k, v in t.items() if k != "id"} for t in body])
+        record(
+            "templates",
+            c.get("/marketplaces/templates"),
+            lambda body: [{k: v for k, v in t.items() if k != "id"} for t in body],
+        )
         flow = json.dumps(minimal_flow())
-        for label, body in [("no type", {"name": "x", "flowData": flow}),
-                            ("no name", {"flowData": flow, "type": "CHATFLOW"}),
-                            ("no flowData", {"name": "x", "type": "CHATFLOW"}),
-                            ("text flowData", create_body("nodes: [] and more text")),
-                            ("object flowData", {**create_body(flow), "flowData": minimal_flow()})]:
+        for label, body in [
+            ("no type", {"name": "x", "flowData": flow}),
+            ("no name", {"flowData": flow, "type": "CHATFLOW"}),
+            ("no flowData", {"name": "x", "type": "CHATFLOW"}),
+            ("text flowData", create_body("nodes: [] and more text")),
+            ("object flowData", {**create_body(flow), "flowData": minimal_flow()}),
+        ]:
             record(f"create, {label}", c.post("/chatflows", json=body))
-        created = record("create", c.post("/chatflows", json=create_body(flow, foo="dropped", category="a;b")),
-                         lambda body: {**body, "keys": list(body)})
+        created = record(
+            "create",
+            c.post("/chatflows", json=create_body(flow, foo="dropped", category="a;b")),
+            lambda body: {**body, "keys": list(body)},
+        )
         flow_id = created["id"]
         try:
             record("get", c.get(f"/chatflows/{flow_id}"), lambda body: {**body, "keys": list(body)})
             record("get, not a uuid", c.get("/chatflows/abc"))
             record("get, missing", c.get(f"/chatflows/{uuid.uuid4()}"))
-            record("list has it", c.get("/chatflows", params={"type": "CHATFLOW"}),
-                   lambda body: [f["id"] == flow_id for f in body].count(True))
+            record(
+                "list has it",
+                c.get("/chatflows", params={"type": "CHATFLOW"}),
+                lambda body: [f["id"] == flow_id for f in body].count(True),
+            )
             renamed = {"name": "renamed", "category": None, "deployed": True}
             record("put", c.put(f"/chatflows/{flow_id}", json=renamed), lambda body: {**body, "keys": list(body)})
-            for label, body in [("bad type", {"type": "X"}), ("empty type", {"type": ""}),
-                                ("null name", {"name": None}),
-                                ("null flowData", {"flowData": None}), ("text flowData", {"flowData": "nope"}),
-                                ("blank flowData", {"flowData": ""}), ("bad chatbotConfig", {"chatbotConfig": "{x"})]:
+            for label, body in [
+                ("bad type", {"type": "X"}),
+                ("empty type", {"type": ""}),
+                ("null name", {"name": None}),
+                ("null flowData", {"flowData": None}),
+                ("text flowData", {"flowData": "nope"}),
+                ("blank flowData", {"flowData": ""}),
+                ("bad chatbotConfig", {"chatbotConfig": "{x"}),
+            ]:
                 record(f"put, {label}", c.put(f"/chatflows/{flow_id}", json=body))
             record("put, missing", c.put(f"/chatflows/{uuid.uuid4()}", json={"name": "x"}))
             record("get after puts", c.get(f"/chatflows/{flow_id}"))

@@ -18,8 +18,12 @@ from tests.server.clients import call, error
 
 FLOWISE_EP = EntryPoint(name="flowise", value="agentloom.packs.flowise:pack", group="agentloom.packs")
 TOOLS = {
-    "flowise_search_nodes", "flowise_search_templates", "flowise_build_flow", "flowise_refresh_catalog",
-    "flowise_list_chatflows", "flowise_delete_chatflow",
+    "flowise_search_nodes",
+    "flowise_search_templates",
+    "flowise_build_flow",
+    "flowise_refresh_catalog",
+    "flowise_list_chatflows",
+    "flowise_delete_chatflow",
 }
 
 
@@ -72,25 +76,43 @@ async def test_search_build_list_delete(fake_flowise: FakeFlowise, tmp_path: Pat
         model = next(n for n in flow["nodes"] if n["data"]["name"] == "chatOpenAI")
         assert model["data"]["inputs"]["temperature"] == 0.2
 
-        planned = await call(client, "flowise_build_flow", nodes=["chatAnthropic", "bufferMemory", "conversationChain"],
-                             name="Claude chat")
+        planned = await call(
+            client,
+            "flowise_build_flow",
+            nodes=["chatAnthropic", "bufferMemory", "conversationChain"],
+            name="Claude chat",
+        )
         assert planned["name"] == "Claude chat" and "issues" not in planned
         edges = {(e["source"], e["target"]) for e in stored_flow(fake, planned["chatflow_id"])["edges"]}
         assert edges == {("chatAnthropic_0", "conversationChain_0"), ("bufferMemory_0", "conversationChain_0")}
 
         listing = await call(client, "flowise_list_chatflows")
-        assert listing["count"] == 2 and {c["id"] for c in listing["chatflows"]} == {built["chatflow_id"], planned["chatflow_id"]}
-        assert (await call(client, "flowise_delete_chatflow", id=built["chatflow_id"]))["deleted"] == built["chatflow_id"]
+        assert listing["count"] == 2 and {c["id"] for c in listing["chatflows"]} == {
+            built["chatflow_id"],
+            planned["chatflow_id"],
+        }
+        assert (await call(client, "flowise_delete_chatflow", id=built["chatflow_id"]))["deleted"] == built[
+            "chatflow_id"
+        ]
         gone = await error(client, "flowise_delete_chatflow", id=built["chatflow_id"])
         assert "not found" in gone and "flowise_list_chatflows" in gone
         assert "not a chatflow id" in await error(client, "flowise_delete_chatflow", id="abc")
         await error(client, "flowise_build_flow", nodes=["bufferMemory"], request="just a memory")
     sessions = served.packs["flowise"].state.learning.collection("sessions").get(include=["metadatas", "documents"])
-    records = sorted(zip(sessions["documents"], (m["outcome"] for m in sessions["metadatas"]),
-                         (m["chatflow_id"] for m in sessions["metadatas"])))
-    assert records == sorted([("template conversation-chain", "created", built["chatflow_id"]),
-                              ("nodes chatAnthropic, bufferMemory, conversationChain", "created", planned["chatflow_id"]),
-                              ("just a memory", "failed", "")])
+    records = sorted(
+        zip(
+            sessions["documents"],
+            (m["outcome"] for m in sessions["metadatas"]),
+            (m["chatflow_id"] for m in sessions["metadatas"]),
+        )
+    )
+    assert records == sorted(
+        [
+            ("template conversation-chain", "created", built["chatflow_id"]),
+            ("nodes chatAnthropic, bufferMemory, conversationChain", "created", planned["chatflow_id"]),
+            ("just a memory", "failed", ""),
+        ]
+    )
 
 
 async def test_build_refusals_are_short_and_create_nothing(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
@@ -124,7 +146,9 @@ async def test_flowise_down_answers_from_the_cache_and_breaker_opens(fake_flowis
     async with Client(host(tmp_path, fake).server) as client:
         await call(client, "flowise_refresh_catalog")
         fake.stop()
-        assert (await call(client, "flowise_search_nodes", query="a chat model by Anthropic"))["results"][0]["name"] == "chatAnthropic"
+        assert (await call(client, "flowise_search_nodes", query="a chat model by Anthropic"))["results"][0][
+            "name"
+        ] == "chatAnthropic"
         messages = [await error(client, "flowise_list_chatflows") for _ in range(3)]
         assert all("unreachable" in m and "AGENTLOOM_FLOWISE__URL" in m for m in messages)
         opened = await error(client, "flowise_build_flow", template_id="llm-chain")

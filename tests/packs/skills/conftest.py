@@ -30,12 +30,20 @@ SEED_SKILLS = {
 }
 
 
-def write_skill(root: Path, name: str, description: str, tags: list[str] | None = None, body: str = "Do it.\n",
-                folder: str | None = None) -> Path:
+def write_skill(
+    root: Path,
+    name: str,
+    description: str,
+    tags: list[str] | None = None,
+    body: str = "Do it.\n",
+    folder: str | None = None,
+) -> Path:
     path = root / (folder or name)
     path.mkdir(parents=True, exist_ok=True)
     meta = f'metadata:\n  tags: "{",".join(tags)}"\n' if tags else ""
-    (path / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n{meta}---\n\n{body}", encoding="utf-8")
+    (path / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: {description}\n{meta}---\n\n{body}", encoding="utf-8"
+    )
     return path
 
 

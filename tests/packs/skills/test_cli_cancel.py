@@ -21,8 +21,13 @@ def test_ctrl_c_stops_an_index_which_keeps_what_it_committed_and_says_so(tmp_pat
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
     env.update(AGENTLOOM_DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
     log = (tmp_path / "stderr.txt").open("w+")
-    proc = subprocess.Popen([PYTHON, "-m", "agentloom", "skills", "index", str(root)], env=env,
-                            stdout=subprocess.PIPE, stderr=log, text=True)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "agentloom", "skills", "index", str(root)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
     marker = tmp_path / "data" / "skills"
     deadline = time.monotonic() + 120
     while not any(root.glob("*/.vectorized")):  # the first batch is committed (its folders are marked)
@@ -35,12 +40,16 @@ def test_ctrl_c_stops_an_index_which_keeps_what_it_committed_and_says_so(tmp_pat
     stopped = time.monotonic() - signalled
     err = (tmp_path / "stderr.txt").read_text()
     assert proc.returncode == 130, (out, err)
-    found = re.search(r"skills indexing cancelled: ([\d,]+) of 3,000 new or changed skills were indexed and are "
-                      r"kept; run skills_index again to index the rest\.", err)
+    found = re.search(
+        r"skills indexing cancelled: ([\d,]+) of 3,000 new or changed skills were indexed and are "
+        r"kept; run skills_index again to index the rest\.",
+        err,
+    )
     assert found, err
     kept = int(found.group(1).replace(",", ""))
     assert 0 < kept < 3000 and stopped < 5.0
-    listed = subprocess.run([PYTHON, "-m", "agentloom", "skills", "list", "--json"], env=env, capture_output=True,
-                            text=True, check=True)
+    listed = subprocess.run(
+        [PYTHON, "-m", "agentloom", "skills", "list", "--json"], env=env, capture_output=True, text=True, check=True
+    )
     assert len(json.loads(listed.stdout)["skills"]) == kept
     assert marker.is_dir()

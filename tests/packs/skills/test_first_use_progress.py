@@ -17,8 +17,13 @@ async def test_the_first_skills_search_on_a_fresh_cache_reports_the_model_build(
         write_skill(root, name, description, tags)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
     env.update(AGENTLOOM_DATA_DIR=str(tmp_path / "data"), AGENTLOOM_SKILLS__ROOTS=str(root), PYTHONUNBUFFERED="1")
-    indexed = subprocess.run([PYTHON, "-m", "agentloom", "skills", "index", "--json"], capture_output=True, text=True,
-                             env={**env, "AGENTLOOM_CACHE_DIR": str(tmp_path / "cache-of-the-index")}, check=False)
+    indexed = subprocess.run(
+        [PYTHON, "-m", "agentloom", "skills", "index", "--json"],
+        capture_output=True,
+        text=True,
+        env={**env, "AGENTLOOM_CACHE_DIR": str(tmp_path / "cache-of-the-index")},
+        check=False,
+    )
     assert indexed.returncode == 0, indexed.stderr
     fresh = {**env, "AGENTLOOM_CACHE_DIR": str(tmp_path / "fresh-cache")}  # a new machine's cache, the same index
     messages: list[str] = []
@@ -29,8 +34,9 @@ async def test_the_first_skills_search_on_a_fresh_cache_reports_the_model_build(
     log = tmp_path / "server.log"
     with log.open("w") as errlog:
         async with stdio_client_session(fresh, "--packs", "skills", errlog=errlog) as client:
-            result = await client.call_tool("skills_search", {"query": "commit my changes to git"},
-                                            progress_callback=on_progress)
+            result = await client.call_tool(
+                "skills_search", {"query": "commit my changes to git"}, progress_callback=on_progress
+            )
     assert not result.is_error, result.content
     assert result.structured_content["results"][0]["name"] == "git-commit"
     # notifications carry the latest step at each moment: the build's start, steps, or end
@@ -42,8 +48,14 @@ async def test_the_first_skills_search_on_a_fresh_cache_reports_the_model_build(
 def test_doctor_on_a_fresh_cache_announces_the_model_build(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
     env.update(AGENTLOOM_DATA_DIR=str(tmp_path / "data"), AGENTLOOM_CACHE_DIR=str(tmp_path / "fresh-cache"))
-    done = subprocess.run([PYTHON, "-m", "agentloom", "doctor", "--packs", "vectors"], capture_output=True, text=True,
-                          env=env, check=False, timeout=600)
+    done = subprocess.run(
+        [PYTHON, "-m", "agentloom", "doctor", "--packs", "vectors"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert "building the ONNX graph" in done.stderr and "all-MiniLM-L6-v2" in done.stderr, done.stderr
     assert "built " in done.stderr

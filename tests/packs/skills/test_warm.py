@@ -20,18 +20,22 @@ WARM_CPU_SECONDS = 3.0
 WARM_WALL_SECONDS = 8.0
 
 # Reports the modules a command imported, at exit (the command itself exits through SystemExit).
-_RUN = ("import atexit, sys\n"
-        "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
-        "sys.argv = ['agentloom', *sys.argv[1:]]\n"
-        "from agentloom.cli import main\n"
-        "main()\n")
+_RUN = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
+    "sys.argv = ['agentloom', *sys.argv[1:]]\n"
+    "from agentloom.cli import main\n"
+    "main()\n"
+)
 
 
 def _run(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
     """(the finished command, its wall seconds, its CPU seconds: user + sys of the child)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([PYTHON, "-c", _RUN, *args], env=env, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [PYTHON, "-c", _RUN, *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -49,15 +53,23 @@ def test_a_cold_cache_is_announced_then_a_warm_cli_search_is_fast(tmp_path: Path
     for name, (description, tags) in SEED_SKILLS.items():
         write_skill(root, name, description, tags)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
-    env.update(AGENTLOOM_CACHE_DIR=str(tmp_path / "cache"), AGENTLOOM_DATA_DIR=str(tmp_path / "data"),
-               COLUMNS="250", PYTHONUNBUFFERED="1")
+    env.update(
+        AGENTLOOM_CACHE_DIR=str(tmp_path / "cache"),
+        AGENTLOOM_DATA_DIR=str(tmp_path / "data"),
+        COLUMNS="250",
+        PYTHONUNBUFFERED="1",
+    )
 
     # An empty cache: both models build their cached files, and say so on stderr.
     indexed, _, _ = _run(env, "skills", "index", str(root), "--json")
     assert json.loads(indexed.stdout)["added"] == 4
     announced = [line for line in indexed.stderr.splitlines() if "agentloom.embeddings.firstuse" in line]
-    assert any(line.startswith("INFO") and "building the ONNX graph and tokenizer of multilingual-e5-small (first use"
-               in line and str(tmp_path / "cache") in line for line in announced), indexed.stderr
+    assert any(
+        line.startswith("INFO")
+        and "building the ONNX graph and tokenizer of multilingual-e5-small (first use" in line
+        and str(tmp_path / "cache") in line
+        for line in announced
+    ), indexed.stderr
     assert any("building the cached copy of use-multilingual-v3 (first use" in line for line in announced), announced
     assert any("built the ONNX graph and tokenizer of multilingual-e5-small in" in line for line in announced)
 

@@ -27,8 +27,10 @@ def _flows(stitch: StitchServer, worker: Worker) -> tuple[str, str]:
     gated, plain = Builder(worker.url), Builder(worker.url)
     gated.chain(gated.node("Worker", "draft"), gated.node("UX", "review", prompt="Ship it?"))
     plain.node("Worker", "only")
-    return (stitch.http.post("/flows", json={"name": "gated", "graph": gated.graph()}).json()["id"],
-            stitch.http.post("/flows", json={"name": "plain", "graph": plain.graph()}).json()["id"])
+    return (
+        stitch.http.post("/flows", json={"name": "gated", "graph": gated.graph()}).json()["id"],
+        stitch.http.post("/flows", json={"name": "plain", "graph": plain.graph()}).json()["id"],
+    )
 
 
 async def test_list_runs_pages_and_filters(stitch: StitchServer, worker: Worker, tmp_path: Path) -> None:
@@ -68,11 +70,15 @@ async def test_list_runs_pages_and_filters(stitch: StitchServer, worker: Worker,
 async def test_list_runs_checks_its_arguments(stitch: StitchServer, tmp_path: Path) -> None:
     async with Client(stitch_host(tmp_path, stitch.base).server) as client:
         message = await error(client, "stitch_list_runs", status="done")
-        assert "`status`" in message and "'waiting_for_user'" in message and "'cancelled'" in message  # names the accepted set
+        assert (
+            "`status`" in message and "'waiting_for_user'" in message and "'cancelled'" in message
+        )  # names the accepted set
         for limit in (0, 101):
             message = await error(client, "stitch_list_runs", limit=limit)
             assert "`limit`" in message and ("1" in message if limit == 0 else "100" in message)
-        assert (await error(client, "stitch_list_runs", flow_id="flow-1")).startswith("flow_id: 'flow-1' is not a flow id")
+        assert (await error(client, "stitch_list_runs", flow_id="flow-1")).startswith(
+            "flow_id: 'flow-1' is not a flow id"
+        )
         assert (await error(client, "stitch_list_runs", cursor="a\nb")).startswith("cursor: ")
         assert "does not take `state`" in await error(client, "stitch_list_runs", state="running")
         assert (await error(client, "stitch_list_runs", cursor="not-a-cursor")).startswith("Stitch refused")

@@ -42,11 +42,25 @@ def server(tmp_path: Path) -> Iterator[StitchServer]:
 
 async def test_start_follow_complete_and_retry(server: StitchServer, worker: Worker, tmp_path: Path) -> None:
     b = Builder(worker.url)
-    b.chain(b.node("Worker", "draft"), b.node("UX", "review", prompt="Approve the draft?"), b.node("Worker", "publish", mode="flaky"))
+    b.chain(
+        b.node("Worker", "draft"),
+        b.node("UX", "review", prompt="Approve the draft?"),
+        b.node("Worker", "publish", mode="flaky"),
+    )
     flow_id = server.http.post("/flows", json={"name": "review", "graph": b.graph()}).json()["id"]
     async with Client(stitch_host(tmp_path, server.base).server) as client:
         flows = await call(client, "stitch_list_flows")
-        assert flows == {"flows": [{"id": flow_id, "name": "review", "version": 1, "nodes": 3, "updated_at": flows["flows"][0]["updated_at"]}]}
+        assert flows == {
+            "flows": [
+                {
+                    "id": flow_id,
+                    "name": "review",
+                    "version": 1,
+                    "nodes": 3,
+                    "updated_at": flows["flows"][0]["updated_at"],
+                }
+            ]
+        }
         assert TIMESTAMP.fullmatch(flows["flows"][0]["updated_at"])
         started = await call(client, "stitch_start_run", flow_id=flow_id, input={"text": "hi"})
         run_id = started["run_id"]
@@ -58,7 +72,9 @@ async def test_start_follow_complete_and_retry(server: StitchServer, worker: Wor
         after = await call(client, "stitch_run_status", run_id=run_id)
         assert "prompt" not in after["nodes"]["review"]  # answered: nothing left to ask
         again = await error(client, "stitch_complete", run_id=run_id, node_id="review", output={})
-        assert again.startswith("Stitch refused") and "not waiting_for_user" in again  # a refusal is an error, not ok: false
+        assert (
+            again.startswith("Stitch refused") and "not waiting_for_user" in again
+        )  # a refusal is an error, not ok: false
         failed = await _until(client, run_id, "failed")
         assert failed["nodes"]["publish"]["error"] == "the worker was told to fail"
         await call(client, "stitch_retry", run_id=run_id, node_id="publish")
@@ -72,7 +88,9 @@ async def test_start_follow_complete_and_retry(server: StitchServer, worker: Wor
         assert "run_id: 'nope' is not a run id" in malformed
 
 
-async def test_create_flow_and_the_problems_of_a_refused_graph(server: StitchServer, worker: Worker, tmp_path: Path) -> None:
+async def test_create_flow_and_the_problems_of_a_refused_graph(
+    server: StitchServer, worker: Worker, tmp_path: Path
+) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Worker", "a"), b.node("UX", "gate"), b.node("Worker", "b"))
     async with Client(stitch_host(tmp_path, server.base).server) as client:
@@ -82,12 +100,17 @@ async def test_create_flow_and_the_problems_of_a_refused_graph(server: StitchSer
         run = await call(client, "stitch_start_run", flow_id=created["id"], input={"x": 1})
         await _until(client, run["run_id"], "waiting_for_user")
 
-        bad = {"nodes": [{"id": "w", "type": "Worker", "data": {}}, {"id": "x", "type": "Robot"}],
-               "edges": [{"id": "e", "source": "w", "target": "nowhere"}]}
+        bad = {
+            "nodes": [{"id": "w", "type": "Worker", "data": {}}, {"id": "x", "type": "Robot"}],
+            "edges": [{"id": "e", "source": "w", "target": "nowhere"}],
+        }
         message = await error(client, "stitch_create_flow", name="broken", graph=bad)
         assert message.startswith("Stitch refused") and "graph.nodes.1.type" in message  # the place of the problem
         assert "'Worker', 'UX', 'Splitter' or 'Collector'" in message
-        graph_problems = {"nodes": [{"id": "w", "type": "Worker", "data": {}}], "edges": [{"id": "e", "source": "w", "target": "nowhere"}]}
+        graph_problems = {
+            "nodes": [{"id": "w", "type": "Worker", "data": {}}],
+            "edges": [{"id": "e", "source": "w", "target": "nowhere"}],
+        }
         message = await error(client, "stitch_create_flow", name="broken", graph=graph_problems)
         assert "webhookUrl" in message and "nowhere" in message and message.count("graph: ") >= 2  # each problem named
         assert [f["name"] for f in server.http.get("/flows").json()] == ["chain"]  # nothing saved for a refused graph
@@ -98,9 +121,12 @@ async def test_create_flow_and_the_problems_of_a_refused_graph(server: StitchSer
 
 
 async def test_a_fan_out_node_reads_as_a_summary_of_its_paths_and_retries_them(
-        server: StitchServer, worker: Worker, tmp_path: Path) -> None:
+    server: StitchServer, worker: Worker, tmp_path: Path
+) -> None:
     b = Builder(worker.url)
-    b.chain(b.node("Splitter", "s"), b.node("Worker", "w", mode="flaky"), b.node("Collector", "c"), b.node("Worker", "z"))
+    b.chain(
+        b.node("Splitter", "s"), b.node("Worker", "w", mode="flaky"), b.node("Collector", "c"), b.node("Worker", "z")
+    )
     flow_id = server.http.post("/flows", json={"name": "fan", "graph": b.graph()}).json()["id"]
     async with Client(stitch_host(tmp_path, server.base).server) as client:
         run_id = (await call(client, "stitch_start_run", flow_id=flow_id, input={"items": [1, 2, 3]}))["run_id"]
@@ -118,7 +144,9 @@ async def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
     async with Client(stitch_host(tmp_path, url).server) as client:
         message = await error(client, "stitch_list_flows")
     assert f"Stitch server at {url} is unreachable" in message
-    check = next(c for c in stitch_host(tmp_path, url).health(check_model=False)["checks"] if c["name"] == "stitch server")  # type: ignore[union-attr]
+    check = next(
+        c for c in stitch_host(tmp_path, url).health(check_model=False)["checks"] if c["name"] == "stitch server"
+    )  # type: ignore[union-attr]
     assert not check["ok"] and not check["required"]  # asked for, not there: degraded
 
 

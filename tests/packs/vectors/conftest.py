@@ -26,7 +26,8 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     log = (path / "server.log").open("w")
     proc = subprocess.Popen(
         [chroma, "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(path / "db")],
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
     while True:

@@ -70,9 +70,43 @@ def check_invariants(text: str, result: list[Chunk], size: int, max_tokens: int 
 
 
 PIECES = [
-    "word ", "Hello", " the ", "naïve ", "unbelievably ", "Café", ". ", "! ", "? ", ".", "\n", "\n\n", "\t", " ",
-    "猫", "好き", "。", "！", "🙂", "👩\u200d💻", "\u200b", "\x00", "\u0301", "x" * 150, "ﬁ", "ｆｕｌｌ", "”", "\u3000",
-    "supercalifragilisticexpialidocious", "3.14", "(a)", "##", "[UNK]", "\u2028", "\x0c", "\x0b", "\x85",
+    "word ",
+    "Hello",
+    " the ",
+    "naïve ",
+    "unbelievably ",
+    "Café",
+    ". ",
+    "! ",
+    "? ",
+    ".",
+    "\n",
+    "\n\n",
+    "\t",
+    " ",
+    "猫",
+    "好き",
+    "。",
+    "！",
+    "🙂",
+    "👩\u200d💻",
+    "\u200b",
+    "\x00",
+    "\u0301",
+    "x" * 150,
+    "ﬁ",
+    "ｆｕｌｌ",
+    "”",
+    "\u3000",
+    "supercalifragilisticexpialidocious",
+    "3.14",
+    "(a)",
+    "##",
+    "[UNK]",
+    "\u2028",
+    "\x0c",
+    "\x0b",
+    "\x85",
 ]
 
 
@@ -240,18 +274,48 @@ def test_settings_are_validated(size: int, overlap: int, max_tokens: int, fragme
         (40, False, 256, "chunk_overlap must be a whole number of tokens, got False."),
         (40, 0, 256.0, "max_tokens must be a whole number of tokens, got 256.0."),
         (40, 0, None, "max_tokens must be a whole number of tokens, got None."),
-        (16, 0, 17, "max_tokens of the embedding model is 17: too small to chunk for; configure a model that accepts "
-                    "at least 18 tokens."),
-        (15, 0, 256, "chunk_size is 15 tokens, outside the accepted range 16..254 (this model reads 256 tokens, 2 of "
-                     "them [CLS] and [SEP]); set chunk_size within it."),
-        (255, 0, 256, "chunk_size is 255 tokens, outside the accepted range 16..254 (this model reads 256 tokens, 2 "
-                      "of them [CLS] and [SEP]); set chunk_size within it."),
-        (17, 0, 18, "chunk_size is 17 tokens, outside the accepted range 16..16 (this model reads 18 tokens, 2 of "
-                    "them [CLS] and [SEP]); set chunk_size within it."),
-        (40, 40, 256, "chunk_overlap is 40 tokens, outside the accepted range 0..39 (below chunk_size, 40); lower "
-                      "chunk_overlap or raise chunk_size."),
-        (40, -1, 256, "chunk_overlap is -1 tokens, outside the accepted range 0..39 (below chunk_size, 40); lower "
-                      "chunk_overlap or raise chunk_size."),
+        (
+            16,
+            0,
+            17,
+            "max_tokens of the embedding model is 17: too small to chunk for; configure a model that accepts "
+            "at least 18 tokens.",
+        ),
+        (
+            15,
+            0,
+            256,
+            "chunk_size is 15 tokens, outside the accepted range 16..254 (this model reads 256 tokens, 2 of "
+            "them [CLS] and [SEP]); set chunk_size within it.",
+        ),
+        (
+            255,
+            0,
+            256,
+            "chunk_size is 255 tokens, outside the accepted range 16..254 (this model reads 256 tokens, 2 "
+            "of them [CLS] and [SEP]); set chunk_size within it.",
+        ),
+        (
+            17,
+            0,
+            18,
+            "chunk_size is 17 tokens, outside the accepted range 16..16 (this model reads 18 tokens, 2 of "
+            "them [CLS] and [SEP]); set chunk_size within it.",
+        ),
+        (
+            40,
+            40,
+            256,
+            "chunk_overlap is 40 tokens, outside the accepted range 0..39 (below chunk_size, 40); lower "
+            "chunk_overlap or raise chunk_size.",
+        ),
+        (
+            40,
+            -1,
+            256,
+            "chunk_overlap is -1 tokens, outside the accepted range 0..39 (below chunk_size, 40); lower "
+            "chunk_overlap or raise chunk_size.",
+        ),
     ],
 )
 def test_settings_messages_word_for_word(size: int, overlap: int, max_tokens: int, message: str) -> None:
@@ -304,10 +368,22 @@ def test_cut_ranks_on_known_text() -> None:
     rank, spaced = _cut_ranks(text, starts)
     shown = [(text[a:b], int(r), bool(s)) for a, b, r, s in zip(starts, ends, rank, spaced)]
     assert shown == [
-        ("One", BARE, False), ("two.", SPACE, True), ("Thre", SENTENCE, True), ("e", BARE, False),
-        ("four", LINE, True), ("five", SPACE, True), ("six", PARAGRAPH, True), ("七", SPACE, True), ("。", BARE, False),
-        ("八", SENTENCE, False), ("」", BARE, False), ("nine", SPACE, True), ("?", BARE, False), ("ten…", SENTENCE, True),
-        ('"x!"', SENTENCE, True), ("y", SENTENCE, True),
+        ("One", BARE, False),
+        ("two.", SPACE, True),
+        ("Thre", SENTENCE, True),
+        ("e", BARE, False),
+        ("four", LINE, True),
+        ("five", SPACE, True),
+        ("six", PARAGRAPH, True),
+        ("七", SPACE, True),
+        ("。", BARE, False),
+        ("八", SENTENCE, False),
+        ("」", BARE, False),
+        ("nine", SPACE, True),
+        ("?", BARE, False),
+        ("ten…", SENTENCE, True),
+        ('"x!"', SENTENCE, True),
+        ("y", SENTENCE, True),
     ]
     assert (int(rank[-1]), bool(spaced[-1])) == (BARE, False) and len(rank) == len(spaced) == len(starts) + 1
     assert (rank.dtype, spaced.dtype) == (np.int8, np.bool_)  # a byte a cut
@@ -317,8 +393,14 @@ def test_cut_ranks_on_known_text() -> None:
     starts, ends, _ = _token_spans(text, None)
     rank, spaced = _cut_ranks(text, starts)
     assert [(text[a:b], int(r), bool(s)) for a, b, r, s in zip(starts, ends, rank, spaced)] == [
-        ('"', BARE, False), ("one", SPACE, True), ("two.", SPACE, True), ("好", PARAGRAPH, True), ("。", BARE, False),
-        ("」", BARE, False), ("再", SENTENCE, False), ("end.", SPACE, True),
+        ('"', BARE, False),
+        ("one", SPACE, True),
+        ("two.", SPACE, True),
+        ("好", PARAGRAPH, True),
+        ("。", BARE, False),
+        ("」", BARE, False),
+        ("再", SENTENCE, False),
+        ("end.", SPACE, True),
     ]
     # whitespace before the first token or after the last is no cut: cuts 0 and n stay bare
     text = "\n\n  Hello there.  \n\n"
@@ -336,11 +418,24 @@ def test_pack_takes_the_latest_best_cut_and_backs_up_to_the_earliest_best() -> N
     assert len(starts) == 50
     assert _pack(rank, 0, 50, 16, 0) == [(0, 15, 15), (15, 30, 15), (30, 45, 15), (45, 50, 5)]
     assert _pack(rank, 0, 50, 16, 4) == [(0, 15, 15), (11, 25, 14), (21, 35, 14), (31, 45, 14), (41, 50, 9)]
-    assert _pack(rank, 0, 50, 16, 15) == [(0, 15, 15), (5, 20, 15), (10, 25, 15), (15, 30, 15), (20, 35, 15),
-                                          (25, 40, 15), (30, 45, 15), (35, 50, 15)]
+    assert _pack(rank, 0, 50, 16, 15) == [
+        (0, 15, 15),
+        (5, 20, 15),
+        (10, 25, 15),
+        (15, 30, 15),
+        (20, 35, 15),
+        (25, 40, 15),
+        (30, 45, 15),
+        (35, 50, 15),
+    ]
     result = chunk_text(text, tokenizer=None, chunk_tokens=16, overlap_tokens=4, max_tokens=100)
-    assert [(c.start, c.end, c.tokens) for c in result] == [(0, 47, 15), (35, 79, 14), (67, 111, 14), (99, 143, 14),
-                                                            (131, 159, 9)]
+    assert [(c.start, c.end, c.tokens) for c in result] == [
+        (0, 47, 15),
+        (35, 79, 14),
+        (67, 111, 14),
+        (99, 143, 14),
+        (131, 159, 9),
+    ]
     assert result[1].text == "bb cc dd ee. aa bb cc dd ee. aa bb cc dd ee."
 
     flat = np.zeros(41, dtype=np.int8)
@@ -353,13 +448,30 @@ def test_pack_takes_the_latest_best_cut_and_backs_up_to_the_earliest_best() -> N
     # a chunk cut at half its size leaves no room to back up by half the overlap: one token on
     early = np.zeros(31, dtype=np.int8)
     early[8] = PARAGRAPH
-    assert _pack(early, 0, 30, 16, 15) == [(0, 8, 8), (1, 17, 16), (8, 24, 16), (9, 25, 16), (10, 26, 16),
-                                           (11, 27, 16), (12, 28, 16), (13, 29, 16), (14, 30, 16)]
+    assert _pack(early, 0, 30, 16, 15) == [
+        (0, 8, 8),
+        (1, 17, 16),
+        (8, 24, 16),
+        (9, 25, 16),
+        (10, 26, 16),
+        (11, 27, 16),
+        (12, 28, 16),
+        (13, 29, 16),
+        (14, 30, 16),
+    ]
     # the next chunk always ends past the previous one, even when the best cut lies before it
     late = np.zeros(31, dtype=np.int8)
     late[12] = PARAGRAPH
-    assert _pack(late, 0, 30, 16, 15) == [(0, 12, 12), (1, 17, 16), (2, 18, 16), (3, 19, 16), (4, 20, 16),
-                                          (12, 28, 16), (13, 29, 16), (14, 30, 16)]
+    assert _pack(late, 0, 30, 16, 15) == [
+        (0, 12, 12),
+        (1, 17, 16),
+        (2, 18, 16),
+        (3, 19, 16),
+        (4, 20, 16),
+        (12, 28, 16),
+        (13, 29, 16),
+        (14, 30, 16),
+    ]
     assert _pack(late, 0, 30, 17, 0) == [(0, 12, 12), (12, 29, 17), (29, 30, 1)]
     assert _pack(late, 0, 17, 16, 0) == [(0, 12, 12), (12, 17, 5)]
 
@@ -396,8 +508,11 @@ def test_a_chunk_that_grows_when_encoded_alone_is_split_again() -> None:
     assert _pack(rank, 0, len(starts), 16, 8) == [(0, 16, 16), (8, 19, 11), (11, 27, 16), (19, 35, 16)]
     result = chunks(text, size=16, overlap=8, max_tokens=18)
     assert [(c.start, c.end, c.tokens, c.text) for c in result] == [
-        (0, 25, 16, "bcclfxzvjitgtbsvfnumzxqlr"), (13, 30, 11, "bsvfnumzxqlroqiba"), (17, 30, 9, "numzxqlroqiba"),
-        (31, 43, 8, "okmnqfrfhhaf"), (31, 53, 16, "okmnqfrfhhafkf qqlqvrf"),
+        (0, 25, 16, "bcclfxzvjitgtbsvfnumzxqlr"),
+        (13, 30, 11, "bsvfnumzxqlroqiba"),
+        (17, 30, 9, "numzxqlroqiba"),
+        (31, 43, 8, "okmnqfrfhhaf"),
+        (31, 53, 16, "okmnqfrfhhafkf qqlqvrf"),
     ]
     check_invariants(text, result, 16, 18)
     dense = chunks(text, size=16, overlap=15, max_tokens=18)
@@ -454,7 +569,7 @@ def test_pack_fills_at_least_half_the_limit_and_overlaps_by_one_token() -> None:
 
 
 def test_a_sentence_end_before_a_closer_at_the_start_of_the_text_counts() -> None:
-    for text in ['?) Yes no', '." Yes no']:  # the closer is the text's second character
+    for text in ["?) Yes no", '." Yes no']:  # the closer is the text's second character
         starts, _, _ = _token_spans(text, None)
         assert _cut_ranks(text, starts)[0].tolist() == [BARE, SENTENCE, SPACE, BARE]
 
@@ -466,11 +581,13 @@ def test_a_cut_inside_a_hangul_syllable_is_counted_again() -> None:
     assert (encoding.tokens, encoding.offsets) == (["ᄒ", "##ᅡ", "##ᆫ", "##ᄀ", "##ᅡ"], [(0, 1)] * 3 + [(1, 2)] * 2)
     text = "한가나다라마바사"  # 3 + 7 * 2 = 17 tokens: the first chunk ends between the two of the last syllable
     assert [(c.start, c.end, c.tokens, c.text) for c in chunks(text, 16, 0, 18)] == [
-        (0, 7, 15, "한가나다라마바"), (7, 8, 2, "사"),
+        (0, 7, 15, "한가나다라마바"),
+        (7, 8, 2, "사"),
     ]
     text = "한가나다라마바사아"  # 19 tokens: the first chunk ends inside the second-last syllable
     assert [(c.start, c.end, c.tokens, c.text) for c in chunks(text, 16, 0, 18)] == [
-        (0, 7, 15, "한가나다라마바"), (7, 9, 4, "사아"),
+        (0, 7, 15, "한가나다라마바"),
+        (7, 9, 4, "사아"),
     ]
     # a chunk starting inside the first syllable (one token on) starts before it: 17 tokens, split again
     result = chunks("한가나다라마바사", 16, 15, 18)
@@ -483,7 +600,9 @@ def test_a_grown_chunk_is_packed_again_one_token_under_its_share() -> None:
     # when encoded alone; it is packed again at (tokens * limit // real) - 1 tokens
     text = "bzdjnlhbgxnqnnlbxlgvphz"
     assert [(c.start, c.end, c.tokens, c.text) for c in chunks(text, 16, 15, 18)] == [
-        (0, 20, 16, "bzdjnlhbgxnqnnlbxlgv"), (1, 19, 15, "zdjnlhbgxnqnnlbxlg"), (3, 23, 16, "jnlhbgxnqnnlbxlgvphz"),
+        (0, 20, 16, "bzdjnlhbgxnqnnlbxlgv"),
+        (1, 19, 15, "zdjnlhbgxnqnnlbxlg"),
+        (3, 23, 16, "jnlhbgxnqnnlbxlgvphz"),
         (19, 22, 2, "vph"),
     ]
 
@@ -543,14 +662,20 @@ def test_a_chunk_that_grows_far_is_split_down_to_single_tokens_and_a_single_toke
     # 3 * 16 // 18 - 1 = 1 token a chunk: three chunks, not "abc...p" and "zz"
     text = "z" * 16 + "abcdefghijklmnop zz"
     assert [(c.start, c.end, c.tokens, c.text) for c in chunks(text, 16, 0, 18, tokenizer=tokenizer)] == [
-        (0, 16, 16, "z" * 16), (16, 32, 16, "abcdefghijklmnop"), (33, 34, 1, "z"), (34, 35, 1, "z"),
+        (0, 16, 16, "z" * 16),
+        (16, 32, 16, "abcdefghijklmnop"),
+        (33, 34, 1, "z"),
+        (34, 35, 1, "z"),
     ]
     # "z" * 16 + the 25-letter piece + "zzzzz", one word: the second chunk (6 tokens) counts 30 alone and is
     # packed again by 2; its first part (the piece and a "z", 26 alone) again by 1; the piece alone, 25
     # tokens, is one token in the text: it cannot be cut, and is kept over the limit
     text = "z" * 16 + "abcdefghijklmnopqrstuvwxy" + "z" * 5
     assert [(c.start, c.end, c.tokens, c.text) for c in chunks(text, 16, 0, 18, tokenizer=tokenizer)] == [
-        (0, 16, 16, "z" * 16), (16, 41, 25, "abcdefghijklmnopqrstuvwxy"), (41, 42, 1, "z"), (42, 44, 2, "zz"),
+        (0, 16, 16, "z" * 16),
+        (16, 41, 25, "abcdefghijklmnopqrstuvwxy"),
+        (41, 42, 1, "z"),
+        (42, 44, 2, "zz"),
         (44, 46, 2, "zz"),
     ]
 
@@ -599,17 +724,31 @@ def test_a_form_feed_joins_words_for_the_model_so_a_cut_there_is_counted_again()
     result = chunks(text, size=16, overlap=0, max_tokens=18)
     check_invariants(text, result, 16, max_tokens=18)
     assert real_tokens("wtxqdpqcjxzbxhpnhtwv") == 17  # the chunk it used to end with, counted as 16
-    assert [(c.text, c.tokens) for c in result] == [("mgfxsvrpdfxdsh\x0cm", 10), ("fnzcmzwjmknxcjwh", 12),
-                                                     ("bnrrmrcvd\x0cvdlzxslrsk", 10), ("wtxqdpqcjxzbxhpnht", 15), ("wv", 2)]
+    assert [(c.text, c.tokens) for c in result] == [
+        ("mgfxsvrpdfxdsh\x0cm", 10),
+        ("fnzcmzwjmknxcjwh", 12),
+        ("bnrrmrcvd\x0cvdlzxslrsk", 10),
+        ("wtxqdpqcjxzbxhpnht", 15),
+        ("wv", 2),
+    ]
     # a space earlier in the text changes nothing for the form feeds after it
     result = chunks("a " + text, size=16, overlap=0, max_tokens=18)
     assert [(c.text, c.tokens) for c in result][-2:] == [("wtxqdpqcjxzbxhpnht", 15), ("wv", 2)]
 
 
-def sections(text: str, section_chars: int, size: int = 40, overlap: int = 8,
-             tokenizer: Tokenizer | None = TOKENIZER) -> list[list[Chunk]]:
-    return list(chunk_sections(text, tokenizer=tokenizer, chunk_tokens=size, overlap_tokens=overlap, max_tokens=256,
-                               section_chars=section_chars))
+def sections(
+    text: str, section_chars: int, size: int = 40, overlap: int = 8, tokenizer: Tokenizer | None = TOKENIZER
+) -> list[list[Chunk]]:
+    return list(
+        chunk_sections(
+            text,
+            tokenizer=tokenizer,
+            chunk_tokens=size,
+            overlap_tokens=overlap,
+            max_tokens=256,
+            section_chars=section_chars,
+        )
+    )
 
 
 def test_a_text_within_one_section_is_chunked_exactly_as_chunk_text_does() -> None:
@@ -622,8 +761,9 @@ def test_a_text_within_one_section_is_chunked_exactly_as_chunk_text_does() -> No
 def test_a_long_text_comes_a_section_at_a_time_with_the_whole_texts_indexes_and_offsets(
     tokenizer: Tokenizer | None,
 ) -> None:
-    paragraphs = [f"Paragraph {i} tells of the harbor, the engine and winter number {i}." * (1 + i % 4)
-                  for i in range(60)]
+    paragraphs = [
+        f"Paragraph {i} tells of the harbor, the engine and winter number {i}." * (1 + i % 4) for i in range(60)
+    ]
     text = "\n\n".join(paragraphs)
     parts = sections(text, 600, tokenizer=tokenizer)
     assert len(parts) > 5

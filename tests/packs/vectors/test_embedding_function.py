@@ -93,9 +93,12 @@ def warned(caplog: pytest.LogCaptureFixture) -> Iterator[Callable[[], list[str]]
     caplog.set_level(logging.WARNING)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        yield lambda: [str(w.message) for w in caught] + [
-            r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING
-        ]
+        yield (
+            lambda: (
+                [str(w.message) for w in caught]
+                + [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+            )
+        )
 
 
 def test_registered_under_its_name() -> None:
@@ -156,7 +159,8 @@ def test_rebuilt_function_never_downloads(path: Path) -> None:
     handed to Chroma's downloading default."""
     first = client(path)
     first.create_collection(
-        "docs", embedding_function=ServiceEmbeddingFunction(FakeService(), "m1"),  # type: ignore[arg-type]
+        "docs",
+        embedding_function=ServiceEmbeddingFunction(FakeService(), "m1"),  # type: ignore[arg-type]
         configuration={"hnsw": {"space": "cosine"}},
     )
     reopened = client(path).get_collection("docs")

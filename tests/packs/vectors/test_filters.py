@@ -28,8 +28,9 @@ def test_contains_on_metadata_and_document() -> None:
 def test_timestamps_accept_iso_dates() -> None:
     plan = parse_filter({"created_at": {"$gte": "2026-01-01", "$lt": "2026-02-01T00:00:00Z"}})
     first = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
-    assert plan.where == {"$and": [{"created_at": {"$gte": first}},
-                                   {"created_at": {"$lt": datetime(2026, 2, 1, tzinfo=UTC).timestamp()}}]}
+    assert plan.where == {
+        "$and": [{"created_at": {"$gte": first}}, {"created_at": {"$lt": datetime(2026, 2, 1, tzinfo=UTC).timestamp()}}]
+    }
 
 
 def test_or_passes_through_but_not_with_contains() -> None:

@@ -26,7 +26,8 @@ from tests.packs.vectors.conftest import vectors_host
 
 QUERY = "How do I deploy the service to production?"
 GUIDE = "\n\n".join(
-    f"Step {i}. " + " ".join(f"The deployment guide explains part {i}.{j} of shipping the service safely." for j in range(3))
+    f"Step {i}. "
+    + " ".join(f"The deployment guide explains part {i}.{j} of shipping the service safely." for j in range(3))
     for i in range(6)
 )
 HOUR_NS = 3600 * 10**9
@@ -47,9 +48,15 @@ def leave_crash_leftovers(store: VectorStore, name: str, doc_id: str, count: int
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     texts = [f"{QUERY} ({doc_id} draft {i})" for i in range(count)]
     ids = [f"{doc_id}:{generation}:{i}" for i in range(count)]
-    col.add(ids=ids, embeddings=list(vectors), documents=texts,
-            metadatas=[{"document_id": doc_id, "generation": generation, "chunk_index": i, "section": "ops guide"}
-                       for i in range(count)])
+    col.add(
+        ids=ids,
+        embeddings=list(vectors),
+        documents=texts,
+        metadatas=[
+            {"document_id": doc_id, "generation": generation, "chunk_index": i, "section": "ops guide"}
+            for i in range(count)
+        ],
+    )
     return ids
 
 
@@ -61,8 +68,9 @@ def chunk_ids(store: VectorStore, name: str, doc_id: str) -> set[str]:
 def seed(store: VectorStore, name: str) -> dict[str, set[str]]:
     store.create_collection(name)
     guide = store.add_document(name, GUIDE, "guide", {"section": "ops guide"}, chunk_size=32, chunk_overlap=0)
-    other = store.add_document(name, "Release notes: the service now deploys in one step.", "other",
-                               {"section": "ops notes"})
+    other = store.add_document(
+        name, "Release notes: the service now deploys in one step.", "other", {"section": "ops notes"}
+    )
     assert 4 <= guide["chunk_count"] <= 12
     return {"guide": set(guide["chunk_ids"]), "other": set(other["chunk_ids"])}
 
@@ -73,8 +81,9 @@ async def search(client: Client, name: str, **args: Any) -> list[dict[str, Any]]
     return result.structured_content["results"]  # type: ignore[index]
 
 
-async def test_leftovers_do_not_crowd_current_chunks_out_of_the_top_n(tmp_path: Path,
-                                                                       store_settings: dict[str, object]) -> None:
+async def test_leftovers_do_not_crowd_current_chunks_out_of_the_top_n(
+    tmp_path: Path, store_settings: dict[str, object]
+) -> None:
     host = vectors_host(tmp_path, **store_settings)
     store = host.packs["vectors"].state.store
     name = collection_name()
@@ -103,8 +112,9 @@ async def test_leftovers_do_not_crowd_current_chunks_out_of_the_top_n(tmp_path: 
         assert len(small) == 3 and {r["chunk_id"] for r in small} <= everything
 
 
-async def test_the_next_write_of_a_document_removes_its_leftovers(tmp_path: Path,
-                                                                  store_settings: dict[str, object]) -> None:
+async def test_the_next_write_of_a_document_removes_its_leftovers(
+    tmp_path: Path, store_settings: dict[str, object]
+) -> None:
     host = vectors_host(tmp_path, **store_settings)
     store = host.packs["vectors"].state.store
     name = collection_name()
@@ -118,8 +128,9 @@ async def test_the_next_write_of_a_document_removes_its_leftovers(tmp_path: Path
     assert chunk_ids(store, name, "other") == current["other"]
 
 
-async def test_a_restart_removes_leftovers_no_running_write_can_own(tmp_path: Path,
-                                                                   store_settings: dict[str, object]) -> None:
+async def test_a_restart_removes_leftovers_no_running_write_can_own(
+    tmp_path: Path, store_settings: dict[str, object]
+) -> None:
     host = vectors_host(tmp_path, **store_settings)
     store = host.packs["vectors"].state.store
     name = collection_name()
@@ -171,14 +182,16 @@ KILLED_UPDATE = textwrap.dedent("""
 async def test_kill_9_during_an_update(tmp_path: Path, store_settings: dict[str, object]) -> None:
     """A real kill -9 after the new chunks are written, before the commit; then a new server."""
     name = collection_name()
-    second = "\n\n".join(f"Section {i}. Kubernetes rollout {i} uses blue green deployment with canaries." * 3
-                          for i in range(8))
+    second = "\n\n".join(
+        f"Section {i}. Kubernetes rollout {i} uses blue green deployment with canaries." * 3 for i in range(8)
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
     env["PYTHONPATH"] = str(REPO)
     with anyio.fail_after(180):
         proc = await anyio.run_process(
             [PYTHON, "-c", KILLED_UPDATE, str(tmp_path), name, json.dumps(store_settings), GUIDE, second],
-            env=env, check=False,
+            env=env,
+            check=False,
         )
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
     committed = set(json.loads(proc.stdout.decode().splitlines()[0]))
@@ -187,8 +200,9 @@ async def test_kill_9_during_an_update(tmp_path: Path, store_settings: dict[str,
     store = host.packs["vectors"].state.store
     async with Client(host.server) as client:
         # The query matches the uncommitted version best: its chunks would fill a small top n.
-        found = await client.call_tool("vector_search", {"collection": name, "query": "blue green canary rollout",
-                                                         "n": 5})
+        found = await client.call_tool(
+            "vector_search", {"collection": name, "query": "blue green canary rollout", "n": 5}
+        )
     results = found.structured_content["results"]  # type: ignore[index]
     assert len(results) == 5 and {r["chunk_id"] for r in results} <= committed
     if store_settings["mode"] == "embedded":

@@ -6,7 +6,10 @@ TEXTS = {"a": "The cat purrs on the mat", "b": "Dogs bark at cats", "c": "Bread 
 def test_bm25_ranks_and_restricts() -> None:
     index = LexicalIndex.build(list(TEXTS), list(TEXTS.values()))
     assert len(index) == 3
-    assert [i for i, _ in index.search("cats", 3)][:2] == ["a", "b"] or [i for i, _ in index.search("cats", 3)][:2] == ["b", "a"]
+    assert [i for i, _ in index.search("cats", 3)][:2] == ["a", "b"] or [i for i, _ in index.search("cats", 3)][:2] == [
+        "b",
+        "a",
+    ]
     assert [i for i, _ in index.search("yeast bread", 3)] == ["c"]
     assert [i for i, _ in index.search("cat", 1, allowed={"b"})] == ["b"]  # best among allowed, not global top 1
     assert index.search("the and of", 3) == [] and index.search("", 3) == []

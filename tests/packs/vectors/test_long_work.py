@@ -21,8 +21,10 @@ from tests.embeddings.conftest import ServerState, http_server  # noqa: F401 - a
 from tests.packs.vectors.conftest import vectors_host
 from tests.server.clients import RawStdio, call, error, serve_args, stdio_client_session
 
-WORDS = ("river stone light quiet engine harbor winter signal garden copper memory thread paper "
-         "lantern window orbit meadow silver canyon letter market").split()
+WORDS = (
+    "river stone light quiet engine harbor winter signal garden copper memory thread paper "
+    "lantern window orbit meadow silver canyon letter market"
+).split()
 
 
 def book(size: int, seed: int = 7) -> str:
@@ -31,8 +33,10 @@ def book(size: int, seed: int = 7) -> str:
     paragraphs: list[str] = []
     total = 0
     while total < size:
-        sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 18))).capitalize() + "."
-                     for _ in range(rng.randint(3, 8))]
+        sentences = [
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 18))).capitalize() + "."
+            for _ in range(rng.randint(3, 8))
+        ]
         paragraph = " ".join(sentences)
         paragraphs.append(paragraph)
         total += len(paragraph) + 2
@@ -46,15 +50,21 @@ async def _state(client: Any, collection: str) -> tuple[dict[str, Any], list[str
 
 
 async def test_a_5_mb_document_reports_progress_and_a_cancel_leaves_the_collection_as_it_was(
-    server_env: dict[str, str], tmp_path: Path,
+    server_env: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     text = book(5_000_000)
     log = tmp_path / "server.log"
     with log.open("w") as errlog:
         async with stdio_client_session(server_env, "--packs", "vectors", errlog=errlog) as client:
             await call(client, "vector_create_collection", name="books")
-            await call(client, "vector_add_document", collection="books", document_id="keep",
-                       text="A short note about the river and its stones.")
+            await call(
+                client,
+                "vector_add_document",
+                collection="books",
+                document_id="keep",
+                text="A short note about the river and its stones.",
+            )
             before = await _state(client, "books")
             stamps: list[tuple[float, float, float | None, str | None]] = []
 
@@ -63,8 +73,11 @@ async def test_a_5_mb_document_reports_progress_and_a_cancel_leaves_the_collecti
 
             started = time.monotonic()
             with anyio.move_on_after(3.0) as scope:
-                await client.call_tool("vector_add_document", {"collection": "books", "document_id": "book", "text": text},
-                                       progress_callback=on_progress)
+                await client.call_tool(
+                    "vector_add_document",
+                    {"collection": "books", "document_id": "book", "text": text},
+                    progress_callback=on_progress,
+                )
             assert scope.cancelled_caught, "5 MB were added in 3 s: the test needs a larger text"
             cancelled = time.monotonic()
             after = await _state(client, "books")
@@ -88,9 +101,18 @@ async def test_a_5_mb_document_reports_progress_and_a_cancel_leaves_the_collecti
 
 
 def _raw_add(raw: RawStdio, id_: int, collection: str, text: str, document_id: str) -> None:
-    raw.send({"jsonrpc": "2.0", "id": id_, "method": "tools/call",
-              "params": {"name": "vector_add_document", "_meta": {"progressToken": id_},
-                         "arguments": {"collection": collection, "text": text, "document_id": document_id}}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": id_,
+            "method": "tools/call",
+            "params": {
+                "name": "vector_add_document",
+                "_meta": {"progressToken": id_},
+                "arguments": {"collection": collection, "text": text, "document_id": document_id},
+            },
+        }
+    )
 
 
 def _answer(raw: RawStdio, id_: int) -> dict[str, Any]:
@@ -105,8 +127,14 @@ async def test_closing_stdin_during_a_large_add_ends_the_server_and_keeps_the_co
 ) -> None:
     raw = RawStdio(server_env, "--packs", "vectors")
     raw.initialize()
-    raw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-              "params": {"name": "vector_create_collection", "arguments": {"name": "books"}}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "vector_create_collection", "arguments": {"name": "books"}},
+        }
+    )
     assert "error" not in _answer(raw, 2)
     _raw_add(raw, 3, "books", "A short note about the river and its stones.", "keep")
     assert not _answer(raw, 3)["result"]["isError"]
@@ -135,13 +163,19 @@ async def test_closing_stdin_during_a_large_add_ends_the_server_and_keeps_the_co
 async def test_a_text_over_the_limit_is_refused_at_once_naming_the_size_the_limit_and_the_ways_out(
     server_env: dict[str, str],
 ) -> None:
-    async with stdio_client_session({**server_env, "AGENTLOOM_VECTORS__MAX_TEXT_MB": "1"}, "--packs", "vectors") as client:
+    async with stdio_client_session(
+        {**server_env, "AGENTLOOM_VECTORS__MAX_TEXT_MB": "1"}, "--packs", "vectors"
+    ) as client:
         await call(client, "vector_create_collection", name="books")
         started = time.monotonic()
         message = await error(client, "vector_add_document", collection="books", text="é" * 600_000)
         took = time.monotonic() - started
-        several = await error(client, "vector_add_documents", collection="books",
-                              documents=[{"text": "x" * 600_000}, {"text": "y" * 600_000}])
+        several = await error(
+            client,
+            "vector_add_documents",
+            collection="books",
+            documents=[{"text": "x" * 600_000}, {"text": "y" * 600_000}],
+        )
         fits = await call(client, "vector_add_document", collection="books", text="river stone " * 2_000)
     assert took < 1.0
     assert message.startswith("text is 1.2 MB of UTF-8, over this server's limit of 1 MB per call.")
@@ -158,7 +192,8 @@ async def test_a_text_over_the_limit_is_refused_at_once_naming_the_size_the_limi
 
 
 def test_a_large_document_is_embedded_and_stored_a_window_at_a_time(
-    tmp_path: Path, http_server: tuple[str, ServerState],  # noqa: F811
+    tmp_path: Path,
+    http_server: tuple[str, ServerState],  # noqa: F811
 ) -> None:
     """What agentloom's own code holds while it adds a 5 MB document peaks well under twice the text
     (issue 36: "embed and store in batches, not all at once"; all at once, its chunks, vectors and rows
@@ -195,8 +230,12 @@ def http_server_url(server_env: dict[str, str], tmp_path: Path) -> Iterator[tupl
     port = free_port()
     log = tmp_path / "http-server.log"
     with log.open("w") as errlog:
-        proc = subprocess.Popen([PYTHON, *serve_args("--http", "--port", str(port), "--packs", "vectors")],
-                                env=server_env, stdout=subprocess.DEVNULL, stderr=errlog)
+        proc = subprocess.Popen(
+            [PYTHON, *serve_args("--http", "--port", str(port), "--packs", "vectors")],
+            env=server_env,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+        )
         deadline = time.monotonic() + 30
         while True:
             assert proc.poll() is None, log.read_text()
@@ -223,7 +262,8 @@ async def _wait_for(log: Path, text: str, seconds: float) -> float:
 
 @pytest.mark.parametrize("how", ["cancel", "session end"])
 async def test_over_http_a_cancel_or_the_end_of_the_session_stops_a_large_add(
-    http_server_url: tuple[str, Path], how: str,
+    http_server_url: tuple[str, Path],
+    how: str,
 ) -> None:
     url, log = http_server_url
     text = book(5_000_000)
@@ -238,9 +278,13 @@ async def test_over_http_a_cancel_or_the_end_of_the_session_stops_a_large_add(
 
     async with Client(url) as client:
         async with anyio.create_task_group() as tg:
+
             async def add() -> None:
-                await client.call_tool("vector_add_document", {"collection": "books", "document_id": "book",
-                                                               "text": text}, progress_callback=on_progress)
+                await client.call_tool(
+                    "vector_add_document",
+                    {"collection": "books", "document_id": "book", "text": text},
+                    progress_callback=on_progress,
+                )
 
             tg.start_soon(add)
             await anyio.sleep(3.0)

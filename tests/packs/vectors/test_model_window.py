@@ -43,16 +43,25 @@ async def test_the_text_past_the_window_is_found(tmp_path: Path, model: str) -> 
     host = vectors_host(tmp_path, embedding_model=model)
     async with Client(host.server) as client:
         await call(client, "vector_create_collection", name="reports")
-        added = await call(client, "vector_add_document", collection="reports", text=long_text(),
-                           document_id="report", chunk_size=510)
+        added = await call(
+            client, "vector_add_document", collection="reports", text=long_text(), document_id="report", chunk_size=510
+        )
         window = host.packs["vectors"].state.store.embeddings.max_tokens(model)
         assert ("warning" in added) == (window - 2 < 510)
-        hits = (await call(client, "vector_search", collection="reports", query="glow-in-the-dark zebra crossings in Iceland",
-                           n=1))["results"]
+        hits = (
+            await call(
+                client, "vector_search", collection="reports", query="glow-in-the-dark zebra crossings in Iceland", n=1
+            )
+        )["results"]
         assert NEEDLE in hits[0]["text"]
-        within = await call(client, "vector_add_document", collection="reports", text=long_text(), document_id="again",
-                            chunk_size=100)
+        within = await call(
+            client, "vector_add_document", collection="reports", text=long_text(), document_id="again", chunk_size=100
+        )
         assert "warning" not in within
-        bulk = await call(client, "vector_add_documents", collection="reports",
-                          documents=[{"text": long_text(), "document_id": "bulk"}])
+        bulk = await call(
+            client,
+            "vector_add_documents",
+            collection="reports",
+            documents=[{"text": long_text(), "document_id": "bulk"}],
+        )
         assert "warning" not in bulk  # the pack's chunk_size (200) is within every built-in model's window

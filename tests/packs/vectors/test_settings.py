@@ -20,9 +20,16 @@ def settings_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: st
 
 
 def test_headers_and_file_roots_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = settings_from_env(tmp_path, monkeypatch, HEADERS='{"Authorization": "Bearer t"}',
-                                 FILE_ROOTS=os.pathsep.join(["/srv/docs", "~/notes"]))
+    settings = settings_from_env(
+        tmp_path,
+        monkeypatch,
+        HEADERS='{"Authorization": "Bearer t"}',
+        FILE_ROOTS=os.pathsep.join(["/srv/docs", "~/notes"]),
+    )
     assert settings.headers == {"Authorization": "Bearer t"}
     assert settings.file_roots == [Path("/srv/docs"), Path("~/notes").expanduser()]
-    assert settings_from_env(tmp_path, monkeypatch, FILE_ROOTS='["/a", "/b c"]').file_roots == [Path("/a"), Path("/b c")]
+    assert settings_from_env(tmp_path, monkeypatch, FILE_ROOTS='["/a", "/b c"]').file_roots == [
+        Path("/a"),
+        Path("/b c"),
+    ]
     assert settings_from_env(tmp_path, monkeypatch, FILE_ROOTS="[]").file_roots == []

@@ -38,11 +38,16 @@ async def test_leftover_chunks_of_an_interrupted_write_are_invisible(tmp_path: P
     col = store.collection(name)
     vector = store.embeddings.embed_documents(["The capital of France is Lyon."])
     leftover = store.document(name, "geo").generation + 1  # the id the next write would use if it counted up
-    col.add(ids=[f"geo:{leftover}:0"], embeddings=vector, documents=["The capital of France is Lyon."],
-            metadatas=[{"document_id": "geo", "generation": leftover, "chunk_index": 0}])
+    col.add(
+        ids=[f"geo:{leftover}:0"],
+        embeddings=vector,
+        documents=["The capital of France is Lyon."],
+        metadatas=[{"document_id": "geo", "generation": leftover, "chunk_index": 0}],
+    )
     async with Client(host.server) as client:
-        res = (await client.call_tool("vector_search", {"collection": name, "query": "capital of France Lyon",
-                                                         "n": 5})).structured_content
+        res = (
+            await client.call_tool("vector_search", {"collection": name, "query": "capital of France Lyon", "n": 5})
+        ).structured_content
     assert [r["text"] for r in res["results"]] == ["The capital of France is Paris."]
     # The next update supersedes both and cleans up.
     store.add_document(name, "The capital of France is Paris, on the Seine.", "geo")
@@ -54,11 +59,17 @@ async def test_dimension_mismatch_is_refused(tmp_path: Path) -> None:
     store = host.packs["vectors"].state.store
     client = store.connection.client()
     wide = collection_name()  # built by another tool, claiming our model's key with other dimensions
-    client.create_collection(wide, metadata={"embedding_model": "all-MiniLM-L6-v2", "embedding_dimensions": 1536},
-                             embedding_function=store._ef())
+    client.create_collection(
+        wide,
+        metadata={"embedding_model": "all-MiniLM-L6-v2", "embedding_dimensions": 1536},
+        embedding_function=store._ef(),
+    )
     unknown = collection_name()
-    client.create_collection(unknown, metadata={"embedding_model": "paraphrase-MiniLM", "embedding_dimensions": 384},
-                             embedding_function=store._ef())
+    client.create_collection(
+        unknown,
+        metadata={"embedding_model": "paraphrase-MiniLM", "embedding_dimensions": 384},
+        embedding_function=store._ef(),
+    )
     async with Client(host.server) as c:
         refused = await c.call_tool("vector_add_document", {"collection": wide, "text": "hello"})
         missing = await c.call_tool("vector_search", {"collection": unknown, "query": "hello"})
@@ -82,7 +93,10 @@ def test_broken_configuration_disables_only_this_pack(tmp_path: Path) -> None:
     host = vectors_host(tmp_path, mode="cloud", chunk_size=10)
     report = {r.name: r for r in host.reports}["vectors"]
     assert report.status == "failed"
-    assert "AGENTLOOM_VECTORS__MODE (mode in [pack_settings.vectors]): Input should be 'embedded' or 'remote'" in report.reason
+    assert (
+        "AGENTLOOM_VECTORS__MODE (mode in [pack_settings.vectors]): Input should be 'embedded' or 'remote'"
+        in report.reason
+    )
     assert "AGENTLOOM_VECTORS__CHUNK_SIZE" in report.reason and "pydantic" not in report.reason
     assert "vector_search" not in host.tool_names
 
@@ -100,13 +114,27 @@ def test_chunk_and_manifest_ids_are_exact_and_unambiguous() -> None:
 
 
 def test_record_of_reads_every_field_with_its_type() -> None:
-    meta = {"collection": "notes", "document_id": "doc", "generation": "42", "chunk_count": "3",
-            "created_at": "1700000000", "updated_at": 1700000100, "embedding_model": "all-MiniLM-L6-v2",
-            "metadata_json": '{"topic": "geo", "n": 2}'}
+    meta = {
+        "collection": "notes",
+        "document_id": "doc",
+        "generation": "42",
+        "chunk_count": "3",
+        "created_at": "1700000000",
+        "updated_at": 1700000100,
+        "embedding_model": "all-MiniLM-L6-v2",
+        "metadata_json": '{"topic": "geo", "n": 2}',
+    }
     record = record_of(meta)
-    assert record == DocumentRecord(collection="notes", document_id="doc", generation=42, chunk_count=3,
-                                    created_at=1700000000.0, updated_at=1700000100.0,
-                                    embedding_model="all-MiniLM-L6-v2", metadata={"topic": "geo", "n": 2})
+    assert record == DocumentRecord(
+        collection="notes",
+        document_id="doc",
+        generation=42,
+        chunk_count=3,
+        created_at=1700000000.0,
+        updated_at=1700000100.0,
+        embedding_model="all-MiniLM-L6-v2",
+        metadata={"topic": "geo", "n": 2},
+    )
     assert type(record.generation) is int and type(record.chunk_count) is int
     assert type(record.created_at) is float and type(record.updated_at) is float
     for missing in ({}, {"metadata_json": ""}, {"metadata_json": None}):
@@ -116,14 +144,27 @@ def test_record_of_reads_every_field_with_its_type() -> None:
 
 
 def test_public_metadata_hides_the_generation_and_shows_dates() -> None:
-    meta = {"document_id": "doc", "generation": 1234567890123456789, "created_at": 0, "updated_at": 1700000000.5,
-            "chunk_index": 2, "topic": "geo"}
-    assert public_metadata(meta) == {"document_id": "doc", "created_at": "1970-01-01T00:00:00.000Z",
-                                     "updated_at": "2023-11-14T22:13:20.500Z", "chunk_index": 2, "topic": "geo"}
+    meta = {
+        "document_id": "doc",
+        "generation": 1234567890123456789,
+        "created_at": 0,
+        "updated_at": 1700000000.5,
+        "chunk_index": 2,
+        "topic": "geo",
+    }
+    assert public_metadata(meta) == {
+        "document_id": "doc",
+        "created_at": "1970-01-01T00:00:00.000Z",
+        "updated_at": "2023-11-14T22:13:20.500Z",
+        "chunk_index": 2,
+        "topic": "geo",
+    }
     assert "generation" in meta  # the input is left alone
     # dates already shown as text, or absent, stay as they are
     assert public_metadata({"created_at": "2024-01-01T00:00:00.000Z", "x": 1}) == {
-        "created_at": "2024-01-01T00:00:00.000Z", "x": 1}
+        "created_at": "2024-01-01T00:00:00.000Z",
+        "x": 1,
+    }
     assert public_metadata({}) == {}
 
 
@@ -132,8 +173,9 @@ def test_valid_collection_names_pass(name: str) -> None:
     assert check_collection_name(name) == name
 
 
-@pytest.mark.parametrize("name", ["ab", "x" * 64, "-abc", "abc-", "_abc", "ab.", "a..b", "has space", "caf\u00e9",
-                                  "", None, 123, "abc\n"])
+@pytest.mark.parametrize(
+    "name", ["ab", "x" * 64, "-abc", "abc-", "_abc", "ab.", "a..b", "has space", "caf\u00e9", "", None, 123, "abc\n"]
+)
 def test_invalid_collection_names_are_refused_with_the_rule(name: object) -> None:
     with pytest.raises(AgentloomError) as err:
         check_collection_name(name)
@@ -160,22 +202,52 @@ def test_metadata_values_of_every_accepted_kind_pass_unchanged() -> None:
 @pytest.mark.parametrize(
     ("metadata", "message"),
     [
-        ({"": 1}, "metadata key '' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those)."),
-        ({"$and": 1}, "metadata key '$and' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those)."),
-        ({"#doc": 1}, "metadata key '#doc' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those)."),
-        ({3: 1}, "metadata key 3 is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those)."),
-        ({"generation": 1}, "metadata['generation'] is set by agentloom (chunk_index, created_at, document_id, "
-                            "embedding_model, end, generation, start, tokens, updated_at); rename your key."),
-        ({"document_id": "x"}, "metadata['document_id'] is set by agentloom (chunk_index, created_at, document_id, "
-                               "embedding_model, end, generation, start, tokens, updated_at); rename your key."),
-        ({"tags": ["a"]}, "metadata['tags'] must be a string, number or boolean, got list; flatten nested values or "
-                          "store them as a JSON string."),
-        ({"nothing": None}, "metadata['nothing'] must be a string, number or boolean, got NoneType; flatten nested "
-                            "values or store them as a JSON string."),
-        ({"big": 2**63}, "metadata['big'] = 9223372036854775808 does not fit in a 64-bit integer (Chroma's limit); "
-                         "store it as a string."),
-        ({"small": -(2**63) - 1}, "metadata['small'] = -9223372036854775809 does not fit in a 64-bit integer "
-                                  "(Chroma's limit); store it as a string."),
+        (
+            {"": 1},
+            "metadata key '' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+        ),
+        (
+            {"$and": 1},
+            "metadata key '$and' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+        ),
+        (
+            {"#doc": 1},
+            "metadata key '#doc' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+        ),
+        (
+            {3: 1},
+            "metadata key 3 is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+        ),
+        (
+            {"generation": 1},
+            "metadata['generation'] is set by agentloom (chunk_index, created_at, document_id, "
+            "embedding_model, end, generation, start, tokens, updated_at); rename your key.",
+        ),
+        (
+            {"document_id": "x"},
+            "metadata['document_id'] is set by agentloom (chunk_index, created_at, document_id, "
+            "embedding_model, end, generation, start, tokens, updated_at); rename your key.",
+        ),
+        (
+            {"tags": ["a"]},
+            "metadata['tags'] must be a string, number or boolean, got list; flatten nested values or "
+            "store them as a JSON string.",
+        ),
+        (
+            {"nothing": None},
+            "metadata['nothing'] must be a string, number or boolean, got NoneType; flatten nested "
+            "values or store them as a JSON string.",
+        ),
+        (
+            {"big": 2**63},
+            "metadata['big'] = 9223372036854775808 does not fit in a 64-bit integer (Chroma's limit); "
+            "store it as a string.",
+        ),
+        (
+            {"small": -(2**63) - 1},
+            "metadata['small'] = -9223372036854775809 does not fit in a 64-bit integer "
+            "(Chroma's limit); store it as a string.",
+        ),
     ],
 )
 def test_metadata_problems_are_refused_with_the_reason(metadata: dict, message: str) -> None:  # type: ignore[type-arg]

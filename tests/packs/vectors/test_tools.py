@@ -20,8 +20,14 @@ DOCS = {
 async def seed(client: Client, name: str) -> None:
     await call(client, "vector_create_collection", name=name, metadata={"team": "docs"})
     for i, (doc_id, text) in enumerate(DOCS.items()):
-        await call(client, "vector_add_document", collection=name, document_id=doc_id, text=text,
-                   metadata={"topic": doc_id, "rank": i, "tags": f"tag-{doc_id} shared"})
+        await call(
+            client,
+            "vector_add_document",
+            collection=name,
+            document_id=doc_id,
+            text=text,
+            metadata={"topic": doc_id, "rank": i, "tags": f"tag-{doc_id} shared"},
+        )
 
 
 async def test_collections_lifecycle(vhost: Host, name: str) -> None:
@@ -41,20 +47,32 @@ async def test_collections_lifecycle(vhost: Host, name: str) -> None:
 async def test_add_chunks_long_documents_within_the_model_limit(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await call(client, "vector_create_collection", name=name)
-        paragraphs = [f"Paragraph {i}. " + " ".join(f"sentence {i}-{j} about topic {j}." for j in range(30))
-                      for i in range(8)]
+        paragraphs = [
+            f"Paragraph {i}. " + " ".join(f"sentence {i}-{j} about topic {j}." for j in range(30)) for i in range(8)
+        ]
         text = "\n\n".join(paragraphs)
-        added = await call(client, "vector_add_document", collection=name, document_id="long", text=text,
-                           metadata={"kind": "test"}, include_chunk_ids=True)
+        added = await call(
+            client,
+            "vector_add_document",
+            collection=name,
+            document_id="long",
+            text=text,
+            metadata={"kind": "test"},
+            include_chunk_ids=True,
+        )
         assert added["chunk_count"] > 5 and len(added["chunk_ids"]) == added["chunk_count"]
         info = await call(client, "vector_document_info", collection=name, document_id="long")
         assert info["chunk_count"] == added["chunk_count"]
         assert info["chunk_tokens"]["max"] <= 254
         assert info["metadata"] == {"kind": "test"}
-        hit = (await call(client, "vector_search", collection=name, query="sentence 3-7 about topic 7", n=1))["results"][0]
+        hit = (await call(client, "vector_search", collection=name, query="sentence 3-7 about topic 7", n=1))[
+            "results"
+        ][0]
         meta = hit["metadata"]
-        assert {"document_id", "chunk_index", "start", "end", "created_at", "updated_at", "embedding_model"} <= set(meta)
-        assert text[meta["start"]:meta["end"]] == hit["text"]
+        assert {"document_id", "chunk_index", "start", "end", "created_at", "updated_at", "embedding_model"} <= set(
+            meta
+        )
+        assert text[meta["start"] : meta["end"]] == hit["text"]
 
 
 async def test_search_ranks_scores_and_limits(vhost: Host, name: str) -> None:
@@ -95,8 +113,14 @@ async def test_filters(vhost: Host, name: str) -> None:
 async def test_same_id_replaces_update_and_delete(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await seed(client, name)
-        again = await call(client, "vector_add_document", collection=name, document_id="cats",
-                           text="Dogs are loyal companions that bark.", metadata={"topic": "dogs"})
+        again = await call(
+            client,
+            "vector_add_document",
+            collection=name,
+            document_id="cats",
+            text="Dogs are loyal companions that bark.",
+            metadata={"topic": "dogs"},
+        )
         assert again["replaced"] is True
         res = await call(client, "vector_search", collection=name, query="loyal barking dogs", n=10)
         cats = [r for r in res["results"] if r["document_id"] == "cats"]
@@ -105,7 +129,9 @@ async def test_same_id_replaces_update_and_delete(vhost: Host, name: str) -> Non
         assert updated["replaced"] is True
         info = await call(client, "vector_document_info", collection=name, document_id="cats")
         assert info["chunk_count"] == 1 and info["metadata"] == {}
-        assert "not found" in await error(client, "vector_update_document", collection=name, document_id="nope", text="x")
+        assert "not found" in await error(
+            client, "vector_update_document", collection=name, document_id="nope", text="x"
+        )
         deleted = await call(client, "vector_delete_document", collection=name, document_id="cats")
         assert deleted["deleted_chunks"] == 1
         res = await call(client, "vector_search", collection=name, query="cats purr", n=10)
@@ -119,8 +145,13 @@ async def test_one_per_document_and_hybrid(vhost: Host, name: str) -> None:
         await call(client, "vector_create_collection", name=name)
         long_text = "\n\n".join(f"Section {i}. Felines and cats purr when content. " * 12 for i in range(4))
         await call(client, "vector_add_document", collection=name, document_id="catbook", text=long_text)
-        await call(client, "vector_add_document", collection=name, document_id="codes",
-                   text="Part number ZX-4471-QK ships in blue boxes.")
+        await call(
+            client,
+            "vector_add_document",
+            collection=name,
+            document_id="codes",
+            text="Part number ZX-4471-QK ships in blue boxes.",
+        )
         many = await call(client, "vector_search", collection=name, query="cats purring", n=5)
         assert len({r["document_id"] for r in many["results"]}) < len(many["results"])
         one = await call(client, "vector_search", collection=name, query="cats purring", n=5, one_per_document=True)
@@ -144,8 +175,9 @@ async def test_add_files_and_folders(vhost: Host, name: str, tmp_path: Path) -> 
         async def on_progress(p: float, total: float | None, message: str | None) -> None:
             progress.append(p)
 
-        result = await client.call_tool("vector_add_files", {"collection": name, "paths": [str(docs)]},
-                                        progress_callback=on_progress)
+        result = await client.call_tool(
+            "vector_add_files", {"collection": name, "paths": [str(docs)]}, progress_callback=on_progress
+        )
         added = result.structured_content
         assert added is not None and not result.is_error
         assert sorted(d["document_id"] for d in added["documents"]) == ["docs/guide/install.md", "docs/notes.txt"]
@@ -153,18 +185,22 @@ async def test_add_files_and_folders(vhost: Host, name: str, tmp_path: Path) -> 
         assert added["total_chunks"] == 2
         hit = (await call(client, "vector_search", collection=name, query="how to install", n=1))["results"][0]
         assert hit["document_id"] == "docs/guide/install.md" and hit["metadata"]["file_name"] == "install.md"
-        assert "does not exist" in await error(client, "vector_add_files", collection=name, paths=[str(tmp_path / "no")])
+        assert "does not exist" in await error(
+            client, "vector_add_files", collection=name, paths=[str(tmp_path / "no")]
+        )
 
 
 async def test_validation_errors_name_the_field(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await call(client, "vector_create_collection", name=name)
         assert "text is empty" in await error(client, "vector_add_document", collection=name, text="  ")
-        assert "set by agentloom" in await error(client, "vector_add_document", collection=name, text="x",
-                                                     metadata={"document_id": "mine"})
+        assert "set by agentloom" in await error(
+            client, "vector_add_document", collection=name, text="x", metadata={"document_id": "mine"}
+        )
         assert "n must be between" in await error(client, "vector_search", collection=name, query="x", n=0)
-        assert "chunk_overlap" in await error(client, "vector_add_document", collection=name, text="x",
-                                              chunk_size=50, chunk_overlap=60)
+        assert "chunk_overlap" in await error(
+            client, "vector_add_document", collection=name, text="x", chunk_size=50, chunk_overlap=60
+        )
 
 
 def _numbers(value: Any) -> list[int | float]:
@@ -179,9 +215,13 @@ async def test_chroma_style_arguments_are_refused_not_ignored(vhost: Host, name:
     async with Client(vhost.server) as client:
         await seed(client, name)
         text = await error(client, "vector_search", collection=name, query="cats", where={"topic": "rust"}, n_results=1)
-        assert text.startswith("vector_search does not take `where`, `n_results`. Accepted arguments: collection, query, n, filter")
+        assert text.startswith(
+            "vector_search does not take `where`, `n_results`. Accepted arguments: collection, query, n, filter"
+        )
         # The accepted spelling works: the filter really applies.
-        hits = (await call(client, "vector_search", collection=name, query="cats", filter={"topic": "rust"}, n=1))["results"]
+        hits = (await call(client, "vector_search", collection=name, query="cats", filter={"topic": "rust"}, n=1))[
+            "results"
+        ]
         assert [h["document_id"] for h in hits] == ["rust"]
 
 
@@ -203,5 +243,9 @@ async def test_replies_hold_no_integer_a_javascript_client_would_round(vhost: Ho
 async def test_add_files_to_a_bad_collection_is_refused_not_skipped(vhost: Host, tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("# A\n\nSome text.")
     async with Client(vhost.server) as client:
-        assert "3-63 characters" in await error(client, "vector_add_files", collection="a/b", paths=[str(tmp_path / "a.md")])
-        assert "not found" in await error(client, "vector_add_files", collection="nope-nope", paths=[str(tmp_path / "a.md")])
+        assert "3-63 characters" in await error(
+            client, "vector_add_files", collection="a/b", paths=[str(tmp_path / "a.md")]
+        )
+        assert "not found" in await error(
+            client, "vector_add_files", collection="nope-nope", paths=[str(tmp_path / "a.md")]
+        )

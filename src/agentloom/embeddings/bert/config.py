@@ -76,7 +76,9 @@ class BertConfig:
         try:
             raw: Any = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path} cannot be read as JSON ({exc}): the model folder needs its config.json.") from exc
+            raise ConfigError(
+                f"{path} cannot be read as JSON ({exc}): the model folder needs its config.json."
+            ) from exc
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{path} is not a JSON object: the model folder needs a Hugging Face config.json.")
         kind = raw.get("model_type")
@@ -90,7 +92,9 @@ class BertConfig:
         if act not in GELU_NAMES:
             raise ConfigError(f"{path} sets hidden_act {act!r}; local BERT models must use 'gelu'.")
         if raw.get("position_embedding_type", "absolute") != "absolute":
-            raise ConfigError(f"{path} sets position_embedding_type {raw['position_embedding_type']!r}; only 'absolute' is supported.")
+            raise ConfigError(
+                f"{path} sets position_embedding_type {raw['position_embedding_type']!r}; only 'absolute' is supported."
+            )
         try:
             config = cls(
                 hidden_size=int(raw["hidden_size"]),

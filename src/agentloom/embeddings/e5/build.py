@@ -70,8 +70,10 @@ def make_tokenizer_parts() -> tuple[Normalizer, PreTokenizer]:
     """The tokenizer's normaliser and pre-tokenizer (``model.Pieces`` uses them too)."""
     from tokenizers import Regex, normalizers, pre_tokenizers
 
-    return (normalizers.Replace(Regex(" {2,}"), " "),
-            pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True))
+    return (
+        normalizers.Replace(Regex(" {2,}"), " "),
+        pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True),
+    )
 
 
 def make_tokenizer(source: E5File) -> Tokenizer:

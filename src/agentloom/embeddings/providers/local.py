@@ -147,8 +147,13 @@ class LocalProvider:
         if source is not None:
             with build_lock(target):
                 if not target.is_file():
-                    with building(f"the ONNX graph of {source.label}", "first use, once per machine", target.parent,
-                                  "about 5 s", progress) as step:
+                    with building(
+                        f"the ONNX graph of {source.label}",
+                        "first use, once per machine",
+                        target.parent,
+                        "about 5 s",
+                        progress,
+                    ) as step:
                         build_onnx(source, target, step)
         return target
 
@@ -167,8 +172,13 @@ class LocalProvider:
         target = int8_path(exact, self._cache_dir)
         with build_lock(target):
             if not target.is_file():
-                with building(f"the int8 copy of {self.record.key}", "first use, once per machine", target.parent,
-                              "about 10 s", progress) as step:
+                with building(
+                    f"the int8 copy of {self.record.key}",
+                    "first use, once per machine",
+                    target.parent,
+                    "about 10 s",
+                    progress,
+                ) as step:
                     quantize_int8(exact, target, step)
         return target
 
@@ -187,7 +197,7 @@ class LocalProvider:
             onnx_path = self._model_file(progress)
             try:
                 session = load_session(onnx_path, self._threads)
-            except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors
+            except Exception as exc:
                 if onnx_path.parent != self._cache_dir / "models":
                     raise DependencyUnavailable(f"cannot load {onnx_path}: {exc}. Fix: replace the file.") from exc
                 # A cached file we cannot load (older format, damaged disk): make it again once.

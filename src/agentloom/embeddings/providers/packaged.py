@@ -81,7 +81,7 @@ class PackagedProvider:
         self.record = record
         self.dimensions = record.dimensions
         self._settings = settings
-        name = str(record.config["model_path"])[len(PREFIX):]
+        name = str(record.config["model_path"])[len(PREFIX) :]
         if name not in PACKAGES:
             raise ConfigError(
                 f"config.model_path {record.config['model_path']!r} of model {record.key!r} names no packaged model: "

@@ -35,7 +35,9 @@ app = typer.Typer(
 ProjectOpt = Annotated[
     Path | None,
     typer.Option(
-        "--project-dir", "-C", metavar="DIR",
+        "--project-dir",
+        "-C",
+        metavar="DIR",
         help="Search for .knowledge/config.yaml from here upward (default: AGENTLOOM_DOCS__PROJECT_DIR, else .).",
     ),
 ]
@@ -110,8 +112,13 @@ def _fetch(project: Project, docsets: list[Docset]) -> list[DocsetResult]:
         for docset in docsets:
             tasks: dict[str, TaskID] = {}
 
-            def progress(source: str, phase: str, fraction: float | None, _name: str = docset.name,
-                         tasks: dict[str, TaskID] = tasks) -> None:
+            def progress(
+                source: str,
+                phase: str,
+                fraction: float | None,
+                _name: str = docset.name,
+                tasks: dict[str, TaskID] = tasks,
+            ) -> None:
                 task = tasks.get(source)
                 if task is None:
                     task = tasks[source] = bars.add_task(phase, total=1.0, label=f"{_name}: {source}")
@@ -137,7 +144,9 @@ def _report(results: list[DocsetResult]) -> bool:
             url = escape(source.url)
             if source.ok:
                 change = "updated" if source.changed else "unchanged"
-                console.print(f"[green]✓[/] {name}: {url}: {len(source.files)} files ({change}) in {escape(str(result.path))}")
+                console.print(
+                    f"[green]✓[/] {name}: {url}: {len(source.files)} files ({change}) in {escape(str(result.path))}"
+                )
                 for line in (source.warning or "").splitlines():
                     console.print(f"  [yellow]warning:[/] {escape(line)}")
             else:
@@ -179,7 +188,9 @@ def _write_starter(ctx: typer.Context, project_dir: Path | None) -> None:
         typer.echo(f"error: {target} appeared while it was being written; `new` never replaces it", err=True)
         raise typer.Exit(1) from None
     except OSError as exc:
-        typer.echo(f"error: cannot write {target}: {exc.strerror or exc}; check that this user may write there", err=True)
+        typer.echo(
+            f"error: cannot write {target}: {exc.strerror or exc}; check that this user may write there", err=True
+        )
         raise typer.Exit(1) from None
     here = "" if root == Path.cwd().absolute() else f" -C {_shell_word(str(root))}"
     local = "the project folder" if starter.local_path == "./" else starter.local_path
@@ -207,11 +218,19 @@ def _shell_word(text: str) -> str:
 
 
 @app.command()
-def new(ctx: typer.Context, project_dir: Annotated[
-    Path | None,
-    typer.Option("--project-dir", "-C", metavar="DIR", help="The project folder to write .knowledge/config.yaml in "
-                 "(default: AGENTLOOM_DOCS__PROJECT_DIR, else .)."),
-] = None) -> None:
+def new(
+    ctx: typer.Context,
+    project_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--project-dir",
+            "-C",
+            metavar="DIR",
+            help="The project folder to write .knowledge/config.yaml in "
+            "(default: AGENTLOOM_DOCS__PROJECT_DIR, else .).",
+        ),
+    ] = None,
+) -> None:
     """Write a commented starter .knowledge/config.yaml: one docset for this project's own docs (its docs/ folder, else the project folder) and commented examples of the other kinds. Never replaces an existing file."""  # noqa: E501 - one paragraph in --help
     _write_starter(ctx, project_dir)
 
@@ -221,8 +240,10 @@ def init(
     ctx: typer.Context,
     docset: Annotated[
         str | None,
-        typer.Argument(help="Docset name or alias from .knowledge/config.yaml. Leave it out in a project without "
-                       "a configuration to write the starter one (as `new` does)."),
+        typer.Argument(
+            help="Docset name or alias from .knowledge/config.yaml. Leave it out in a project without "
+            "a configuration to write the starter one (as `new` does)."
+        ),
     ] = None,
     project_dir: ProjectOpt = None,
 ) -> None:
@@ -255,7 +276,9 @@ def init(
 
 @app.command()
 def refresh(
-    docset: Annotated[str | None, typer.Argument(help="Refresh only this docset (default: every docset with web_sources).")] = None,
+    docset: Annotated[
+        str | None, typer.Argument(help="Refresh only this docset (default: every docset with web_sources).")
+    ] = None,
     project_dir: ProjectOpt = None,
 ) -> None:
     """Fetch web sources again; files are rewritten only when their content changed."""
@@ -263,7 +286,9 @@ def refresh(
     if docset is not None:
         chosen = [_docset(project, docset)]
         if not chosen[0].web_sources:
-            raise _usage_error(f"{chosen[0].name} has no web_sources to refresh; its files live in {chosen[0].local_path}")
+            raise _usage_error(
+                f"{chosen[0].name} has no web_sources to refresh; its files live in {chosen[0].local_path}"
+            )
     else:
         chosen = [d for d in project.docsets if d.web_sources]
         if not chosen:
@@ -316,9 +341,15 @@ def status(
     for row in rows:
         version = row["version"] or ""
         if not row["sources"]:
-            table.add_row(row["docset"], version, f"local: {row['local_path']}", "", "", "present" if row["exists"] else "missing")
+            table.add_row(
+                row["docset"], version, f"local: {row['local_path']}", "", "", "present" if row["exists"] else "missing"
+            )
         for s in row["sources"]:
-            state = f"[red]failed: {s['error']}[/]" if s["error"] else ("ok" if s["last_fetched"] else "not fetched: run init")
+            state = (
+                f"[red]failed: {s['error']}[/]"
+                if s["error"]
+                else ("ok" if s["last_fetched"] else "not fetched: run init")
+            )
             table.add_row(row["docset"], version, s["url"], s["last_fetched"] or "never", str(s["files"]), state)
     _console().print(table)
 

@@ -153,7 +153,7 @@ class DocsetConfig(_Model):
     @classmethod
     def _version_text(cls, value: Any) -> Any:
         if value is not None and not isinstance(value, str):
-            raise ValueError(f"must be text; quote it, for example version: \"{value}\"")
+            raise ValueError(f'must be text; quote it, for example version: "{value}"')
         return value or None
 
     @field_validator("aliases", mode="before")
@@ -194,7 +194,9 @@ class KnowledgeConfig(_Model):
         if value is None:
             return ()
         if isinstance(value, dict):  # name -> settings
-            return [{"name": name, **(body or {})} if isinstance(body or {}, dict) else body for name, body in value.items()]
+            return [
+                {"name": name, **(body or {})} if isinstance(body or {}, dict) else body for name, body in value.items()
+            ]
         return value
 
 
@@ -259,7 +261,7 @@ def load_project(config_path: Path, text: str | None = None) -> Project:
     import yaml
 
     try:
-        data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_loader())
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
@@ -274,7 +276,9 @@ def load_project(config_path: Path, text: str | None = None) -> Project:
             f"{config_path}: a tagged value cannot be converted ({exc}); remove the `!!` tag or quote the value"
         ) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{config_path}: the file must be a mapping with a `docsets:` section, for example\n{_EXAMPLE}")
+        raise ConfigError(
+            f"{config_path}: the file must be a mapping with a `docsets:` section, for example\n{_EXAMPLE}"
+        )
     if "docsets" not in data:
         raise ConfigError(f"{config_path}: the required `docsets:` section is missing; add it, for example\n{_EXAMPLE}")
     try:
@@ -296,7 +300,7 @@ def read_config_text(config_path: Path) -> str:
         ) from None
 
 
-_EXAMPLE = "docsets:\n  - name: react\n    version: \"18.2\"\n    aliases: [reactjs]"
+_EXAMPLE = 'docsets:\n  - name: react\n    version: "18.2"\n    aliases: [reactjs]'
 
 
 def _resolve(config_path: Path, config: KnowledgeConfig) -> Project:

@@ -89,8 +89,10 @@ class ConfigWatcher:
             found = self._fixed or find_config(self.start)
             if found is None or not found.exists():
                 self._path, self._stamp, self._text = found, None, None
-                self._result = not_found(self.start) if self._fixed is None else ConfigError(
-                    f"{self._fixed}: configuration file not found; create it or fix the path"
+                self._result = (
+                    not_found(self.start)
+                    if self._fixed is None
+                    else ConfigError(f"{self._fixed}: configuration file not found; create it or fix the path")
                 )
                 return self._result
             self._path = found

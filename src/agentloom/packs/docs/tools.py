@@ -110,9 +110,15 @@ def health(docsets: Docsets) -> list[Check]:
         project = watcher.current()
     except Exception as exc:  # optional: the other packs work without it, but it is not fine
         if watcher.path is None:
-            return [Check("docs configuration", False,
-                          f"no .knowledge/config.yaml at or above {watcher.start}; the docs tools will look in the "
-                          "client's roots, or set AGENTLOOM_DOCS__PROJECT_DIR", required=False)]
+            return [
+                Check(
+                    "docs configuration",
+                    False,
+                    f"no .knowledge/config.yaml at or above {watcher.start}; the docs tools will look in the "
+                    "client's roots, or set AGENTLOOM_DOCS__PROJECT_DIR",
+                    required=False,
+                )
+            ]
         return [Check("docs configuration", False, str(exc), required=False)]
     return [Check("docs configuration", True, f"{len(project.docsets)} docsets in {project.config_path}")]
 
@@ -124,7 +130,9 @@ async def search_docs(
     docset: Annotated[str, Field(description="Docset name or alias, as list_docsets shows it.")],
     keywords: Annotated[
         list[str],
-        Field(description=f"The specific terms to look for, most specific first (1 to {MAX_KEYWORDS}, each under {MAX_KEYWORD_LENGTH + 1} characters)."),
+        Field(
+            description=f"The specific terms to look for, most specific first (1 to {MAX_KEYWORDS}, each under {MAX_KEYWORD_LENGTH + 1} characters)."
+        ),
     ],
     generalized_keywords: Annotated[
         list[str],

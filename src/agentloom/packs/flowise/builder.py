@@ -47,8 +47,14 @@ class Builder:
         return found
 
     def build(
-        self, *, template_id: str | None, nodes: Sequence[str] | None, name: str | None,
-        model: str | None, temperature: float | None, memory_type: str | None,
+        self,
+        *,
+        template_id: str | None,
+        nodes: Sequence[str] | None,
+        name: str | None,
+        model: str | None,
+        temperature: float | None,
+        memory_type: str | None,
     ) -> dict[str, Any]:
         if (template_id is None) == (nodes is None):
             raise AgentloomError("give template_id or nodes (a list of node names), not both or neither.")
@@ -120,7 +126,11 @@ class Builder:
         fill, issues = [], []
         for node in self.client.validation(chatflow_id):
             node_id = node.get("id")
-            texts = [i for i in node.get("issues") or [] if i not in CREDENTIAL_ISSUES and not i.endswith("requires a credential")]
+            texts = [
+                i
+                for i in node.get("issues") or []
+                if i not in CREDENTIAL_ISSUES and not i.endswith("requires a credential")
+            ]
             settings = [i[: -len(REQUIRED)] for i in texts if i.endswith(REQUIRED)]
             others = [i for i in texts if not i.endswith(REQUIRED)]
             if settings:

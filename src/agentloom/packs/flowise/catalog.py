@@ -39,8 +39,8 @@ from agentloom.packs.vectors.lexical import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService
-    from agentloom.packs.vectors.lexical import LexicalIndex
     from agentloom.packs.vectors.connection import ChromaConnection
+    from agentloom.packs.vectors.lexical import LexicalIndex
 
 log = logging.getLogger(__name__)
 
@@ -109,11 +109,18 @@ def _templates(answer: list[dict[str, Any]]) -> dict[str, Template]:
             log.warning("flowise: template %r has no readable flowData; skipped", item.get("templateName"))
             continue
         name = str(item.get("templateName") or item.get("name") or item.get("id"))
-        nodes = [n["data"]["name"] for n in flow.get("nodes", []) if n.get("data", {}).get("name") not in (None, "stickyNote")]
+        nodes = [
+            n["data"]["name"]
+            for n in flow.get("nodes", [])
+            if n.get("data", {}).get("name") not in (None, "stickyNote")
+        ]
         template = Template(
-            template_id=slug(name), flowise_id=str(item.get("id", "")), name=name,
+            template_id=slug(name),
+            flowise_id=str(item.get("id", "")),
+            name=name,
             description=str(item.get("description") or flow.get("description") or ""),
-            usecases=list(item.get("usecases") or []), nodes=nodes,
+            usecases=list(item.get("usecases") or []),
+            nodes=nodes,
             flow_data={"nodes": flow.get("nodes", []), "edges": flow.get("edges", [])},
         )
         out[template.template_id] = template
@@ -122,8 +129,12 @@ def _templates(answer: list[dict[str, Any]]) -> dict[str, Template]:
 
 class Catalog:
     def __init__(
-        self, folder: Path, settings: FlowiseSettings, client: FlowiseClient,
-        connection: ChromaConnection, embeddings: EmbeddingService,
+        self,
+        folder: Path,
+        settings: FlowiseSettings,
+        client: FlowiseClient,
+        connection: ChromaConnection,
+        embeddings: EmbeddingService,
     ) -> None:
         self.path = folder / "catalog.json"
         self.settings = settings
@@ -151,8 +162,15 @@ class Catalog:
             log.warning("flowise: %s is not valid JSON; the next refresh rebuilds the catalog", self.path)
             return CatalogState()
         templates = {k: Template(**v) for k, v in raw.get("templates", {}).items()}
-        return CatalogState(raw.get("refreshed_at"), raw.get("server_version"), raw.get("url"), raw.get("model"),
-                            raw.get("nodes", {}), templates, raw.get("documents"))
+        return CatalogState(
+            raw.get("refreshed_at"),
+            raw.get("server_version"),
+            raw.get("url"),
+            raw.get("model"),
+            raw.get("nodes", {}),
+            templates,
+            raw.get("documents"),
+        )
 
     def _write(self, state: CatalogState) -> None:
         data = asdict(state)
@@ -188,7 +206,9 @@ class Catalog:
                 summary["message"] = f"{exc} Using the cached catalog from {iso(old.refreshed_at)}."
                 return summary
             if not fetched:
-                raise AgentloomError(f"Flowise at {self.client.url} listed no nodes; check AGENTLOOM_FLOWISE__NODES_PATH.")
+                raise AgentloomError(
+                    f"Flowise at {self.client.url} listed no nodes; check AGENTLOOM_FLOWISE__NODES_PATH."
+                )
             model = self.embeddings.model(self.settings.embedding_model).key
             rebuild = model != old.model or old.url != self.client.url or old.documents != DOCUMENTS
             before = {} if rebuild else old.nodes
@@ -196,21 +216,39 @@ class Catalog:
             updated = [n for n in fetched if n in before and _fingerprint(fetched[n]) != _fingerprint(before[n])]
             removed = [n for n in before if n not in fetched]
             was_deprecated = {n for n, d in before.items() if d.get("badge") == "DEPRECATING"}
-            newly_deprecated = [n for n in fetched if fetched[n].get("badge") == "DEPRECATING" and n not in was_deprecated]
+            newly_deprecated = [
+                n for n in fetched if fetched[n].get("badge") == "DEPRECATING" and n not in was_deprecated
+            ]
             old_templates = {} if rebuild else old.templates
-            changed_templates = [t for t in templates.values() if not _same_template(old_templates.get(t.template_id), t)]
+            changed_templates = [
+                t for t in templates.values() if not _same_template(old_templates.get(t.template_id), t)
+            ]
             gone_templates = [k for k in old_templates if k not in templates]
-            self._write_chroma(model, rebuild, fetched, new + updated, removed, changed_templates, gone_templates, progress)
+            self._write_chroma(
+                model, rebuild, fetched, new + updated, removed, changed_templates, gone_templates, progress
+            )
             state = CatalogState(time.time(), version, self.client.url, model, fetched, templates, DOCUMENTS)
             self._write(state)
             summary = self._summary(state, fresh=False)
-            summary.update(new=len(new), updated=len(updated), removed=len(removed),
-                           newly_deprecated=len(newly_deprecated), templates_changed=len(changed_templates) + len(gone_templates))
-            log.info("flowise: catalog refreshed from %s: %d new, %d updated, %d removed", self.client.url,
-                     len(new), len(updated), len(removed))
+            summary.update(
+                new=len(new),
+                updated=len(updated),
+                removed=len(removed),
+                newly_deprecated=len(newly_deprecated),
+                templates_changed=len(changed_templates) + len(gone_templates),
+            )
+            log.info(
+                "flowise: catalog refreshed from %s: %d new, %d updated, %d removed",
+                self.client.url,
+                len(new),
+                len(updated),
+                len(removed),
+            )
             return summary
 
-    def add(self, nodes: dict[str, dict[str, Any]], templates: list[Template], progress: Progress | None = None) -> None:
+    def add(
+        self, nodes: dict[str, dict[str, Any]], templates: list[Template], progress: Progress | None = None
+    ) -> None:
         """Index entries that did not come from the server (``data seed``'s samples) like fetched ones.
         A never refreshed catalog counts as fresh afterwards; a refresh drops nodes the server lacks."""
         with self._lock:
@@ -218,17 +256,34 @@ class Catalog:
             model = old.model or self.embeddings.model(self.settings.embedding_model).key
             merged = {**old.nodes, **nodes}
             self._write_chroma(model, False, merged, list(nodes), [], templates, [], progress)
-            self._write(CatalogState(old.refreshed_at or time.time(), old.server_version, old.url or self.client.url,
-                                     model, merged, {**old.templates, **{t.template_id: t for t in templates}},
-                                     old.documents if old.nodes else DOCUMENTS))
+            self._write(
+                CatalogState(
+                    old.refreshed_at or time.time(),
+                    old.server_version,
+                    old.url or self.client.url,
+                    model,
+                    merged,
+                    {**old.templates, **{t.template_id: t for t in templates}},
+                    old.documents if old.nodes else DOCUMENTS,
+                )
+            )
 
     def forget(self, *, nodes: bool, templates: bool) -> None:
         """After ``data reset`` emptied ``nodes`` or ``templates``: drop them from ``catalog.json`` and mark
         the catalog never refreshed, so the next search fetches it again rather than trust a stale file."""
         with self._lock:
             old = self.state()
-            self._write(CatalogState(None, old.server_version, old.url, old.model, {} if nodes else old.nodes,
-                                     {} if templates else old.templates, old.documents))
+            self._write(
+                CatalogState(
+                    None,
+                    old.server_version,
+                    old.url,
+                    old.model,
+                    {} if nodes else old.nodes,
+                    {} if templates else old.templates,
+                    old.documents,
+                )
+            )
 
     def ensure(self, progress: Progress | None = None) -> str | None:
         """A catalog to work with: refreshed when stale (FR-016); a warning when only a stale one is at hand."""
@@ -238,10 +293,19 @@ class Catalog:
     def _summary(self, state: CatalogState, *, fresh: bool) -> dict[str, Any]:
         deprecated = sum(1 for d in state.nodes.values() if d.get("badge") == "DEPRECATING")
         return {
-            "new": 0, "updated": 0, "removed": 0, "newly_deprecated": 0, "templates_changed": 0,
-            "nodes": len(state.nodes), "deprecated": deprecated, "templates": len(state.templates),
+            "new": 0,
+            "updated": 0,
+            "removed": 0,
+            "newly_deprecated": 0,
+            "templates_changed": 0,
+            "nodes": len(state.nodes),
+            "deprecated": deprecated,
+            "templates": len(state.templates),
             "refreshed_at": iso(state.refreshed_at) if state.refreshed_at else None,
-            "server_version": state.server_version, "skipped_fresh": fresh, "stale": False, "message": None,
+            "server_version": state.server_version,
+            "skipped_fresh": fresh,
+            "stale": False,
+            "message": None,
         }
 
     def _collection(self, name: str, model: str, *, recreate: bool = False) -> Any:
@@ -255,7 +319,7 @@ class Catalog:
             def drop() -> None:
                 try:
                     client.delete_collection(name)
-                except Exception as exc:  # noqa: BLE001 - nothing to delete on a first refresh
+                except Exception as exc:
                     if "does not exist" not in str(exc) and type(exc).__name__ != "NotFoundError":
                         raise
 
@@ -264,8 +328,15 @@ class Catalog:
         return self._collections[(name, model)]
 
     def _write_chroma(
-        self, model: str, rebuild: bool, nodes: dict[str, dict[str, Any]], changed: list[str], removed: list[str],
-        templates: list[Template], gone_templates: list[str], progress: Progress | None,
+        self,
+        model: str,
+        rebuild: bool,
+        nodes: dict[str, dict[str, Any]],
+        changed: list[str],
+        removed: list[str],
+        templates: list[Template],
+        gone_templates: list[str],
+        progress: Progress | None,
     ) -> None:
         takers = consumers(nodes)
         # Texts of changed nodes only: an unchanged node whose example could now name a new consumer keeps its text.
@@ -286,20 +357,26 @@ class Catalog:
             texts = [node_texts[n] for n in batch]
             vectors = self.embeddings.embed_documents(texts, model)
             metas = [_node_meta(nodes[n]) for n in batch]
-            self.connection.call(lambda: node_col.upsert(ids=batch, documents=texts, embeddings=vectors, metadatas=metas))
+            self.connection.call(
+                lambda: node_col.upsert(ids=batch, documents=texts, embeddings=vectors, metadatas=metas)
+            )
             step(len(batch), f"embedded {start + len(batch)} of {len(names)} nodes")
         if removed:
             self.connection.call(lambda: node_col.delete(ids=removed))
         template_col = self._collection(TEMPLATES, model, recreate=rebuild)
         if templates:
             texts = [
-                template_document(t.name, t.description, t.usecases, [nodes.get(n, {}).get("label", n) for n in t.nodes])
+                template_document(
+                    t.name, t.description, t.usecases, [nodes.get(n, {}).get("label", n) for n in t.nodes]
+                )
                 for t in templates
             ]
             vectors = self.embeddings.embed_documents(texts, model)
             ids = [t.template_id for t in templates]
             metas = [{"name": t.name, "nodes": ",".join(t.nodes)} for t in templates]
-            self.connection.call(lambda: template_col.upsert(ids=ids, documents=texts, embeddings=vectors, metadatas=metas))
+            self.connection.call(
+                lambda: template_col.upsert(ids=ids, documents=texts, embeddings=vectors, metadatas=metas)
+            )
             step(len(templates), f"embedded {len(templates)} templates")
         if gone_templates:
             self.connection.call(lambda: template_col.delete(ids=gone_templates))
@@ -318,8 +395,11 @@ class Catalog:
         where: dict[str, Any] = {"category": category} if category else {"category": {"$ne": AGENTFLOW_CATEGORY}}
         depth = _depth(limit)
         cosine = dict(self._query(NODES, state, query, depth, where))
-        allowed = [n for n, d in state.nodes.items()
-                   if (d.get("category") == category if category else d.get("category") != AGENTFLOW_CATEGORY)]
+        allowed = [
+            n
+            for n, d in state.nodes.items()
+            if (d.get("category") == category if category else d.get("category") != AGENTFLOW_CATEGORY)
+        ]
         keyword = [n for n, _ in self._lexical(state).search(query, depth, allowed)]
         vector = [n for n, s in sorted(cosine.items(), key=lambda kv: -kv[1]) if s >= self.settings.min_score]
         fused = reciprocal_rank_fusion([vector, keyword], k=RRF_K)
@@ -335,8 +415,12 @@ class Catalog:
             deprecated = definition.get("badge") == "DEPRECATING"
             # Half a place more: a deprecated node lands after the node it ties with, DEPRECATED_RANKS places down.
             rank = -position - (DEPRECATED_RANKS + 0.5 if deprecated else 0)
-            item: dict[str, Any] = {"name": name, "label": definition.get("label"), "category": definition.get("category"),
-                                    "score": round(score, 3)}
+            item: dict[str, Any] = {
+                "name": name,
+                "label": definition.get("label"),
+                "category": definition.get("category"),
+                "score": round(score, 3),
+            }
             if deprecated:
                 item["deprecated"] = True
             results.append((rank, item))
@@ -346,8 +430,11 @@ class Catalog:
     def search_templates(self, query: str, limit: int) -> list[tuple[Template, float]]:
         state = self.state()
         hits = self._query(TEMPLATES, state, query, _depth(limit), None)
-        return [(state.templates[tid], score) for tid, score in hits
-                if tid in state.templates and score >= self.settings.min_score][:limit]
+        return [
+            (state.templates[tid], score)
+            for tid, score in hits
+            if tid in state.templates and score >= self.settings.min_score
+        ][:limit]
 
     def _lexical(self, state: CatalogState) -> LexicalIndex:
         """BM25 over the node texts, rebuilt when the catalog changes (a few ms for 300 nodes)."""
@@ -370,7 +457,9 @@ class Catalog:
         got = self.connection.call(lambda: collection.get(ids=ids, include=["embeddings"]))
         return {i: float(np.dot(vector, e)) for i, e in zip(got["ids"], got["embeddings"], strict=True)}
 
-    def _query(self, name: str, state: CatalogState, query: str, n: int, where: dict[str, Any] | None) -> list[tuple[str, float]]:
+    def _query(
+        self, name: str, state: CatalogState, query: str, n: int, where: dict[str, Any] | None
+    ) -> list[tuple[str, float]]:
         if state.model is None:
             raise AgentloomError(
                 f"the node catalog is empty: Flowise at {self.client.url} was never reached. Start it or set "
@@ -381,7 +470,9 @@ class Catalog:
         collection = self._collection(name, model)
         count = len(state.nodes) if name == NODES else len(state.templates)
         answer = self.connection.call(
-            lambda: collection.query(query_embeddings=[vector], n_results=max(1, min(n, count)), where=where, include=["distances"])
+            lambda: collection.query(
+                query_embeddings=[vector], n_results=max(1, min(n, count)), where=where, include=["distances"]
+            )
         )
         return [(i, 1.0 - float(d)) for i, d in zip(answer["ids"][0], answer["distances"][0], strict=True)]
 
@@ -395,7 +486,12 @@ def _depth(limit: int) -> int:
 def _same_template(old: Template | None, new: Template) -> bool:
     """Equal but for Flowise's id, which the server makes anew on every call."""
     return old is not None and (old.name, old.description, old.usecases, old.nodes, old.flow_data) == (
-        new.name, new.description, new.usecases, new.nodes, new.flow_data)
+        new.name,
+        new.description,
+        new.usecases,
+        new.nodes,
+        new.flow_data,
+    )
 
 
 def _node_meta(definition: Mapping[str, Any]) -> dict[str, Any]:

@@ -70,8 +70,16 @@ class Checklist:
             if s.id in seen:
                 out.append(f"{s.id} appears twice")
             seen.add(s.id)
-            missing = [part for part, ok in (("Steps:", s.steps), ("Expected:", bool(s.expected)),
-                                             ("Actual:", s.actual), ("- [ ] pass", s.box)) if not ok]
+            missing = [
+                part
+                for part, ok in (
+                    ("Steps:", s.steps),
+                    ("Expected:", bool(s.expected)),
+                    ("Actual:", s.actual),
+                    ("- [ ] pass", s.box),
+                )
+                if not ok
+            ]
             if missing:
                 out.append(f"{s.id} lacks {', '.join(missing)}")
         return out
@@ -87,13 +95,16 @@ def checklists_folder(explicit: Path | None = None) -> Path:
     """``explicit`` (``--checklists DIR``) when given, else ``docs/checklists`` of the checkout."""
     if explicit is not None:
         if not explicit.is_dir():
-            raise ChecklistError(f"--checklists {explicit}: no such folder; point it at docs/checklists of an "
-                                 "agentloom checkout.")
+            raise ChecklistError(
+                f"--checklists {explicit}: no such folder; point it at docs/checklists of an agentloom checkout."
+            )
         return explicit
     root = repo_root()
     if root is None or not (root / "docs" / "checklists").is_dir():
-        raise ChecklistError("no checklists folder: the installed package carries no docs/; pass "
-                             "--checklists DIR pointing at docs/checklists of an agentloom checkout.")
+        raise ChecklistError(
+            "no checklists folder: the installed package carries no docs/; pass "
+            "--checklists DIR pointing at docs/checklists of an agentloom checkout."
+        )
     return root / "docs" / "checklists"
 
 
@@ -126,13 +137,19 @@ def _scenario(scenario_id: str, title: str, body: list[str]) -> Scenario:
     collecting = False
     for line in body:
         if line.startswith("Expected:"):
-            collecting, line = True, line[len("Expected:"):]
+            collecting, line = True, line[len("Expected:") :]
         elif collecting and (not line.strip() or line.startswith("Actual:")):
             collecting = False
         if collecting:
             expected.append(line.strip())
-    return Scenario(scenario_id, title, any(line.strip() == "Steps:" for line in body), " ".join(expected).strip(),
-                    any(line.startswith("Actual:") for line in body), any(_BOX.match(line) for line in body))
+    return Scenario(
+        scenario_id,
+        title,
+        any(line.strip() == "Steps:" for line in body),
+        " ".join(expected).strip(),
+        any(line.startswith("Actual:") for line in body),
+        any(_BOX.match(line) for line in body),
+    )
 
 
 def load(story: str, folder: Path) -> Checklist:
@@ -145,8 +162,9 @@ def load(story: str, folder: Path) -> Checklist:
 def commit(folder: Path) -> str | None:
     """The checkout's short commit (``git rev-parse --short HEAD``), or None outside a git checkout."""
     try:
-        answer = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=folder, capture_output=True, text=True,
-                                timeout=10, check=False)
+        answer = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return (answer.stdout.strip() or None) if answer.returncode == 0 else None
@@ -155,16 +173,21 @@ def commit(folder: Path) -> str | None:
 def check_results(checklist: Checklist, results: Mapping[str, str]) -> dict[str, str]:
     """The results in the checklist's order, values lower-cased; unknown ids or values are refused."""
     if not results:
-        raise ChecklistError(f"no results given for {checklist.story}; give --result ID=pass|fail per scenario "
-                             f"({', '.join(checklist.ids)}).")
+        raise ChecklistError(
+            f"no results given for {checklist.story}; give --result ID=pass|fail per scenario "
+            f"({', '.join(checklist.ids)})."
+        )
     unknown = [k for k in results if k not in checklist.ids]
     if unknown:
-        raise ChecklistError(f"scenario {', '.join(unknown)} unknown in {checklist.path.name}; known: "
-                             f"{', '.join(checklist.ids)}.")
+        raise ChecklistError(
+            f"scenario {', '.join(unknown)} unknown in {checklist.path.name}; known: {', '.join(checklist.ids)}."
+        )
     bad = {k: v for k, v in results.items() if str(v).strip().lower() not in OUTCOMES}
     if bad:
         shown = ", ".join(f"{k}={v}" for k, v in bad.items())
-        raise ChecklistError(f"result {shown} is neither pass nor fail; write --result {next(iter(bad))}=pass or =fail.")
+        raise ChecklistError(
+            f"result {shown} is neither pass nor fail; write --result {next(iter(bad))}=pass or =fail."
+        )
     return {sid: str(results[sid]).strip().lower() for sid in checklist.ids if sid in results}
 
 
@@ -174,13 +197,22 @@ def parse_pairs(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ChecklistError(f"--result {pair!r} is not ID=pass|fail; write e.g. --result S1=pass --result S2=fail.")
+            raise ChecklistError(
+                f"--result {pair!r} is not ID=pass|fail; write e.g. --result S1=pass --result S2=fail."
+            )
         out[key.strip()] = value.strip()
     return out
 
 
-def record(story: str, tester: str, results: Mapping[str, str], notes: str = "", *, folder: Path | None = None,
-           scenario_notes: Mapping[str, str] | None = None) -> Path:
+def record(
+    story: str,
+    tester: str,
+    results: Mapping[str, str],
+    notes: str = "",
+    *,
+    folder: Path | None = None,
+    scenario_notes: Mapping[str, str] | None = None,
+) -> Path:
     """Append one recorded run to ``results/<story>.jsonl`` beside the checklist; returns that file."""
     where = checklists_folder(folder)
     checklist = load(story, where)
@@ -190,10 +222,18 @@ def record(story: str, tester: str, results: Mapping[str, str], notes: str = "",
     extra = {k: v.strip() for k, v in (scenario_notes or {}).items() if v and v.strip()}
     unknown = [k for k in extra if k not in checklist.ids]
     if unknown:
-        raise ChecklistError(f"note for scenario {', '.join(unknown)} unknown in {checklist.path.name}; known: "
-                             f"{', '.join(checklist.ids)}.")
-    line: dict[str, Any] = {"timestamp": iso(), "tester": tester.strip(), "story": story, "results": ordered,
-                            "notes": notes.strip(), "commit": commit(where)}
+        raise ChecklistError(
+            f"note for scenario {', '.join(unknown)} unknown in {checklist.path.name}; known: "
+            f"{', '.join(checklist.ids)}."
+        )
+    line: dict[str, Any] = {
+        "timestamp": iso(),
+        "tester": tester.strip(),
+        "story": story,
+        "results": ordered,
+        "notes": notes.strip(),
+        "commit": commit(where),
+    }
     if extra:
         line["scenario_notes"] = extra
     out = where / RESULTS / f"{story}.jsonl"
@@ -232,7 +272,15 @@ def overview(folder: Path) -> list[dict[str, Any]]:
         checklist = parse(folder / f"{story}.md")
         recorded = runs(story, folder)
         done = next((r for r in reversed(recorded) if complete(checklist, r)), None)
-        rows.append({"story": story, "title": checklist.title, "scenarios": checklist.ids, "runs": len(recorded),
-                     "last_run": recorded[-1] if recorded else None, "complete": done is not None,
-                     "completed_by": None if done is None else {k: done.get(k) for k in ("timestamp", "tester", "commit")}})
+        rows.append(
+            {
+                "story": story,
+                "title": checklist.title,
+                "scenarios": checklist.ids,
+                "runs": len(recorded),
+                "last_run": recorded[-1] if recorded else None,
+                "complete": done is not None,
+                "completed_by": None if done is None else {k: done.get(k) for k in ("timestamp", "tester", "commit")},
+            }
+        )
     return rows

@@ -17,8 +17,11 @@ def open_collection(connection: ChromaConnection, embeddings: EmbeddingService, 
     client = connection.client()
     dimensions = embeddings.model(model).dimensions
 
-    return connection.call(lambda: client.get_or_create_collection(
-        name, embedding_function=ServiceEmbeddingFunction(embeddings, model),
-        metadata={"embedding_model": model, "embedding_dimensions": dimensions},
-        configuration={"hnsw": {"space": "cosine"}},
-    ))
+    return connection.call(
+        lambda: client.get_or_create_collection(
+            name,
+            embedding_function=ServiceEmbeddingFunction(embeddings, model),
+            metadata={"embedding_model": model, "embedding_dimensions": dimensions},
+            configuration={"hnsw": {"space": "cosine"}},
+        )
+    )

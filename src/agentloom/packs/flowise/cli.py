@@ -8,13 +8,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from agentloom.cli.common import AsJson, DataDir, answer, pack_services
-from agentloom.cli.progress import Quiet, with_progress
 from agentloom.cli.help import SuggestingGroup
+from agentloom.cli.progress import Quiet, with_progress
 
 if TYPE_CHECKING:
     from agentloom.packs.flowise.tools import Flowise
 
-app = typer.Typer(cls=SuggestingGroup, help="Flowise chatflow builder: its node catalog and templates.", no_args_is_help=True)
+app = typer.Typer(
+    cls=SuggestingGroup, help="Flowise chatflow builder: its node catalog and templates.", no_args_is_help=True
+)
+
 
 def _state(data_dir: Path | None) -> Flowise:
     from agentloom.packs.flowise.settings import FlowiseSettings
@@ -36,9 +39,12 @@ def refresh_cmd(
     from agentloom.core.work import current_step
 
     state = _state(data_dir)
-    result = answer(lambda: with_progress("refreshing the Flowise catalog",
-                                          lambda: state.catalog.refresh(force, current_step), quiet=quiet or as_json),
-                    as_json)
+    result = answer(
+        lambda: with_progress(
+            "refreshing the Flowise catalog", lambda: state.catalog.refresh(force, current_step), quiet=quiet or as_json
+        ),
+        as_json,
+    )
     if result is None:
         return
     if result["skipped_fresh"]:
@@ -60,10 +66,15 @@ def status_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
     def status() -> dict[str, Any]:
         catalog = state.catalog.state()
         age = state.catalog.age_seconds()
-        return {"url": state.settings.url, "api_key_set": state.settings.api_key is not None,
-                "nodes": len(catalog.nodes), "templates": len(catalog.templates),
-                "catalog_age_hours": None if age is None else round(age / 3600, 2),
-                "server_version": catalog.server_version, "model": catalog.model}
+        return {
+            "url": state.settings.url,
+            "api_key_set": state.settings.api_key is not None,
+            "nodes": len(catalog.nodes),
+            "templates": len(catalog.templates),
+            "catalog_age_hours": None if age is None else round(age / 3600, 2),
+            "server_version": catalog.server_version,
+            "model": catalog.model,
+        }
 
     result = answer(status, as_json)
     if result is None:
@@ -89,8 +100,10 @@ def search_cmd(
         if state.catalog.state().refreshed_at is None:
             state.catalog.refresh()
         if templates:
-            return [{"template_id": t.template_id, "name": t.name, "score": round(s, 3), "nodes": t.nodes}
-                    for t, s in state.catalog.search_templates(query, limit)]
+            return [
+                {"template_id": t.template_id, "name": t.name, "score": round(s, 3), "nodes": t.nodes}
+                for t, s in state.catalog.search_templates(query, limit)
+            ]
         return state.catalog.search_nodes(query, category, limit)
 
     result = answer(search, as_json)

@@ -40,8 +40,12 @@ _ROOT = checklists.repo_root()
 NEEDS: Path | None = _ROOT / "benchmarks" / "data" / "flowise_node_needs.json" if _ROOT else None
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
-ChecklistsOpt = Annotated[Path | None, typer.Option(
-    "--checklists", metavar="DIR", help="The checklists folder (default: docs/checklists of this checkout).")]
+ChecklistsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--checklists", metavar="DIR", help="The checklists folder (default: docs/checklists of this checkout)."
+    ),
+]
 
 
 @dataclass
@@ -64,7 +68,9 @@ def _health(state: Flowise) -> Step:
         try:
             good.append(f"Flowise {state.client.version() or '(version unknown)'} at {url} answers")
             if state.settings.api_key is None:
-                bad.append("no API key set: create one in Flowise (Settings → API Keys), set AGENTLOOM_FLOWISE__API_KEY")
+                bad.append(
+                    "no API key set: create one in Flowise (Settings → API Keys), set AGENTLOOM_FLOWISE__API_KEY"
+                )
             else:
                 good.append(f"API key accepted ({len(state.client.list_chatflows())} chatflows)")
         except AgentloomError as exc:
@@ -74,7 +80,7 @@ def _health(state: Flowise) -> Step:
         client = chroma.client()
         chroma.call(client.heartbeat)
         good.append(f"ChromaDB ({chroma.where}) answers")
-    except Exception as exc:  # noqa: BLE001 - any failure to open the store is the finding
+    except Exception as exc:
         bad.append(f"ChromaDB ({chroma.where}) cannot be opened: {exc}")
     breaker = state.client.dependency.breaker
     if breaker is not None:
@@ -86,22 +92,38 @@ def _refresh(state: Flowise) -> Step:
     started = time.perf_counter()
     result = state.catalog.refresh(force=True)
     seconds = time.perf_counter() - started
-    measures = {k: result[k] for k in ("nodes", "deprecated", "templates", "new", "updated", "removed", "server_version")}
+    measures = {
+        k: result[k] for k in ("nodes", "deprecated", "templates", "new", "updated", "removed", "server_version")
+    }
     if result["stale"]:
         return Step("refresh", "fail", str(result["message"]), measures=measures)
     if not result["nodes"] or not result["templates"]:
-        return Step("refresh", "fail", f"Flowise listed {result['nodes']} nodes and {result['templates']} chatflow "
-                    "templates; check AGENTLOOM_FLOWISE__NODES_PATH and __TEMPLATES_PATH", measures=measures)
-    return Step("refresh", "pass", f"{result['nodes']} nodes ({result['deprecated']} deprecated), {result['templates']} "
-                f"templates from Flowise {result['server_version']} in {seconds:.1f} s ({result['new']} new, "
-                f"{result['updated']} updated, {result['removed']} removed)", measures=measures)
+        return Step(
+            "refresh",
+            "fail",
+            f"Flowise listed {result['nodes']} nodes and {result['templates']} chatflow "
+            "templates; check AGENTLOOM_FLOWISE__NODES_PATH and __TEMPLATES_PATH",
+            measures=measures,
+        )
+    return Step(
+        "refresh",
+        "pass",
+        f"{result['nodes']} nodes ({result['deprecated']} deprecated), {result['templates']} "
+        f"templates from Flowise {result['server_version']} in {seconds:.1f} s ({result['new']} new, "
+        f"{result['updated']} updated, {result['removed']} removed)",
+        measures=measures,
+    )
 
 
 def _search(state: Flowise) -> Step:
     """Top-3 relevance on the evaluation set the benchmark uses (``benchmarks/flowise.py``)."""
     if NEEDS is None or not NEEDS.is_file():
-        return Step("search", "fail", "evaluation set missing: benchmarks/data/flowise_node_needs.json comes with an "
-                    "agentloom checkout, not the installed package; run the check from a checkout")
+        return Step(
+            "search",
+            "fail",
+            "evaluation set missing: benchmarks/data/flowise_node_needs.json comes with an "
+            "agentloom checkout, not the installed package; run the check from a checkout",
+        )
     catalog = state.catalog.state().nodes
     if not catalog:
         return Step("search", "fail", "no node catalog to search: the refresh failed (see above)")
@@ -120,8 +142,13 @@ def _search(state: Flowise) -> Step:
     rate = top3 / n if n else 0.0
     lacking = f"; {absent} needs expect nodes this server lacks" if absent else ""
     detail = f"top-3 {top3}/{n} ({rate:.1%}), goal > {SEARCH_GOAL:.0%}; top-1 {top1}/{n}{lacking}"
-    return Step("search", "pass" if rate > SEARCH_GOAL else "fail", detail, [f"missed: {m}" for m in misses],
-                {"needs": n, "top1": top1, "top3": top3, "top3_rate": round(rate, 4)})
+    return Step(
+        "search",
+        "pass" if rate > SEARCH_GOAL else "fail",
+        detail,
+        [f"missed: {m}" for m in misses],
+        {"needs": n, "top1": top1, "top3": top3, "top3_rate": round(rate, 4)},
+    )
 
 
 def _build(state: Flowise) -> Step:
@@ -132,25 +159,37 @@ def _build(state: Flowise) -> Step:
     builder, created, problems, notes = state.builder, 0, [], []
     for template in templates:
         try:
-            reply = builder.build(template_id=template.template_id, nodes=None, name=f"agentloom check: {template.name}",
-                                  model=None, temperature=None, memory_type=None)
+            reply = builder.build(
+                template_id=template.template_id,
+                nodes=None,
+                name=f"agentloom check: {template.name}",
+                model=None,
+                temperature=None,
+                memory_type=None,
+            )
         except AgentloomError as exc:
             problems.append(f"{template.template_id}: {exc}")
             continue
         try:
             state.client.delete_chatflow(reply["chatflow_id"])
         except AgentloomError as exc:
-            problems.append(f"{template.template_id}: created as {reply['chatflow_id']} but not deleted ({exc}); "
-                            "delete it with flowise_delete_chatflow")
+            problems.append(
+                f"{template.template_id}: created as {reply['chatflow_id']} but not deleted ({exc}); "
+                "delete it with flowise_delete_chatflow"
+            )
             continue
         created += 1
         if reply.get("issues"):
             notes.append(f"note: {template.template_id}: Flowise reports {'; '.join(reply['issues'])}")
     n = len(templates)
     rate = created / n
-    return Step("build", "pass" if rate >= BUILD_GOAL else "fail",
-                f"{created}/{n} marketplace chatflows created and deleted ({rate:.0%}), goal ≥ {BUILD_GOAL:.0%}",
-                problems + notes, {"templates": n, "created": created, "rate": round(rate, 4)})
+    return Step(
+        "build",
+        "pass" if rate >= BUILD_GOAL else "fail",
+        f"{created}/{n} marketplace chatflows created and deleted ({rate:.0%}), goal ≥ {BUILD_GOAL:.0%}",
+        problems + notes,
+        {"templates": n, "created": created, "rate": round(rate, 4)},
+    )
 
 
 class _Clock:
@@ -192,18 +231,26 @@ def _breaker(state: Flowise, threshold: int, timeout: float) -> Step:
     real = FlowiseClient(state.settings.model_copy(update={"timeout_seconds": 10}), registry)
     breaker = registry.get(BREAKER)
 
-    def expect(label: str, wanted: State, failures: int | None = None, raised: BaseException | None = None,
-               problem: str | None = None) -> None:
+    def expect(
+        label: str,
+        wanted: State,
+        failures: int | None = None,
+        raised: BaseException | None = None,
+        problem: str | None = None,
+    ) -> None:
         status = breaker.status()
-        wrong = problem is not None or status.state is not wanted or (failures is not None and status.failures != failures)
+        wrong = (
+            problem is not None or status.state is not wanted or (failures is not None and status.failures != failures)
+        )
         seen = f"breaker {status.state.value} with {status.failures} failures" + (
-            f" after {type(raised).__name__}: {first_line(raised)}" if raised else "")
+            f" after {type(raised).__name__}: {first_line(raised)}" if raised else ""
+        )
         checks.append((label, f"{problem + '; ' if problem else ''}{seen}" if wrong else None))
 
     def call(fn: Callable[[], object]) -> BaseException | None:
         try:
             fn()
-        except Exception as exc:  # noqa: BLE001 - the check inspects what was raised
+        except Exception as exc:
             return exc
         return None
 
@@ -223,18 +270,35 @@ def _breaker(state: Flowise, threshold: int, timeout: float) -> Step:
             raised = call(lambda: real.get_chatflow(str(uuid.uuid4())))
             if not isinstance(raised, AgentloomError) or isinstance(raised, DependencyUnavailable):
                 break
-        refused = None if isinstance(raised, AgentloomError) and not isinstance(raised, DependencyUnavailable) else (
-            f"the configured server did not answer with a 4xx ({type(raised).__name__ if raised else 'it succeeded'})")
+        refused = (
+            None
+            if isinstance(raised, AgentloomError) and not isinstance(raised, DependencyUnavailable)
+            else (
+                f"the configured server did not answer with a 4xx ({type(raised).__name__ if raised else 'it succeeded'})"
+            )
+        )
         expect(f"{threshold} 4xx answers of the configured server not counted", State.CLOSED, 0, raised, refused)
         problems = [outage(call(dead.version)) for _ in range(threshold - 1)]
-        expect(f"{threshold - 1} failures keep it closed", State.CLOSED, threshold - 1,
-               problem=next((p for p in problems if p), None))
+        expect(
+            f"{threshold - 1} failures keep it closed",
+            State.CLOSED,
+            threshold - 1,
+            problem=next((p for p in problems if p), None),
+        )
         raised = call(dead.version)
-        expect(f"closed → open after {threshold} consecutive failures", State.OPEN, raised=raised, problem=outage(raised))
+        expect(
+            f"closed → open after {threshold} consecutive failures", State.OPEN, raised=raised, problem=outage(raised)
+        )
         blocked = call(dead.version)
-        short = isinstance(blocked, CircuitOpenError) and tokens(str(blocked)) < 50 and f"{timeout:.0f}s" in str(blocked)
-        expect("open: calls refused at once, under 50 tokens, with the retry time", State.OPEN, raised=blocked,
-               problem=None if short else f"got {type(blocked).__name__ if blocked else 'a call through'}")
+        short = (
+            isinstance(blocked, CircuitOpenError) and tokens(str(blocked)) < 50 and f"{timeout:.0f}s" in str(blocked)
+        )
+        expect(
+            "open: calls refused at once, under 50 tokens, with the retry time",
+            State.OPEN,
+            raised=blocked,
+            problem=None if short else f"got {type(blocked).__name__ if blocked else 'a call through'}",
+        )
         clock.now += timeout - 1
         expect("still open 1 s before the timeout", State.OPEN)
         clock.now += 1
@@ -242,8 +306,12 @@ def _breaker(state: Flowise, threshold: int, timeout: float) -> Step:
         raised = call(dead.version)
         expect("half-open → open when the trial fails", State.OPEN, raised=raised, problem=outage(raised))
         clock.now += timeout
-        expect("half-open → closed when the trial succeeds (the configured server)", State.CLOSED, 0,
-               raised=call(real.version))
+        expect(
+            "half-open → closed when the trial succeeds (the configured server)",
+            State.CLOSED,
+            0,
+            raised=call(real.version),
+        )
         for _ in range(threshold):
             call(dead.version)
         breaker.reset()
@@ -259,17 +327,23 @@ def _breaker(state: Flowise, threshold: int, timeout: float) -> Step:
         real.close()
     wrong = [f"{label}: {seen}" for label, seen in checks if seen]
     n = len(checks)
-    return Step("breaker", "fail" if wrong else "pass",
-                f"{n - len(wrong)}/{n} transitions correct (threshold {threshold}, open {timeout:.0f} s; private "
-                "breaker, test clock)", wrong, {"checks": n, "correct": n - len(wrong)})
+    return Step(
+        "breaker",
+        "fail" if wrong else "pass",
+        f"{n - len(wrong)}/{n} transitions correct (threshold {threshold}, open {timeout:.0f} s; private "
+        "breaker, test clock)",
+        wrong,
+        {"checks": n, "correct": n - len(wrong)},
+    )
 
 
 # -- the command -------------------------------------------------------------------------
 def check_cmd(
     data_dir: DataDir = None,
     as_json: AsJson = False,
-    skip_build: Annotated[bool, typer.Option(
-        "--skip-build", help="Leave out building every marketplace chatflow (the slowest step).")] = False,
+    skip_build: Annotated[
+        bool, typer.Option("--skip-build", help="Leave out building every marketplace chatflow (the slowest step).")
+    ] = False,
 ) -> None:
     """Check the critical paths against the configured Flowise: health, catalog refresh, node search
     relevance (> 90 % top-3), build_flow over the marketplace chatflows (≥ 95 %), breaker transitions.
@@ -296,7 +370,7 @@ def check_cmd(
             step = run()
         except AgentloomError as exc:
             step = Step(name, "fail", str(exc))
-        except Exception as exc:  # noqa: BLE001 - a check reports every failure instead of stopping
+        except Exception as exc:
             step = Step(name, "fail", f"{type(exc).__name__}: {exc}")
         steps.append(step)
         if not as_json:
@@ -305,19 +379,28 @@ def check_cmd(
                 typer.echo(f"        {line}")
     failed = [s.name for s in steps if s.status == "fail"]
     if as_json:
-        typer.echo(json.dumps({"url": state.settings.url, "passed": not failed, "steps": [asdict(s) for s in steps]},
-                              ensure_ascii=False))
+        typer.echo(
+            json.dumps(
+                {"url": state.settings.url, "passed": not failed, "steps": [asdict(s) for s in steps]},
+                ensure_ascii=False,
+            )
+        )
     else:
         counts = {k: sum(s.status == k for s in steps) for k in ("pass", "fail", "skip")}
-        typer.echo(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped"
-                   + (f" ({', '.join(failed)})" if failed else ""))
+        typer.echo(
+            f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped"
+            + (f" ({', '.join(failed)})" if failed else "")
+        )
     if failed:
         raise typer.Exit(1)
 
 
 # -- checklists --------------------------------------------------------------------------
-checklist_app = typer.Typer(cls=SuggestingGroup, help="Manual test checklists of the flowise pack (docs/checklists): list, record a run.",
-                            no_args_is_help=True)
+checklist_app = typer.Typer(
+    cls=SuggestingGroup,
+    help="Manual test checklists of the flowise pack (docs/checklists): list, record a run.",
+    no_args_is_help=True,
+)
 
 
 def _login() -> str:
@@ -352,9 +435,14 @@ def list_cmd(checklists_dir: ChecklistsOpt = None, as_json: AsJson = False) -> N
         return
     for row in rows:
         last = row["last_run"]
-        seen = "never run" if last is None else (
-            f"last run {last.get('timestamp')} by {last.get('tester')}: "
-            f"{sum(v == 'pass' for v in (last.get('results') or {}).values())}/{len(row['scenarios'])} pass")
+        seen = (
+            "never run"
+            if last is None
+            else (
+                f"last run {last.get('timestamp')} by {last.get('tester')}: "
+                f"{sum(v == 'pass' for v in (last.get('results') or {}).values())}/{len(row['scenarios'])} pass"
+            )
+        )
         state = "complete" if row["complete"] else "not complete"
         typer.echo(f"{row['story']:<20} {len(row['scenarios']):>2} scenarios  {state:<12}  {seen}")
 
@@ -362,9 +450,17 @@ def list_cmd(checklists_dir: ChecklistsOpt = None, as_json: AsJson = False) -> N
 @checklist_app.command("record")
 def record_cmd(
     story: Annotated[str, typer.Argument(help="The story, a checklist's file name without .md (e.g. search).")],
-    tester: Annotated[str | None, typer.Option("--tester", metavar="NAME", help="Who ran it (default: your login name).")] = None,
-    result: Annotated[list[str] | None, typer.Option(
-        "--result", metavar="ID=pass|fail", help="ID=pass|fail, once per scenario; without any, each scenario is asked for.")] = None,
+    tester: Annotated[
+        str | None, typer.Option("--tester", metavar="NAME", help="Who ran it (default: your login name).")
+    ] = None,
+    result: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--result",
+            metavar="ID=pass|fail",
+            help="ID=pass|fail, once per scenario; without any, each scenario is asked for.",
+        ),
+    ] = None,
     notes: Annotated[str | None, typer.Option("--notes", help="Notes on the run.")] = None,
     checklists_dir: ChecklistsOpt = None,
 ) -> None:
@@ -380,12 +476,14 @@ def record_cmd(
             results = {}
             for scenario in checklist.scenarios:
                 results[scenario.id] = _ask(f"{scenario.id}. {scenario.title} [pass/fail]")
-                scenario_notes[scenario.id] = typer.prompt(f"{scenario.id} actual result or note (Enter: none)",
-                                                           default="", show_default=False)
+                scenario_notes[scenario.id] = typer.prompt(
+                    f"{scenario.id} actual result or note (Enter: none)", default="", show_default=False
+                )
             if notes is None:
                 notes = typer.prompt("Notes on the run (Enter: none)", default="", show_default=False)
-        path = checklists.record(story, tester or _login(), results, notes or "", folder=folder,
-                                 scenario_notes=scenario_notes)
+        path = checklists.record(
+            story, tester or _login(), results, notes or "", folder=folder, scenario_notes=scenario_notes
+        )
     except AgentloomError as exc:
         fail(str(exc), code=2)
     passed = sum(v == "pass" for v in results.values())

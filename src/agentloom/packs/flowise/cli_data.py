@@ -79,7 +79,10 @@ def _confirm(items: list[Item], what: str, yes: bool, dry_run: bool) -> bool:
     try:
         agreed = typer.confirm(f"Delete these {len(items)} record(s)?", default=False)
     except typer.Abort:
-        fail("no answer at the prompt; nothing deleted.", "pass --yes to delete without asking, or --dry-run to only look.")
+        fail(
+            "no answer at the prompt; nothing deleted.",
+            "pass --yes to delete without asking, or --dry-run to only look.",
+        )
     if not agreed:
         typer.echo("nothing deleted.")
         raise typer.Exit(1)
@@ -105,15 +108,25 @@ def stats_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
         return
     typer.echo(f"{'collection':<18}{'count':>7}{'size':>11}  {'oldest':<26}newest")
     for row in result["collections"]:
-        typer.echo(f"{row['collection']:<18}{row['count']:>7}{_size(row['bytes']):>11}  "
-                   f"{row['oldest'] or '-':<26}{row['newest'] or '-'}")
+        typer.echo(
+            f"{row['collection']:<18}{row['count']:>7}{_size(row['bytes']):>11}  "
+            f"{row['oldest'] or '-':<26}{row['newest'] or '-'}"
+        )
 
 
 @app.command("prune")
 def prune_cmd(
-    older_than: Annotated[str, typer.Option("--older-than", metavar="AGE", help=f"Delete records older than this. {AGE_HELP}")],
-    collection: Annotated[str | None, typer.Option(
-        "--collection", metavar="NAME", help="Only this one: sdd_artifacts, failed_artifacts or sessions (default: all three).")] = None,
+    older_than: Annotated[
+        str, typer.Option("--older-than", metavar="AGE", help=f"Delete records older than this. {AGE_HELP}")
+    ],
+    collection: Annotated[
+        str | None,
+        typer.Option(
+            "--collection",
+            metavar="NAME",
+            help="Only this one: sdd_artifacts, failed_artifacts or sessions (default: all three).",
+        ),
+    ] = None,
     yes: Yes = False,
     dry_run: DryRun = False,
     data_dir: DataDir = None,
@@ -130,9 +143,15 @@ def prune_cmd(
 
 @app.command("prune-failed")
 def prune_failed_cmd(
-    pattern: Annotated[str | None, typer.Option(
-        "--pattern", metavar="REGEX", help="Only failures whose reason or request matches this regular expression, case-insensitive, "
-        "anywhere in the text (a plain word matches as a substring). Default: every failure.")] = None,
+    pattern: Annotated[
+        str | None,
+        typer.Option(
+            "--pattern",
+            metavar="REGEX",
+            help="Only failures whose reason or request matches this regular expression, case-insensitive, "
+            "anywhere in the text (a plain word matches as a substring). Default: every failure.",
+        ),
+    ] = None,
     yes: Yes = False,
     dry_run: DryRun = False,
     data_dir: DataDir = None,
@@ -149,9 +168,15 @@ def prune_failed_cmd(
 
 @app.command("sessions-clear")
 def sessions_clear_cmd(
-    older_than: Annotated[str | None, typer.Option("--older-than", metavar="AGE", help=f"Sessions older than this. {AGE_HELP}")] = None,
-    status: Annotated[str | None, typer.Option(
-        "--status", metavar="OUTCOME", help="Sessions with this outcome: created, reused, rejected or failed.")] = None,
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", metavar="AGE", help=f"Sessions older than this. {AGE_HELP}")
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status", metavar="OUTCOME", help="Sessions with this outcome: created, reused, rejected or failed."
+        ),
+    ] = None,
     yes: Yes = False,
     dry_run: DryRun = False,
     data_dir: DataDir = None,
@@ -167,7 +192,9 @@ def sessions_clear_cmd(
     seconds = None if older_than is None else _option(lambda: data.parse_age(older_than))
     state = _state(data_dir)
     items = answer(lambda: data.sessions_matching(state, seconds, status), False)
-    what = " and ".join(p for p in (older_than and f"older than {older_than}", status and f"with outcome {status}") if p)
+    what = " and ".join(
+        p for p in (older_than and f"older than {older_than}", status and f"with outcome {status}") if p
+    )
     _delete(state, items, f"of sessions {what}", yes, dry_run)
 
 
@@ -175,8 +202,12 @@ def sessions_clear_cmd(
 def seed_cmd(
     nodes: Annotated[int, typer.Option("--nodes", min=0, help="Sample nodes to add to the catalog.")] = 0,
     templates: Annotated[int, typer.Option("--templates", min=0, help="Sample templates to add to the catalog.")] = 0,
-    artifacts: Annotated[int, typer.Option(
-        "--artifacts", min=0, help="Sample designs to store (one in five failed), each with its sessions.")] = 0,
+    artifacts: Annotated[
+        int,
+        typer.Option(
+            "--artifacts", min=0, help="Sample designs to store (one in five failed), each with its sessions."
+        ),
+    ] = 0,
     data_dir: DataDir = None,
 ) -> None:
     """Fill the collections with realistic samples for testing: nodes and templates in the catalog (a refresh
@@ -188,8 +219,9 @@ def seed_cmd(
     if not (nodes or templates or artifacts):
         fail("nothing to seed.", "give --nodes N, --templates M and/or --artifacts K (counts above 0).", code=2)
     state = _state(data_dir)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+    ) as bar:
         task = bar.add_task("seeding samples", total=nodes + templates + artifacts)
 
         def progress(done: int, total: int, message: str) -> None:
@@ -201,9 +233,14 @@ def seed_cmd(
 
 @app.command("reset")
 def reset_cmd(
-    collection: Annotated[str | None, typer.Option(
-        "--collection", metavar="NAME", help="Only this one: nodes, templates, sdd_artifacts, failed_artifacts or sessions "
-        "(default: all five).")] = None,
+    collection: Annotated[
+        str | None,
+        typer.Option(
+            "--collection",
+            metavar="NAME",
+            help="Only this one: nodes, templates, sdd_artifacts, failed_artifacts or sessions (default: all five).",
+        ),
+    ] = None,
     yes: Yes = False,
     dry_run: DryRun = False,
     data_dir: DataDir = None,
@@ -218,5 +255,8 @@ def reset_cmd(
     items = answer(lambda: data.everything(state, collection), False)
     if _confirm(items, f"in {collection or 'all five collections'}", yes, dry_run):
         counts = answer(lambda: data.reset(state, collection, items), False)
-        typer.echo(f"deleted {sum(counts.values())} record(s): "
-                   + ", ".join(f"{n} from {c}" for c, n in counts.items() if n) + ".")
+        typer.echo(
+            f"deleted {sum(counts.values())} record(s): "
+            + ", ".join(f"{n} from {c}" for c, n in counts.items() if n)
+            + "."
+        )

@@ -37,7 +37,9 @@ class FlowiseClient:
     def __init__(self, settings: FlowiseSettings, breakers: BreakerRegistry) -> None:
         self.settings = settings
         self.url = settings.url
-        self.dependency = Dependency(BREAKER, breakers.get(BREAKER), is_failure=_is_transport_error, describe=self._describe)
+        self.dependency = Dependency(
+            BREAKER, breakers.get(BREAKER), is_failure=_is_transport_error, describe=self._describe
+        )
         self._http: httpx.Client | None = None
         self._lock = threading.Lock()
 
@@ -53,7 +55,13 @@ class FlowiseClient:
         return self._list("GET", self.settings.templates_path, "AGENTLOOM_FLOWISE__TEMPLATES_PATH")
 
     def create_chatflow(self, name: str, flow_data: dict[str, Any]) -> dict[str, Any]:
-        body = {"name": name, "flowData": json.dumps(flow_data), "type": "CHATFLOW", "deployed": False, "isPublic": False}
+        body = {
+            "name": name,
+            "flowData": json.dumps(flow_data),
+            "type": "CHATFLOW",
+            "deployed": False,
+            "isPublic": False,
+        }
         return self._json("POST", "/api/v1/chatflows", json=body)
 
     def list_chatflows(self) -> list[dict[str, Any]]:

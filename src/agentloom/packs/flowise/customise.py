@@ -30,9 +30,22 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentloom.packs.flowise.flowdata import (Json, add_reference, chosen_output, compatible, connect, edge_id,
-                                              handle_classes, input_name, input_slot, new_node, new_node_id,
-                                              output_options, reference, several_outputs)
+from agentloom.packs.flowise.flowdata import (
+    Json,
+    add_reference,
+    chosen_output,
+    compatible,
+    connect,
+    edge_id,
+    handle_classes,
+    input_name,
+    input_slot,
+    new_node,
+    new_node_id,
+    output_options,
+    reference,
+    several_outputs,
+)
 from agentloom.packs.flowise.layout import COLUMN_PITCH, ROW_GAP, resolve_overlaps
 from agentloom.packs.flowise.planner import FAMILIAR, PlanError
 
@@ -40,8 +53,14 @@ MODEL_CATEGORIES = ("Chat Models", "LLMs")  # LLMs only when the flow has no cha
 UNCARRIED = frozenset({"modelName", "model", "credential", "password", "file", "folder"})
 
 
-def customise(flow_data: Mapping[str, Any] | str, catalog: Mapping[str, Any], *, model: str | None = None,
-              temperature: float | None = None, memory_type: str | None = None) -> Json:
+def customise(
+    flow_data: Mapping[str, Any] | str,
+    catalog: Mapping[str, Any],
+    *,
+    model: str | None = None,
+    temperature: float | None = None,
+    memory_type: str | None = None,
+) -> Json:
     """A customised copy of ``flow_data`` (a dict or its JSON string); the input is left untouched."""
     flow: Json = json.loads(flow_data) if isinstance(flow_data, str) else copy.deepcopy(dict(flow_data))
     flow.setdefault("edges", [])
@@ -73,6 +92,7 @@ def _model_nodes(flow: Json) -> list[Json]:
 def _choices(catalog: Mapping[str, Any], category: str, handles: Sequence[str] = (), near: str = "") -> str:
     """Two catalog nodes of ``category`` whose outputs fit every handle: the names nearest ``near``
     (chatAnthropic -> chatAnthropic_LlamaIndex), else well-known ones first. Two keep errors short."""
+
     def fits(definition: Mapping[str, Any]) -> bool:
         classes = [set(o.get("baseClasses") or ()) for o in definition.get("outputs") or []]
         classes = classes or [set(definition.get("baseClasses") or ())]
@@ -109,8 +129,9 @@ def _reaches(flow: Json, start: str, goal: str) -> bool:
     return False
 
 
-def replace_node(flow: Json, old_id: str, definition: Mapping[str, Any], catalog: Mapping[str, Any],
-                 argument: str) -> str:
+def replace_node(
+    flow: Json, old_id: str, definition: Mapping[str, Any], catalog: Mapping[str, Any], argument: str
+) -> str:
     """Swap node ``old_id`` for a new node of ``definition`` in place; returns the new id."""
     index = next(k for k, n in enumerate(flow["nodes"]) if n["id"] == old_id)
     old = flow["nodes"][index]
@@ -127,8 +148,10 @@ def replace_node(flow: Json, old_id: str, definition: Mapping[str, Any], catalog
     option = next((o for o in options if all(compatible(o["id"], h) for h in feeds)), None)
     if option is None:
         needed = next(h for h in feeds if not any(compatible(o["id"], h) for o in options)).split("-")[-1]
-        raise PlanError(f"{argument}: {name} is not the {needed.split('|')[0]} this flow needs; "
-                        f"try {_choices(catalog, definition['category'], feeds, name)}")
+        raise PlanError(
+            f"{argument}: {name} is not the {needed.split('|')[0]} this flow needs; "
+            f"try {_choices(catalog, definition['category'], feeds, name)}"
+        )
     if several_outputs(data):
         data["outputs"]["output"] = option["name"]
     edges = []
@@ -142,8 +165,10 @@ def replace_node(flow: Json, old_id: str, definition: Mapping[str, Any], catalog
                 # that leaves its source unconnected.
                 if any(e["source"] == edge["source"] and e["target"] != old_id for e in flow["edges"]):
                     continue
-                raise PlanError(f"{argument}: {name} has no input for {edge['source']}; "
-                                f"try {_choices(catalog, definition['category'], feeds, name)}")
+                raise PlanError(
+                    f"{argument}: {name} has no input for {edge['source']}; "
+                    f"try {_choices(catalog, definition['category'], feeds, name)}"
+                )
             edge = {**edge, "target": new_id, "targetHandle": slot["id"]}
             add_reference(data, slot, edge["source"])
         edge["id"] = edge_id(edge["source"], edge["sourceHandle"], edge["target"], edge["targetHandle"])
@@ -162,12 +187,23 @@ def _feed_required(flow: Json, node_id: str, catalog: Mapping[str, Any], argumen
     for anchor in node["data"]["inputAnchors"]:
         if anchor.get("optional") or any(e["targetHandle"] == anchor["id"] for e in flow["edges"]):
             continue
-        source = next((n for n in flow["nodes"] if n["id"] != node_id and (out := chosen_output(n["data"]))
-                       and compatible(out["id"], anchor["id"]) and not _reaches(flow, node_id, n["id"])), None)
+        source = next(
+            (
+                n
+                for n in flow["nodes"]
+                if n["id"] != node_id
+                and (out := chosen_output(n["data"]))
+                and compatible(out["id"], anchor["id"])
+                and not _reaches(flow, node_id, n["id"])
+            ),
+            None,
+        )
         if source is None:
             feeds = [e["targetHandle"] for e in flow["edges"] if e["source"] == node_id]
-            raise PlanError(f"{argument}: {node['data']['name']} needs a {anchor['type']} this flow lacks; "
-                            f"try {_choices(catalog, node['data']['category'], feeds)}")
+            raise PlanError(
+                f"{argument}: {node['data']['name']} needs a {anchor['type']} this flow lacks; "
+                f"try {_choices(catalog, node['data']['category'], feeds)}"
+            )
         connect(flow, source["id"], node_id, anchor["name"])
 
 
@@ -180,8 +216,10 @@ def _set_model(flow: Json, catalog: Mapping[str, Any], model: str) -> None:
     definition = catalog.get(model)
     if definition is not None:
         if definition.get("category") not in MODEL_CATEGORIES:
-            raise PlanError(f"model: {model} is a {definition.get('category')} node, not a chat model; "
-                            f"try {_choices(catalog, 'Chat Models')}")
+            raise PlanError(
+                f"model: {model} is a {definition.get('category')} node, not a chat model; "
+                f"try {_choices(catalog, 'Chat Models')}"
+            )
         for node in targets:
             if node["data"]["name"] != model:
                 replace_node(flow, node["id"], definition, catalog, "model")
@@ -227,12 +265,17 @@ def _set_memory(flow: Json, catalog: Mapping[str, Any], memory_type: str) -> lis
     handle = (chosen_output(memory["data"]) or {}).get("id", "")
     taken = {e["targetHandle"] for e in flow["edges"]}
     ends = {n["id"] for n in flow["nodes"]} - {e["source"] for e in flow["edges"]}
-    slots = [(node, a) for node in sorted(flow["nodes"], key=lambda n: n["id"] not in ends)
-             for a in node["data"].get("inputAnchors") or []
-             if a["id"] not in taken and compatible(handle, a["id"])]
+    slots = [
+        (node, a)
+        for node in sorted(flow["nodes"], key=lambda n: n["id"] not in ends)
+        for a in node["data"].get("inputAnchors") or []
+        if a["id"] not in taken and compatible(handle, a["id"])
+    ]
     if not slots:
-        raise PlanError(f"memory_type: no free input here takes {memory_type}; pick a template whose chain or "
-                        "agent has a memory input")
+        raise PlanError(
+            f"memory_type: no free input here takes {memory_type}; pick a template whose chain or "
+            "agent has a memory input"
+        )
     target, anchor = slots[0]
     x, y = target["position"]["x"] - COLUMN_PITCH, target["position"]["y"] + (target.get("height") or 0) + ROW_GAP
     memory["position"], memory["positionAbsolute"] = {"x": x, "y": y}, {"x": x, "y": y}

@@ -46,6 +46,7 @@ AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([hdwmy])", re.IGNORECASE)
 @dataclass(frozen=True)
 class Item:
     """One record a command would delete, with a line a person recognises it by."""
+
     collection: str
     id: str
     preview: str
@@ -64,11 +65,16 @@ def _open(state: Flowise, name: str) -> Any | None:
         return None
 
 
-def _records(state: Flowise, collection: Any, where: dict[str, Any] | None = None) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def _records(
+    state: Flowise, collection: Any, where: dict[str, Any] | None = None
+) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """(id, document, metadata) of every record matching ``where``, a page at a time."""
     for offset in itertools.count(0, PAGE):
-        page = state.chroma.call(lambda o=offset: collection.get(  # type: ignore[misc]
-            where=where, limit=PAGE, offset=o, include=["documents", "metadatas"]))
+        page = state.chroma.call(
+            lambda o=offset: collection.get(  # type: ignore[misc]
+                where=where, limit=PAGE, offset=o, include=["documents", "metadatas"]
+            )
+        )
         rows = zip(page["ids"], page["documents"], page["metadatas"], strict=True)
         yield from ((record_id, document or "", dict(metadata or {})) for record_id, document, metadata in rows)
         if len(page["ids"]) < PAGE:
@@ -102,8 +108,15 @@ def stats(state: Flowise) -> list[dict[str, Any]]:
         times = [float(m["created_at"]) for _, _, m in records if "created_at" in m]
         size = sum(len(d.encode()) + len(json.dumps(m, ensure_ascii=False).encode()) for _, d, m in records)
         size += vectors.get(str(getattr(collection, "id", "")), 0)
-        out.append({"collection": name, "count": len(records), "bytes": size,
-                    "oldest": iso(min(times)) if times else None, "newest": iso(max(times)) if times else None})
+        out.append(
+            {
+                "collection": name,
+                "count": len(records),
+                "bytes": size,
+                "oldest": iso(min(times)) if times else None,
+                "newest": iso(max(times)) if times else None,
+            }
+        )
     return out
 
 
@@ -112,11 +125,15 @@ def parse_age(text: str, option: str = "--older-than") -> float:
     """``12h``, ``30d``, ``2w``, ``6m`` (months of 30 days), ``1y`` (365 days) → seconds."""
     match = AGE.fullmatch(text.strip())
     if match is None:
-        raise AgentloomError(f"{option} {text!r} is not an age; write a number and a unit: 12h, 30d, 2w, 6m (months) or 1y.")
+        raise AgentloomError(
+            f"{option} {text!r} is not an age; write a number and a unit: 12h, 30d, 2w, 6m (months) or 1y."
+        )
     seconds = float(match[1]) * UNITS[match[2].lower()]
     if seconds <= 0:
-        raise AgentloomError(f"{option} {text!r} would select everything; give an age above 0 (e.g. 30d), "
-                             "or empty a collection with `agentloom flowise data reset`.")
+        raise AgentloomError(
+            f"{option} {text!r} would select everything; give an age above 0 (e.g. 30d), "
+            "or empty a collection with `agentloom flowise data reset`."
+        )
     return seconds
 
 
@@ -127,32 +144,39 @@ def _short(text: str, width: int) -> str:
 
 def _preview(name: str, record_id: str, document: str, metadata: Mapping[str, Any]) -> str:
     when = iso(float(metadata["created_at"]))[:16].replace("T", " ") if "created_at" in metadata else "-"
-    tag = {SESSIONS: f"{metadata.get('outcome')}, {metadata.get('tokens')} tokens",
-           FAILED: f"failed: {_short(metadata.get('reason') or '', 50)}",
-           ARTIFACTS: f"{metadata.get('rating')} stars" if metadata.get("rating") else "unrated",
-           }.get(name, str(metadata.get("category") or metadata.get("nodes") or ""))
-    return f"{name}/{record_id}  {when}  {tag}  \"{_short(document, 70)}\""
+    tag = {
+        SESSIONS: f"{metadata.get('outcome')}, {metadata.get('tokens')} tokens",
+        FAILED: f"failed: {_short(metadata.get('reason') or '', 50)}",
+        ARTIFACTS: f"{metadata.get('rating')} stars" if metadata.get("rating") else "unrated",
+    }.get(name, str(metadata.get("category") or metadata.get("nodes") or ""))
+    return f'{name}/{record_id}  {when}  {tag}  "{_short(document, 70)}"'
 
 
-def _select(state: Flowise, name: str, where: dict[str, Any] | None,
-            keep: Callable[[str, dict[str, Any]], bool] | None = None) -> list[Item]:
+def _select(
+    state: Flowise, name: str, where: dict[str, Any] | None, keep: Callable[[str, dict[str, Any]], bool] | None = None
+) -> list[Item]:
     collection = _open(state, name)
     if collection is None:
         return []
-    return [Item(name, record_id, _preview(name, record_id, document, metadata))
-            for record_id, document, metadata in _records(state, collection, where)
-            if keep is None or keep(document, metadata)]
+    return [
+        Item(name, record_id, _preview(name, record_id, document, metadata))
+        for record_id, document, metadata in _records(state, collection, where)
+        if keep is None or keep(document, metadata)
+    ]
 
 
 def check_collection(name: str, allowed: tuple[str, ...] = COLLECTIONS, option: str = "--collection") -> str:
     if name not in allowed:
-        hint = f" ({name} mirrors Flowise: `agentloom flowise refresh` updates it, `data reset` empties it)" * (name in ALL)
+        hint = f" ({name} mirrors Flowise: `agentloom flowise refresh` updates it, `data reset` empties it)" * (
+            name in ALL
+        )
         raise AgentloomError(f"{option} {name!r} is not one of {', '.join(allowed)}{hint}.")
     return name
 
 
-def older_than(state: Flowise, seconds: float, collections: tuple[str, ...] = COLLECTIONS,
-               now: float | None = None) -> list[Item]:
+def older_than(
+    state: Flowise, seconds: float, collections: tuple[str, ...] = COLLECTIONS, now: float | None = None
+) -> list[Item]:
     """Learning records created more than ``seconds`` ago, in the given collections (default all three)."""
     collections = tuple(check_collection(name) for name in collections)
     cutoff = (time.time() if now is None else now) - seconds
@@ -164,8 +188,10 @@ def pattern_regex(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
-        raise AgentloomError(f"--pattern {pattern!r} is not a valid regular expression ({exc}); "
-                             "escape special characters such as ( ) [ ] . * + ? with a backslash.") from None
+        raise AgentloomError(
+            f"--pattern {pattern!r} is not a valid regular expression ({exc}); "
+            "escape special characters such as ( ) [ ] . * + ? with a backslash."
+        ) from None
 
 
 def failed_matching(state: Flowise, pattern: str | None = None) -> list[Item]:
@@ -173,12 +199,17 @@ def failed_matching(state: Flowise, pattern: str | None = None) -> list[Item]:
     if pattern is None:
         return _select(state, FAILED, None)
     regex = pattern_regex(pattern)
-    return _select(state, FAILED, None, lambda document, metadata: bool(
-        regex.search(document) or regex.search(str(metadata.get("reason") or ""))))
+    return _select(
+        state,
+        FAILED,
+        None,
+        lambda document, metadata: bool(regex.search(document) or regex.search(str(metadata.get("reason") or ""))),
+    )
 
 
-def sessions_matching(state: Flowise, seconds: float | None = None, outcome: str | None = None,
-                      now: float | None = None) -> list[Item]:
+def sessions_matching(
+    state: Flowise, seconds: float | None = None, outcome: str | None = None, now: float | None = None
+) -> list[Item]:
     """Sessions older than ``seconds``, or with this ``outcome``, or both when both are given."""
     if seconds is None and outcome is None:
         raise AgentloomError("give --older-than AGE (e.g. 30d) or --status (one of " + ", ".join(OUTCOMES) + ").")
@@ -243,45 +274,145 @@ def reset(state: Flowise, collection: str | None = None, items: list[Item] | Non
 
 # -- samples (FR-113) --------------------------------------------------------------------
 # Real Flowise node names, for designs when the catalog has none of a category.
-BUILT_IN = {"Chat Models": ["chatOpenAI", "chatAnthropic", "chatOllama"], "Memory": ["bufferMemory", "bufferWindowMemory"],
-            "Document Loaders": ["pdfFile", "csvFile", "cheerioWebScraper"], "Embeddings": ["openAIEmbeddings"],
-            "Text Splitters": ["recursiveCharacterTextSplitter"], "Vector Stores": ["memoryVectorStore", "faiss"],
-            "Tools": ["calculator", "serpAPI"]}
-SOURCES = {"pdfFile": "PDF files", "csvFile": "a CSV export", "cheerioWebScraper": "our website", "jsonFile": "JSON exports"}
-TOPICS = ["our HR policies", "the product manual", "customer support tickets", "the API reference", "supplier contracts",
-          "the sales playbook", "onboarding guides", "release notes", "the internal wiki", "travel expense rules"]
-ASKS = [  # per design kind: conversation, documents, tool agent
-    ["A chatbot that answers questions about {topic} and remembers the conversation",
-     "Support assistant for {topic} with chat memory", "Build a friendly assistant that chats about {topic}"],
-    ["Answer questions about {topic} from {source}", "RAG over {source} with {topic}, cite the passages"],
-    ["An agent that can do calculations and web searches to help with {topic}", "Research assistant for {topic} that uses tools"],
+BUILT_IN = {
+    "Chat Models": ["chatOpenAI", "chatAnthropic", "chatOllama"],
+    "Memory": ["bufferMemory", "bufferWindowMemory"],
+    "Document Loaders": ["pdfFile", "csvFile", "cheerioWebScraper"],
+    "Embeddings": ["openAIEmbeddings"],
+    "Text Splitters": ["recursiveCharacterTextSplitter"],
+    "Vector Stores": ["memoryVectorStore", "faiss"],
+    "Tools": ["calculator", "serpAPI"],
+}
+SOURCES = {
+    "pdfFile": "PDF files",
+    "csvFile": "a CSV export",
+    "cheerioWebScraper": "our website",
+    "jsonFile": "JSON exports",
+}
+TOPICS = [
+    "our HR policies",
+    "the product manual",
+    "customer support tickets",
+    "the API reference",
+    "supplier contracts",
+    "the sales playbook",
+    "onboarding guides",
+    "release notes",
+    "the internal wiki",
+    "travel expense rules",
 ]
-REASONS = ["Flowise rejected the flow: credential missing for {model}", "timeout while upserting the vector store",
-           "the user said the answers ignored the documents", "node {model} is deprecated on this server"]
+ASKS = [  # per design kind: conversation, documents, tool agent
+    [
+        "A chatbot that answers questions about {topic} and remembers the conversation",
+        "Support assistant for {topic} with chat memory",
+        "Build a friendly assistant that chats about {topic}",
+    ],
+    ["Answer questions about {topic} from {source}", "RAG over {source} with {topic}, cite the passages"],
+    [
+        "An agent that can do calculations and web searches to help with {topic}",
+        "Research assistant for {topic} that uses tools",
+    ],
+]
+REASONS = [
+    "Flowise rejected the flow: credential missing for {model}",
+    "timeout while upserting the vector store",
+    "the user said the answers ignored the documents",
+    "node {model} is deprecated on this server",
+]
 # The runners sample designs end in, then kinds crossed with the providers that offer them: name, label,
 # category, base classes, description, class-typed inputs ("Label:Type", "?" when optional).
 RUNNERS = [
-    ("conversationChain", "Conversation Chain", "Chains", ["ConversationChain"],
-     "Chat models specific conversational chain with memory", "Chat Model:BaseChatModel, Memory:BaseMemory"),
-    ("conversationalRetrievalQAChain", "Conversational Retrieval QA Chain", "Chains", ["ConversationalRetrievalQAChain"],
-     "Document QA with a chat history", "Chat Model:BaseChatModel, Vector Store Retriever:BaseRetriever, Memory:BaseMemory?"),
-    ("toolAgent", "Tool Agent", "Agents", ["AgentExecutor"], "Agent that uses Function Calling to pick the tools to call",
-     "Tools:Tool, Memory:BaseChatMemory, Tool Calling Chat Model:BaseChatModel"),
+    (
+        "conversationChain",
+        "Conversation Chain",
+        "Chains",
+        ["ConversationChain"],
+        "Chat models specific conversational chain with memory",
+        "Chat Model:BaseChatModel, Memory:BaseMemory",
+    ),
+    (
+        "conversationalRetrievalQAChain",
+        "Conversational Retrieval QA Chain",
+        "Chains",
+        ["ConversationalRetrievalQAChain"],
+        "Document QA with a chat history",
+        "Chat Model:BaseChatModel, Vector Store Retriever:BaseRetriever, Memory:BaseMemory?",
+    ),
+    (
+        "toolAgent",
+        "Tool Agent",
+        "Agents",
+        ["AgentExecutor"],
+        "Agent that uses Function Calling to pick the tools to call",
+        "Tools:Tool, Memory:BaseChatMemory, Tool Calling Chat Model:BaseChatModel",
+    ),
 ]
 KINDS = [
-    ("chat{P}", "Chat{P}", "Chat Models", ["BaseChatModel"], "Wrapper around {P} chat models", "Cache:BaseCache?",
-     ["OpenAI", "Anthropic", "Mistral", "Groq", "Cohere", "Ollama", "Bedrock", "VertexAI", "DeepSeek", "Perplexity"]),
-    ("{p}Embeddings", "{P} Embeddings", "Embeddings", ["Embeddings"], "{P} API to generate embeddings for a given text", "",
-     ["OpenAI", "Cohere", "Mistral", "Ollama", "VoyageAI", "Jina", "Bedrock", "VertexAI"]),
-    ("{p}", "{P}", "Vector Stores", ["VectorStoreRetriever", "BaseRetriever"], "Upsert embedded data and search it with {P}",
-     "Document:Document?, Embeddings:Embeddings",
-     ["Pinecone", "Qdrant", "Weaviate", "Chroma", "Milvus", "Redis", "Postgres", "MongoDBAtlas", "Elasticsearch", "OpenSearch"]),
-    ("{p}Loader", "{P} Loader", "Document Loaders", ["Document"], "Load documents from {P}", "Text Splitter:TextSplitter?",
-     ["Notion", "Confluence", "Slack", "GitHub", "Jira", "GoogleDrive", "SharePoint", "S3", "Airtable", "Figma"]),
-    ("{p}ChatMemory", "{P} Chat Memory", "Memory", ["BaseChatMemory"], "Stores the conversation in {P}", "",
-     ["Redis", "Postgres", "MongoDB", "DynamoDB", "Upstash", "Zep"]),
-    ("{p}Tool", "{P} Tool", "Tools", ["Tool"], "Lets an agent search and act in {P}", "",
-     ["Slack", "GitHub", "Jira", "Gmail", "Wikipedia", "WolframAlpha", "Tavily", "BraveSearch"]),
+    (
+        "chat{P}",
+        "Chat{P}",
+        "Chat Models",
+        ["BaseChatModel"],
+        "Wrapper around {P} chat models",
+        "Cache:BaseCache?",
+        ["OpenAI", "Anthropic", "Mistral", "Groq", "Cohere", "Ollama", "Bedrock", "VertexAI", "DeepSeek", "Perplexity"],
+    ),
+    (
+        "{p}Embeddings",
+        "{P} Embeddings",
+        "Embeddings",
+        ["Embeddings"],
+        "{P} API to generate embeddings for a given text",
+        "",
+        ["OpenAI", "Cohere", "Mistral", "Ollama", "VoyageAI", "Jina", "Bedrock", "VertexAI"],
+    ),
+    (
+        "{p}",
+        "{P}",
+        "Vector Stores",
+        ["VectorStoreRetriever", "BaseRetriever"],
+        "Upsert embedded data and search it with {P}",
+        "Document:Document?, Embeddings:Embeddings",
+        [
+            "Pinecone",
+            "Qdrant",
+            "Weaviate",
+            "Chroma",
+            "Milvus",
+            "Redis",
+            "Postgres",
+            "MongoDBAtlas",
+            "Elasticsearch",
+            "OpenSearch",
+        ],
+    ),
+    (
+        "{p}Loader",
+        "{P} Loader",
+        "Document Loaders",
+        ["Document"],
+        "Load documents from {P}",
+        "Text Splitter:TextSplitter?",
+        ["Notion", "Confluence", "Slack", "GitHub", "Jira", "GoogleDrive", "SharePoint", "S3", "Airtable", "Figma"],
+    ),
+    (
+        "{p}ChatMemory",
+        "{P} Chat Memory",
+        "Memory",
+        ["BaseChatMemory"],
+        "Stores the conversation in {P}",
+        "",
+        ["Redis", "Postgres", "MongoDB", "DynamoDB", "Upstash", "Zep"],
+    ),
+    (
+        "{p}Tool",
+        "{P} Tool",
+        "Tools",
+        ["Tool"],
+        "Lets an agent search and act in {P}",
+        "",
+        ["Slack", "GitHub", "Jira", "Gmail", "Wikipedia", "WolframAlpha", "Tavily", "BraveSearch"],
+    ),
 ]
 
 
@@ -291,8 +422,14 @@ def _candidates() -> Iterator[tuple[str, str, str, list[str], str, str]]:
         name, label, category, bases, description, anchors, providers = KINDS[i % len(KINDS)]
         provider, lap = providers[(i // len(KINDS)) % len(providers)], (i // len(KINDS)) // len(providers)
         fill, suffix = {"P": provider, "p": provider[0].lower() + provider[1:]}, str(lap + 1) if lap else ""
-        yield (name.format(**fill) + suffix, f"{label.format(**fill)} {suffix}".strip(), category, bases,
-               description.format(**fill), anchors)
+        yield (
+            name.format(**fill) + suffix,
+            f"{label.format(**fill)} {suffix}".strip(),
+            category,
+            bases,
+            description.format(**fill),
+            anchors,
+        )
 
 
 def _sample_nodes(existing: Mapping[str, Any], count: int) -> dict[str, dict[str, Any]]:
@@ -303,31 +440,60 @@ def _sample_nodes(existing: Mapping[str, Any], count: int) -> dict[str, dict[str
             break
         if name in existing or name in out:
             continue
-        inputs = [{"label": a, "name": a[0].lower() + a[1:].replace(" ", ""), "type": t.rstrip("?"), "optional": t.endswith("?")}
-                  for a, t in (anchor.split(":") for anchor in anchors.split(", ") if anchor)]
-        out[name] = {"name": name, "label": label, "version": 1.0, "type": bases[0], "category": category,
-                     "description": description, "baseClasses": bases, "inputs": inputs}
+        inputs = [
+            {
+                "label": a,
+                "name": a[0].lower() + a[1:].replace(" ", ""),
+                "type": t.rstrip("?"),
+                "optional": t.endswith("?"),
+            }
+            for a, t in (anchor.split(":") for anchor in anchors.split(", ") if anchor)
+        ]
+        out[name] = {
+            "name": name,
+            "label": label,
+            "version": 1.0,
+            "type": bases[0],
+            "category": category,
+            "description": description,
+            "baseClasses": bases,
+            "inputs": inputs,
+        }
     return out
 
 
 def _design(rng: random.Random, nodes: Mapping[str, Mapping[str, Any]]) -> tuple[int, str, dict[str, Any]]:
     """(kind, request, compact design) of a plausible chatflow, from the catalog's nodes when it has the category."""
+
     def pick(category: str) -> str:
         names = [n for n, d in nodes.items() if d.get("category") == category and d.get("badge") != "DEPRECATING"]
         return rng.choice(names or BUILT_IN[category])
 
     kind, model, memory = rng.randrange(len(ASKS)), pick("Chat Models"), pick("Memory")
-    loader, splitter, embeddings, store = (pick(c) for c in ("Document Loaders", "Text Splitters", "Embeddings", "Vector Stores"))
-    chain, parts = [("conversationChain", [model, memory]), ("conversationalRetrievalQAChain", [model, memory, store]),
-                    ("toolAgent", [model, memory, *dict.fromkeys([pick("Tools"), pick("Tools")])])][kind]
+    loader, splitter, embeddings, store = (
+        pick(c) for c in ("Document Loaders", "Text Splitters", "Embeddings", "Vector Stores")
+    )
+    chain, parts = [
+        ("conversationChain", [model, memory]),
+        ("conversationalRetrievalQAChain", [model, memory, store]),
+        ("toolAgent", [model, memory, *dict.fromkeys([pick("Tools"), pick("Tools")])]),
+    ][kind]
     connections = [[p, chain] for p in parts]
     if kind == 1:
         connections += [[splitter, loader], [loader, store], [embeddings, store]]
         parts = [loader, splitter, embeddings, *parts]
-    request = rng.choice(ASKS[kind]).format(topic=rng.choice(TOPICS), source=SOURCES.get(parts[0]) or str(
-        nodes.get(parts[0], {}).get("label", "uploaded documents")).removesuffix(" Loader"))
-    design = check_design({"nodes": [*parts, chain], "connections": connections,
-                           "config": {model: {"temperature": round(rng.uniform(0, 1), 1)}}})
+    request = rng.choice(ASKS[kind]).format(
+        topic=rng.choice(TOPICS),
+        source=SOURCES.get(parts[0])
+        or str(nodes.get(parts[0], {}).get("label", "uploaded documents")).removesuffix(" Loader"),
+    )
+    design = check_design(
+        {
+            "nodes": [*parts, chain],
+            "connections": connections,
+            "config": {model: {"temperature": round(rng.uniform(0, 1), 1)}},
+        }
+    )
     return kind, request, design
 
 
@@ -338,14 +504,24 @@ def _sample_template(rng: random.Random, nodes: Mapping[str, Mapping[str, Any]],
     base = ["Conversation", "Document QnA", "Tool Agent"][kind] + f" with {label}"
     name = next(n for n in itertools.chain([base], (f"{base} {i}" for i in itertools.count(2))) if slug(n) not in taken)
     ids = {node: f"{node}_{i}" for i, node in enumerate(design["nodes"])}
-    flow = {"nodes": [{"id": ids[node], "data": {"id": ids[node], "name": node, "label": nodes.get(node, {}).get("label", node)}}
-                      for node in design["nodes"]],
-            "edges": [{"source": ids[a], "target": ids[b], "id": f"{ids[a]}-{ids[b]}"} for a, b in design["connections"]]}
+    flow = {
+        "nodes": [
+            {"id": ids[node], "data": {"id": ids[node], "name": node, "label": nodes.get(node, {}).get("label", node)}}
+            for node in design["nodes"]
+        ],
+        "edges": [{"source": ids[a], "target": ids[b], "id": f"{ids[a]}-{ids[b]}"} for a, b in design["connections"]],
+    }
     return Template(slug(name), "", name, request + ".", ["Sample"], design["nodes"], flow)
 
 
-def seed(state: Flowise, nodes: int = 0, templates: int = 0, artifacts: int = 0,
-         progress: Progress | None = None, rng_seed: int | None = None) -> dict[str, int]:
+def seed(
+    state: Flowise,
+    nodes: int = 0,
+    templates: int = 0,
+    artifacts: int = 0,
+    progress: Progress | None = None,
+    rng_seed: int | None = None,
+) -> dict[str, int]:
     """Add sample nodes and templates to the catalog and sample designs (with their sessions) to the learning store.
 
     Samples go through the pack's own writers (the catalog's, ``LearningStore.save``): found like real
@@ -377,7 +553,11 @@ def seed(state: Flowise, nodes: int = 0, templates: int = 0, artifacts: int = 0,
         success = i % 5 != 4
         reason = None if success else rng.choice(REASONS).format(model=next(iter(design["config"])))
         chatflow = str(uuid.uuid4()) if success else None
-        bundle = {"spec": f"Spec: {request}.", "plan": f"Plan: {', '.join(design['nodes'])}.", "tasks": ["create", "test"]}
+        bundle = {
+            "spec": f"Spec: {request}.",
+            "plan": f"Plan: {', '.join(design['nodes'])}.",
+            "tasks": ["create", "test"],
+        }
         created = now - rng.uniform(0, 365 * DAY)  # samples' ages vary, so pruning by age has something to select
         artifact_id = learning.save(request, bundle, design, chatflow, success, reason, known, created_at=created)
         if success and rng.random() < 0.6:
@@ -386,8 +566,14 @@ def seed(state: Flowise, nodes: int = 0, templates: int = 0, artifacts: int = 0,
         for outcome in ["created" if success else "failed", *extra]:
             tokens = rng.randint(300, 600) if outcome in ("reused", "rejected") else rng.randint(4000, 40000)
             seconds = rng.uniform(5, 600)
-            learning.record_session(request, outcome, tokens, seconds, chatflow, artifact_id,
-                                    created_at=min(now, created + rng.uniform(0, 30 * DAY)))
+            learning.record_session(
+                request,
+                outcome,
+                tokens,
+                seconds,
+                chatflow,
+                artifact_id,
+                created_at=min(now, created + rng.uniform(0, 30 * DAY)),
+            )
         report(nodes + templates + i + 1, f"saved {i + 1} of {artifacts} sample designs")
     return {"nodes": nodes, "templates": templates, "artifacts": artifacts}
-

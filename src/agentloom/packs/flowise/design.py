@@ -15,8 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentloom.packs.flowise.flowdata import (Json, check_flow, compatible, connect, new_flow, output_options,
-                                              several_outputs)
+from agentloom.packs.flowise.flowdata import (
+    Json,
+    check_flow,
+    compatible,
+    connect,
+    new_flow,
+    output_options,
+    several_outputs,
+)
 from agentloom.packs.flowise.layout import layout
 from agentloom.packs.flowise.planner import PlanError, plan_flow
 

@@ -27,11 +27,33 @@ DOCUMENTS = "2-" + hashlib.sha256(json.dumps(HINTS, sort_keys=True).encode()).he
 Definition = Mapping[str, Any]
 
 # Plain types (parameters set in the UI), as opposed to class-typed anchors that take another node.
-PARAM_TYPES = frozenset({
-    "asyncOptions", "asyncMultiOptions", "options", "multiOptions", "array", "datagrid", "string", "number",
-    "boolean", "password", "json", "code", "date", "file", "folder", "tabs", "credential", "conditionFunction",
-    "timePicker", "weekDaysPicker", "monthDaysPicker", "datePicker", "string | number | boolean | json | array",
-})
+PARAM_TYPES = frozenset(
+    {
+        "asyncOptions",
+        "asyncMultiOptions",
+        "options",
+        "multiOptions",
+        "array",
+        "datagrid",
+        "string",
+        "number",
+        "boolean",
+        "password",
+        "json",
+        "code",
+        "date",
+        "file",
+        "folder",
+        "tabs",
+        "credential",
+        "conditionFunction",
+        "timePicker",
+        "weekDaysPicker",
+        "monthDaysPicker",
+        "datePicker",
+        "string | number | boolean | json | array",
+    }
+)
 
 WHY = {
     "Chat Models": "Use it as the chat model (LLM) that writes the answers of a chain or agent.",
@@ -111,7 +133,9 @@ def node_document(definition: Definition, takers: Mapping[str, Sequence[tuple[st
     example = _example(definition, classes, takers)
     if example:
         parts.append(example)
-    settings = [item for item in definition.get("inputs") or [] if not is_anchor(item) and not item.get("additionalParams")]
+    settings = [
+        item for item in definition.get("inputs") or [] if not is_anchor(item) and not item.get("additionalParams")
+    ]
     if settings:
         parts.append("Settings: " + ", ".join(_setting(item) for item in settings[:8]) + ".")
     credential = definition.get("credential") or {}
@@ -125,7 +149,11 @@ def node_document(definition: Definition, takers: Mapping[str, Sequence[tuple[st
 def _setting(item: Mapping[str, Any]) -> str:
     """A setting's label, with its default when that says something (a model name, a separator)."""
     default = item.get("default")
-    if isinstance(default, str) and 0 < len(default) <= 40 and item.get("type") in ("string", "options", "asyncOptions"):
+    if (
+        isinstance(default, str)
+        and 0 < len(default) <= 40
+        and item.get("type") in ("string", "options", "asyncOptions")
+    ):
         return f"{item.get('label')} (default {default.strip() or repr(default)})"
     return str(item.get("label"))
 

@@ -35,17 +35,48 @@ from typing import Any
 Json = dict[str, Any]
 
 # The UI's whitelist: inputs of these types are parameters set in the form, all others are anchors.
-PARAM_TYPES = frozenset({
-    "asyncOptions", "asyncMultiOptions", "options", "multiOptions", "array", "datagrid", "string", "number",
-    "boolean", "password", "json", "code", "date", "file", "folder", "tabs", "conditionFunction", "timePicker",
-    "weekDaysPicker", "monthDaysPicker", "datePicker",
-})
+PARAM_TYPES = frozenset(
+    {
+        "asyncOptions",
+        "asyncMultiOptions",
+        "options",
+        "multiOptions",
+        "array",
+        "datagrid",
+        "string",
+        "number",
+        "boolean",
+        "password",
+        "json",
+        "code",
+        "date",
+        "file",
+        "folder",
+        "tabs",
+        "conditionFunction",
+        "timePicker",
+        "weekDaysPicker",
+        "monthDaysPicker",
+        "datePicker",
+    }
+)
 ENDING_CATEGORIES = frozenset({"Chains", "Agents", "Engine", "Multi Agents", "Sequential Agents"})
 NODE_WIDTH = 300
 # Keys of node data the UI keeps when it exports a flow (generateExportFlowData); the catalog's
 # extras (filePath, loadMethods, icon, credential, ...) are server-side and stay out.
-DATA_KEYS = ("label", "version", "name", "type", "color", "hideOutput", "hideInput", "baseClasses", "tags",
-             "category", "description")
+DATA_KEYS = (
+    "label",
+    "version",
+    "name",
+    "type",
+    "color",
+    "hideOutput",
+    "hideInput",
+    "baseClasses",
+    "tags",
+    "category",
+    "description",
+)
 REFERENCE = re.compile(r"\{\{([^{}.\s]+)\.data\.instance\}\}")
 
 
@@ -83,18 +114,35 @@ def _output_anchors(definition: Mapping[str, Any], node_id: str) -> list[Json]:
         options = []
         for output in outputs:
             classes = list(output.get("baseClasses") or [])
-            option = {"id": f"{node_id}-output-{output['name']}-{'|'.join(classes)}", "name": output["name"],
-                      "label": output.get("label"), "description": output.get("description") or "",
-                      "type": " | ".join(classes)}
+            option = {
+                "id": f"{node_id}-output-{output['name']}-{'|'.join(classes)}",
+                "name": output["name"],
+                "label": output.get("label"),
+                "description": output.get("description") or "",
+                "type": " | ".join(classes),
+            }
             option.update({k: output[k] for k in ("isAnchor", "hidden") if k in output})
             options.append(option)
-        return [{"name": "output", "label": "Output", "type": "options",
-                 "description": outputs[0].get("description") or "", "options": options,
-                 "default": outputs[0]["name"]}]
+        return [
+            {
+                "name": "output",
+                "label": "Output",
+                "type": "options",
+                "description": outputs[0].get("description") or "",
+                "options": options,
+                "default": outputs[0]["name"],
+            }
+        ]
     classes = list(definition.get("baseClasses") or [])
-    return [{"id": f"{node_id}-output-{definition['name']}-{'|'.join(classes)}", "name": definition["name"],
-             "label": definition.get("type"), "description": definition.get("description") or "",
-             "type": " | ".join(classes)}]
+    return [
+        {
+            "id": f"{node_id}-output-{definition['name']}-{'|'.join(classes)}",
+            "name": definition["name"],
+            "label": definition.get("type"),
+            "description": definition.get("description") or "",
+            "type": " | ".join(classes),
+        }
+    ]
 
 
 def init_node_data(definition: Mapping[str, Any], node_id: str) -> Json:
@@ -135,8 +183,15 @@ def estimate_height(data: Mapping[str, Any]) -> int:
     visible = [p for p in params if not p.get("additionalParams") and p.get("type") != "credential"]
     credential = any(p.get("type") == "credential" for p in params)
     extra = any(p.get("additionalParams") for p in params)
-    height = (180 + 90 * len(visible) + 130 * sum(1 for p in visible if p.get("rows")) + 75 * credential
-              + 45 * len(data.get("inputAnchors") or []) + 45 * several_outputs(data) + 75 * extra)
+    height = (
+        180
+        + 90 * len(visible)
+        + 130 * sum(1 for p in visible if p.get("rows"))
+        + 75 * credential
+        + 45 * len(data.get("inputAnchors") or [])
+        + 45 * several_outputs(data)
+        + 75 * extra
+    )
     return max(142, min(900, height))
 
 
@@ -148,9 +203,17 @@ def new_node(definition: Mapping[str, Any], node_id: str, x: float = 0, y: float
     """A canvas node object holding ``init_node_data``, with an estimated height."""
     data = init_node_data(definition, node_id)
     kind = "stickyNote" if definition.get("type") == "StickyNote" else "customNode"
-    return {"id": node_id, "position": {"x": x, "y": y}, "type": kind, "width": NODE_WIDTH,
-            "height": estimate_height(data), "selected": False, "positionAbsolute": {"x": x, "y": y},
-            "dragging": False, "data": data}
+    return {
+        "id": node_id,
+        "position": {"x": x, "y": y},
+        "type": kind,
+        "width": NODE_WIDTH,
+        "height": estimate_height(data),
+        "selected": False,
+        "positionAbsolute": {"x": x, "y": y},
+        "dragging": False,
+        "data": data,
+    }
 
 
 def new_flow(names: Iterable[str], catalog: Mapping[str, Any]) -> tuple[Json, list[str]]:
@@ -275,8 +338,14 @@ def connect(flow: Json, source_id: str, target_id: str, input_name: str, output:
     into = [e for e in flow["edges"] if e["targetHandle"] == slot["id"]]
     if any(e["source"] == source_id for e in into) or (into and not slot.get("list")):
         raise ValueError(f"{target_id}.{input_name} is already connected and takes one edge")
-    edge = {"source": source_id, "sourceHandle": handle["id"], "target": target_id, "targetHandle": slot["id"],
-            "type": "buttonedge", "id": edge_id(source_id, handle["id"], target_id, slot["id"])}
+    edge = {
+        "source": source_id,
+        "sourceHandle": handle["id"],
+        "target": target_id,
+        "targetHandle": slot["id"],
+        "type": "buttonedge",
+        "id": edge_id(source_id, handle["id"], target_id, slot["id"]),
+    }
     flow["edges"].append(edge)
     add_reference(target["data"], slot, source_id)
     return edge
@@ -309,8 +378,14 @@ def _edge_issues(edge: Mapping[str, Any], nodes: Mapping[str, Json]) -> list[str
     issues = []
     sh, th = edge.get("sourceHandle", ""), edge.get("targetHandle", "")
     option = next((o for o in output_options(source["data"]) if o.get("id") == sh), None)
-    slot = next((s for s in (target["data"].get("inputAnchors") or []) + (target["data"].get("inputParams") or [])
-                 if s.get("id") == th), None)
+    slot = next(
+        (
+            s
+            for s in (target["data"].get("inputAnchors") or []) + (target["data"].get("inputParams") or [])
+            if s.get("id") == th
+        ),
+        None,
+    )
     if option is None:
         issues.append(f"{label}: {source['id']} has no output handle {sh}")
     elif several_outputs(source["data"]) and option.get("name") != (source["data"].get("outputs") or {}).get("output"):
@@ -384,7 +459,7 @@ def check_flow(flow: Mapping[str, Any], catalog: Mapping[str, Any] | None = None
         issues.append("edges form a cycle")
     placed = list(nodes.values())
     for k, a in enumerate(placed):
-        for b in placed[k + 1:]:
+        for b in placed[k + 1 :]:
             if overlaps(a, b):
                 issues.append(f"nodes {a['id']} and {b['id']} overlap")
     return issues

@@ -19,23 +19,23 @@ HINTS: dict[str, str] = {
     # -- chat models ------------------------------------------------------------------------
     "chatOpenAI": "OpenAI's ChatGPT models: GPT-4o, GPT-4.1, GPT-5, o1, o3, o4-mini, gpt-3.5-turbo; needs an OpenAI API key.",
     "azureChatOpenAI": "OpenAI's GPT models deployed in Microsoft Azure (Azure OpenAI Service, Azure AI Foundry), "
-                       "by deployment name and instance; enterprise data stays in the Azure tenant.",
+    "by deployment name and instance; enterprise data stays in the Azure tenant.",
     "chatAnthropic": "Anthropic's Claude models: Claude Opus, Sonnet, Haiku (Claude 3.5, Claude 4); long context, extended thinking.",
     "awsChatBedrock": "Amazon Bedrock on AWS: Claude, Llama, Titan, Mistral, Nova models in your AWS account and region, IAM credentials.",
     "chatGoogleGenerativeAI": "Google's Gemini models (Gemini 2.5 Pro, Flash) with an API key from Google AI Studio (makersuite).",
     "chatGoogleVertexAI": "Gemini and other models through Google Cloud Vertex AI: a GCP project, region and service-account "
-                          "credentials (JSON key file); enterprise Google Cloud.",
+    "credentials (JSON key file); enterprise Google Cloud.",
     "chatMistralAI": "Mistral AI's hosted models: Mistral Large, Mistral Small, Codestral, Mixtral, Pixtral (la Plateforme).",
     "chatOllama": "Open-source models such as Llama 3, Mistral, Qwen, Gemma, Phi, DeepSeek run locally on your own machine "
-                  "with Ollama (localhost:11434); offline, private, no cloud API key.",
+    "with Ollama (localhost:11434); offline, private, no cloud API key.",
     "chatLocalAI": "Self-hosted OpenAI-compatible LocalAI server running open models (llama.cpp, gpt4all, GGUF) on your own hardware.",
     "chatOpenAICustom": "Any OpenAI-compatible chat API or a fine-tuned OpenAI model, with a custom base URL (vLLM, LM Studio, "
-                        "text-generation-webui).",
+    "text-generation-webui).",
     "chatLitellm": "A LiteLLM proxy: one OpenAI-compatible gateway in front of 100+ providers, with routing, budgets and fallbacks.",
     "chatOpenRouter": "OpenRouter: one API key and one bill for hundreds of models from many providers (OpenAI, Anthropic, "
-                      "Google, Meta Llama, Mistral), a unified router.",
+    "Google, Meta Llama, Mistral), a unified router.",
     "chatHuggingFace": "Models hosted on the Hugging Face Hub through its Inference API or Inference Endpoints "
-                       "(Zephyr, Falcon, Llama, Mistral).",
+    "(Zephyr, Falcon, Llama, Mistral).",
     "chatCohere": "Cohere's Command models (Command R, Command R+, Command A), strong at RAG and tool use.",
     "groqChat": "Groq's LPU chips: very fast, low-latency inference of Llama, Mixtral, Gemma and Qwen models.",
     "chatCerebras": "Cerebras wafer-scale inference: very fast Llama and Qwen models.",
@@ -60,10 +60,10 @@ HINTS: dict[str, str] = {
     "azureOpenAIEmbeddings": "OpenAI embedding models (text-embedding-3, ada-002) deployed in Microsoft Azure OpenAI Service.",
     "openAIEmbeddingsCustom": "Any OpenAI-compatible embeddings endpoint, with a custom base URL and model name.",
     "ollamaEmbedding": "Embeddings computed locally with Ollama on your own machine: nomic-embed-text, mxbai-embed-large, "
-                       "all-minilm, bge; private, offline, no data leaves the server.",
+    "all-minilm, bge; private, offline, no data leaves the server.",
     "localAIEmbeddings": "Embeddings from a self-hosted LocalAI server (bert, llama.cpp, GGUF models) on your own hardware.",
     "huggingFaceInferenceEmbeddings": "Sentence-transformers and other embedding models on the Hugging Face Inference API "
-                                      "(all-MiniLM, bge, e5).",
+    "(all-MiniLM, bge, e5).",
     "cohereEmbeddings": "Cohere's embed models: embed-english-v3, embed-multilingual-v3 (100+ languages).",
     "googleGenerativeAiEmbeddings": "Google's Gemini embedding models (text-embedding-004, gemini-embedding) with a Google AI Studio key.",
     "googlevertexaiEmbeddings": "Google Cloud Vertex AI embedding models (textembedding-gecko, text-embedding-005) in a GCP project.",
@@ -77,12 +77,12 @@ HINTS: dict[str, str] = {
     # -- vector stores -----------------------------------------------------------------------
     "pinecone": "Pinecone: fully managed serverless vector database in the cloud, by index name and namespace.",
     "chroma": "Chroma (ChromaDB): open-source embedding database you run yourself, e.g. a Docker container on localhost:8000, "
-              "or Chroma Cloud; collections.",
+    "or Chroma Cloud; collections.",
     "qdrant": "Qdrant: open-source vector database written in Rust, self-hosted in Docker (port 6333) or Qdrant Cloud; payload filters.",
     "weaviate": "Weaviate: open-source vector database with hybrid search, self-hosted or Weaviate Cloud.",
     "milvus": "Milvus (and Zilliz Cloud): open-source vector database for billions of vectors.",
     "faiss": "Facebook AI Similarity Search (Meta FAISS) index saved to a folder on local disk and loaded again later; "
-             "a file, no database server.",
+    "a file, no database server.",
     "memoryVectorStore": "Vectors kept only in RAM for quick tests and prototypes; lost when the app restarts; nothing to install.",
     "postgres": "PostgreSQL with the pgvector extension, on your own Postgres server.",
     "supabase": "Supabase: hosted Postgres backend-as-a-service with pgvector, a table and a match_documents query function.",
@@ -100,7 +100,7 @@ HINTS: dict[str, str] = {
     "zep": "Zep open-source server's document collections.",
     "zepCloud": "Zep Cloud's hosted document collections.",
     "documentStoreVS": "A knowledge base already loaded, chunked and upserted in Flowise's own Document Stores page (in the UI); "
-                       "reuse it without loaders or embeddings in the flow.",
+    "reuse it without loaders or embeddings in the flow.",
     # -- document loaders ------------------------------------------------------------------
     "pdfFile": "PDF documents (.pdf files), one document per page or per file.",
     "docxFile": "Microsoft Word .docx documents.",
@@ -117,9 +117,9 @@ HINTS: dict[str, str] = {
     "folderFiles": "Every file in a folder on the server's disk, recursively, by file extension.",
     "unstructuredFileLoader": "Unstructured.io API: parses many formats (PDF, HTML, images with OCR, emails, PPT) into elements.",
     "cheerioWebScraper": "Fetches static HTML pages and parses them with Cheerio (fast, no browser); can crawl links or "
-                         "every URL in a website's sitemap.xml.",
+    "every URL in a website's sitemap.xml.",
     "playwrightWebScraper": "Loads web pages in a real headless browser (Chromium) with Playwright, so JavaScript-rendered "
-                            "pages and single-page apps work; crawl links or sitemap.",
+    "pages and single-page apps work; crawl links or sitemap.",
     "puppeteerWebScraper": "Loads web pages in headless Chrome with Puppeteer, so JavaScript-rendered pages work; crawl links or sitemap.",
     "apifyWebsiteContentCrawler": "Apify's hosted Website Content Crawler actor: deep-crawls a whole website for you.",
     "fireCrawl": "Firecrawl: scrape or crawl a website into clean markdown for LLMs.",
@@ -147,7 +147,7 @@ HINTS: dict[str, str] = {
     "vectorStoreToDocument": "Turns a vector store's search hits (with scores) back into documents for another node.",
     # -- text splitters ----------------------------------------------------------------------
     "recursiveCharacterTextSplitter": "The default, general-purpose splitter: paragraphs, then lines, then words, to chunk size "
-                                      "and overlap.",
+    "and overlap.",
     "characterTextSplitter": "Splits on one separator string you choose (a blank line by default).",
     "tokenTextSplitter": "Chunks measured in tokens (tiktoken BPE, as the model counts them), not characters.",
     "markdownTextSplitter": "Splits markdown (.md) by its headers and sections.",
@@ -155,7 +155,7 @@ HINTS: dict[str, str] = {
     "codeTextSplitter": "Splits source code by the syntax of its programming language (Python, JavaScript, Java, Go...).",
     # -- memory ----------------------------------------------------------------------------
     "bufferMemory": "Remembers the conversation with the user: the whole chat history of the session, kept in Flowise's "
-                    "database; the simplest memory.",
+    "database; the simplest memory.",
     "bufferWindowMemory": "Remembers only the last k exchanges of the chat (a sliding window), so the prompt stays short.",
     "conversationSummaryMemory": "Keeps an LLM-written running summary of the whole conversation instead of every message.",
     "conversationSummaryBufferMemory": "Keeps recent messages verbatim and summarizes older ones once a token limit is reached.",
@@ -169,17 +169,17 @@ HINTS: dict[str, str] = {
     # -- chains and agents -------------------------------------------------------------------
     "conversationChain": "The simplest chatbot: a chat model answering the user turn by turn, no documents, no tools.",
     "conversationalRetrievalQAChain": "Chat with your documents (RAG): answers questions over a vector store of your PDFs or "
-                                      "files, with follow-up questions and chat history, returns source documents.",
+    "files, with follow-up questions and chat history, returns source documents.",
     "llmChain": "Runs one prompt template through a model once and returns its output (translate, summarize, classify, "
-                "extract); optional output parser.",
+    "extract); optional output parser.",
     "sqlDatabaseChain": "Text-to-SQL: asks questions in natural language over a SQL database (SQLite, Postgres, MySQL, MSSQL).",
     "graphCypherQAChain": "Questions over a Neo4j knowledge graph, by generating Cypher queries.",
     "vectaraQAChain": "Question answering with Vectara's own summarization over a Vectara corpus.",
     "toolAgent": "The standard agent: a function-calling (tool-calling) model picks which tools to call, with memory; "
-                 "works with OpenAI, Claude, Gemini, Mistral and Groq models.",
+    "works with OpenAI, Claude, Gemini, Mistral and Groq models.",
     "xmlAgent": "An agent that writes its tool calls as XML, for models without native function calling (older Claude).",
     "openAIAssistant": "An assistant you already built in OpenAI's Assistants API (platform.openai.com), with its threads, "
-                       "file search and code interpreter.",
+    "file search and code interpreter.",
     "supervisor": "A supervisor agent that routes work between worker agents (multi-agent team).",
     "worker": "A worker agent with its own prompt and tools, managed by a supervisor.",
     # -- tools -----------------------------------------------------------------------------
@@ -232,7 +232,7 @@ HINTS: dict[str, str] = {
     "supergatewayMCP": "Runs a stdio MCP server over SSE or WebSockets.",
     # -- retrievers ------------------------------------------------------------------------
     "HydeRetriever": "HyDE (Hypothetical Document Embeddings): the model first writes a hypothetical answer, and that "
-                     "answer is embedded to search the vector store.",
+    "answer is embedded to search the vector store.",
     "multiQueryRetriever": "The model rewrites the question into several variations and merges what each finds (better recall).",
     "RRFRetriever": "Generates several queries and re-ranks their results with reciprocal rank fusion (RAG fusion).",
     "cohereRerankRetriever": "Re-ranks retrieved chunks with Cohere's Rerank model (a cross-encoder) for precision.",

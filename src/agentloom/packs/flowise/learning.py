@@ -67,20 +67,31 @@ def check_design(design: Any) -> dict[str, Any]:
         raise AgentloomError(f"design.connections name nodes not in design.nodes: {', '.join(missing)}.")
     config = design.get("config", {})
     if not isinstance(config, Mapping):
-        raise AgentloomError("design.config must be an object, e.g. {\"chatOpenAI\": {\"temperature\": 0.2}}.")
+        raise AgentloomError('design.config must be an object, e.g. {"chatOpenAI": {"temperature": 0.2}}.')
     return {"nodes": list(nodes), "connections": [list(c) for c in connections], "config": dict(config)}
 
 
 def artifact_metadata(
-    bundle: Mapping[str, Any], design: dict[str, Any], chatflow_id: str | None, success: bool, reason: str | None,
-    catalog: Mapping[str, Mapping[str, Any]], created_at: float | None = None,
+    bundle: Mapping[str, Any],
+    design: dict[str, Any],
+    chatflow_id: str | None,
+    success: bool,
+    reason: str | None,
+    catalog: Mapping[str, Mapping[str, Any]],
+    created_at: float | None = None,
 ) -> dict[str, Any]:
     """A stored design's metadata (the record layout above)."""
     versions = {n: catalog[n].get("version") for n in design["nodes"] if n in catalog}
     return {
-        "created_at": time.time() if created_at is None else created_at, "success": success, "rating": 0,
-        "chatflow_id": chatflow_id or "", "nodes": ",".join(design["nodes"]), "node_versions": json.dumps(versions),
-        "bundle": json.dumps({**bundle, "design": design}), "reason": reason or "", "rejections": 0,
+        "created_at": time.time() if created_at is None else created_at,
+        "success": success,
+        "rating": 0,
+        "chatflow_id": chatflow_id or "",
+        "nodes": ",".join(design["nodes"]),
+        "node_versions": json.dumps(versions),
+        "bundle": json.dumps({**bundle, "design": design}),
+        "reason": reason or "",
+        "rejections": 0,
         "last_rejection": "",
     }
 
@@ -108,17 +119,30 @@ class LearningStore:
 
     def _model_of(self, collection: Any) -> str:
         key = (collection.metadata or {}).get("embedding_model")
-        return self.embeddings.require(key, f"collection {collection.name!r}").key if key else self.embeddings.model(self.model).key
+        return (
+            self.embeddings.require(key, f"collection {collection.name!r}").key
+            if key
+            else self.embeddings.model(self.model).key
+        )
 
     def _add(self, name: str, record_id: str, text: str, metadata: dict[str, Any]) -> None:
         collection = self.collection(name)
         vector = self.embeddings.embed_documents([text], self._model_of(collection))
-        self.connection.call(lambda: collection.add(ids=[record_id], documents=[text], embeddings=vector, metadatas=[metadata]))
+        self.connection.call(
+            lambda: collection.add(ids=[record_id], documents=[text], embeddings=vector, metadatas=[metadata])
+        )
 
     # -- writing -------------------------------------------------------------------------
     def save(
-        self, request: str, bundle: Mapping[str, Any], design: dict[str, Any], chatflow_id: str | None,
-        success: bool, reason: str | None, catalog: Mapping[str, Mapping[str, Any]], created_at: float | None = None,
+        self,
+        request: str,
+        bundle: Mapping[str, Any],
+        design: dict[str, Any],
+        chatflow_id: str | None,
+        success: bool,
+        reason: str | None,
+        catalog: Mapping[str, Mapping[str, Any]],
+        created_at: float | None = None,
     ) -> str:
         if not request.strip():
             raise AgentloomError("request is empty; give the user's request that led to this design.")
@@ -129,20 +153,39 @@ class LearningStore:
         self._add(ARTIFACTS if success else FAILED, artifact_id, request, metadata)
         return artifact_id
 
-    def record_session(self, request: str, outcome: str, tokens: int, seconds: float, chatflow_id: str | None = None,
-                       artifact_id: str | None = None, created_at: float | None = None) -> str:
+    def record_session(
+        self,
+        request: str,
+        outcome: str,
+        tokens: int,
+        seconds: float,
+        chatflow_id: str | None = None,
+        artifact_id: str | None = None,
+        created_at: float | None = None,
+    ) -> str:
         session_id = new_id("s")
-        self._add(SESSIONS, session_id, request or "(no request)", {
-            "created_at": time.time() if created_at is None else created_at, "outcome": outcome, "tokens": int(tokens), "seconds": round(seconds, 3),
-            "chatflow_id": chatflow_id or "", "artifact_id": artifact_id or "",
-        })
+        self._add(
+            SESSIONS,
+            session_id,
+            request or "(no request)",
+            {
+                "created_at": time.time() if created_at is None else created_at,
+                "outcome": outcome,
+                "tokens": int(tokens),
+                "seconds": round(seconds, 3),
+                "chatflow_id": chatflow_id or "",
+                "artifact_id": artifact_id or "",
+            },
+        )
         return session_id
 
     def get(self, artifact_id: str) -> tuple[str, dict[str, Any]]:
         """(request, metadata) of a stored design; a failed one is not reusable and says so."""
         for name in (ARTIFACTS, FAILED):
             collection = self.collection(name)
-            got = self.connection.call(lambda c=collection: c.get(ids=[artifact_id], include=["documents", "metadatas"]))
+            got = self.connection.call(
+                lambda c=collection: c.get(ids=[artifact_id], include=["documents", "metadatas"])
+            )
             if got["ids"]:
                 return got["documents"][0], {**got["metadatas"][0], "collection": name}
         raise NotFoundError(f"artifact_id {artifact_id!r} not found; flowise_find_design returns the ids.")
@@ -160,7 +203,9 @@ class LearningStore:
         return {"artifact_id": artifact_id, "rating": stars}
 
     # -- finding -------------------------------------------------------------------------
-    def find(self, request: str, catalog: Mapping[str, Mapping[str, Any]] | None, limit: int = 10) -> list[dict[str, Any]]:
+    def find(
+        self, request: str, catalog: Mapping[str, Mapping[str, Any]] | None, limit: int = 10
+    ) -> list[dict[str, Any]]:
         """The designs worth offering for ``request``: above MATCH, best first, ties within TIE kept (≤ 3),
         each checked against ``catalog`` (None: no catalog to check against)."""
         if not request.strip():
@@ -170,10 +215,15 @@ class LearningStore:
         if count == 0:
             return []
         vector = self.embeddings.embed_query(request, self._model_of(collection))
-        answer = self.connection.call(lambda: collection.query(
-            query_embeddings=[vector], n_results=min(limit, count), include=["metadatas", "distances"]))
+        answer = self.connection.call(
+            lambda: collection.query(
+                query_embeddings=[vector], n_results=min(limit, count), include=["metadatas", "distances"]
+            )
+        )
         candidates = []
-        for artifact_id, metadata, distance in zip(answer["ids"][0], answer["metadatas"][0], answer["distances"][0], strict=True):
+        for artifact_id, metadata, distance in zip(
+            answer["ids"][0], answer["metadatas"][0], answer["distances"][0], strict=True
+        ):
             similarity = 1.0 - float(distance)
             if similarity <= MATCH:
                 continue
@@ -184,13 +234,24 @@ class LearningStore:
             return []
         best = candidates[0][0]
         offered = [c for c in candidates if c[0] >= best * (1 - TIE)][:MAX_OFFERED]
-        return [self._offer(artifact_id, similarity, metadata, catalog) for _, similarity, artifact_id, metadata in offered]
+        return [
+            self._offer(artifact_id, similarity, metadata, catalog) for _, similarity, artifact_id, metadata in offered
+        ]
 
-    def _offer(self, artifact_id: str, similarity: float, metadata: Mapping[str, Any],
-               catalog: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    def _offer(
+        self,
+        artifact_id: str,
+        similarity: float,
+        metadata: Mapping[str, Any],
+        catalog: Mapping[str, Mapping[str, Any]] | None,
+    ) -> dict[str, Any]:
         design = json.loads(metadata["bundle"])["design"]
-        offer: dict[str, Any] = {"artifact_id": artifact_id, "similarity": round(similarity, 3), "nodes": design["nodes"],
-                                 "connections": design["connections"]}
+        offer: dict[str, Any] = {
+            "artifact_id": artifact_id,
+            "similarity": round(similarity, 3),
+            "nodes": design["nodes"],
+            "connections": design["connections"],
+        }
         if design.get("config"):
             offer["config"] = design["config"]
         if metadata.get("rating"):
@@ -204,4 +265,3 @@ class LearningStore:
             offer["deprecated"] = deprecated
         offer["created"] = iso(float(metadata["created_at"]))[:10]
         return offer
-

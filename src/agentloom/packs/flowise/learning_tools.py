@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, NotRequired
 
 from pydantic import ConfigDict, with_config
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise.learning import ARTIFACTS
@@ -127,8 +127,11 @@ async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, 
         if not approve:
             if not (reason and reason.strip()):
                 raise AgentloomError("reason is required when approve is false: say why the design does not fit.")
-            learning.update(artifact_id, {"rejections": int(metadata.get("rejections") or 0) + 1, "last_rejection": reason},
-                            ARTIFACTS)
+            learning.update(
+                artifact_id,
+                {"rejections": int(metadata.get("rejections") or 0) + 1, "last_rejection": reason},
+                ARTIFACTS,
+            )
             reply: Reused = {"recorded": True, "next": "do a full design, then flowise_save_artifact."}
             _session(state, request, "rejected", reply, started, None, artifact_id)
             return reply

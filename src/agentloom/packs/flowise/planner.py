@@ -31,21 +31,57 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentloom.packs.flowise.flowdata import (ENDING_CATEGORIES, PARAM_TYPES, Json, connect, input_name, new_flow,
-                                              type_classes)
+from agentloom.packs.flowise.flowdata import (
+    ENDING_CATEGORIES,
+    PARAM_TYPES,
+    Json,
+    connect,
+    input_name,
+    new_flow,
+    type_classes,
+)
 from agentloom.packs.flowise.layout import layout
 
 GENERIC = frozenset({"Runnable", "json", "string", "BaseDocumentTransformer"})
 SEARCH_BUDGET = 20_000  # search steps per ending candidate; the marketplace flows need a few hundred
 FANOUT_COST = 300
 VARIABLE_COST = 500
-KINDS = {"Chat Models": "chat model", "LLMs": "LLM", "Vector Stores": "vector store", "Embeddings": "embeddings node",
-         "Document Loaders": "document loader", "Text Splitters": "text splitter", "Memory": "memory node",
-         "Tools": "tool", "Prompts": "prompt", "Retrievers": "retriever", "Chains": "chain", "Agents": "agent",
-         "Engine": "engine", "Output Parsers": "output parser", "Moderation": "moderation node", "Cache": "cache"}
-FAMILIAR = ("chatOpenAI", "bufferMemory", "faiss", "openAIEmbeddings", "recursiveCharacterTextSplitter", "textFile",
-            "promptTemplate", "chatPromptTemplate", "calculator", "conversationChain", "llmChain", "toolAgent",
-            "conversationalRetrievalQAChain", "inputModerationOpenAI", "queryEngine", "retrieverTool")
+KINDS = {
+    "Chat Models": "chat model",
+    "LLMs": "LLM",
+    "Vector Stores": "vector store",
+    "Embeddings": "embeddings node",
+    "Document Loaders": "document loader",
+    "Text Splitters": "text splitter",
+    "Memory": "memory node",
+    "Tools": "tool",
+    "Prompts": "prompt",
+    "Retrievers": "retriever",
+    "Chains": "chain",
+    "Agents": "agent",
+    "Engine": "engine",
+    "Output Parsers": "output parser",
+    "Moderation": "moderation node",
+    "Cache": "cache",
+}
+FAMILIAR = (
+    "chatOpenAI",
+    "bufferMemory",
+    "faiss",
+    "openAIEmbeddings",
+    "recursiveCharacterTextSplitter",
+    "textFile",
+    "promptTemplate",
+    "chatPromptTemplate",
+    "calculator",
+    "conversationChain",
+    "llmChain",
+    "toolAgent",
+    "conversationalRetrievalQAChain",
+    "inputModerationOpenAI",
+    "queryEngine",
+    "retrieverTool",
+)
 
 
 class PlanError(ValueError):
@@ -94,8 +130,17 @@ def inputs_of(definition: Mapping[str, Any], node: int) -> list[_Input]:
         if variable and not item.get("acceptVariable"):
             continue
         conditional = bool(item.get("show") or item.get("hide"))
-        found.append(_Input(node, item["name"], item["type"], frozenset(type_classes(item["type"])),
-                            not (variable or item.get("optional") or conditional), bool(item.get("list")), variable))
+        found.append(
+            _Input(
+                node,
+                item["name"],
+                item["type"],
+                frozenset(type_classes(item["type"])),
+                not (variable or item.get("optional") or conditional),
+                bool(item.get("list")),
+                variable,
+            )
+        )
     return found
 
 
@@ -117,8 +162,10 @@ class _Search:
         # Costs times 100, plus 1 for an edge that does not feed the ending node: among equal wirings an
         # optional input of the ending node wins (the response synthesizer of a sub-question engine).
         self.candidates = {i: [self._retied(c) for c in candidates[i]] for i in self.sources}
-        self.best_rest = [sum(min((c.cost for c in self.candidates[s]), default=0) for s in self.sources[k:])
-                          for k in range(len(self.sources) + 1)]
+        self.best_rest = [
+            sum(min((c.cost for c in self.candidates[s]), default=0) for s in self.sources[k:])
+            for k in range(len(self.sources) + 1)
+        ]
         self.best: tuple[int, list[_Edge]] | None = None
         self.steps = 0
 
@@ -195,8 +242,11 @@ def _unknown(names: Sequence[str], catalog: Mapping[str, Any]) -> None:
 
 def _example(catalog: Mapping[str, Any], fits: Any) -> tuple[str, str]:
     """A well-known, non-deprecated catalog node for which ``fits(definition)`` holds, and its kind."""
-    pool = [d for d in catalog.values() if d.get("badge") != "DEPRECATING" and d.get("category") != "Agent Flows"
-            and fits(d)]
+    pool = [
+        d
+        for d in catalog.values()
+        if d.get("badge") != "DEPRECATING" and d.get("category") != "Agent Flows" and fits(d)
+    ]
     if not pool:
         return "", ""
     counts: dict[str, int] = {}
@@ -208,20 +258,29 @@ def _example(catalog: Mapping[str, Any], fits: Any) -> tuple[str, str]:
     return name, KINDS.get(category, f"{category} node")
 
 
-def _explain(names: Sequence[str], catalog: Mapping[str, Any], outs: list[list[_Output]],
-             inputs: list[list[_Input]], endings: list[int]) -> None:
+def _explain(
+    names: Sequence[str],
+    catalog: Mapping[str, Any],
+    outs: list[list[_Output]],
+    inputs: list[list[_Input]],
+    endings: list[int],
+) -> None:
     """Raise the PlanError for the first piece found missing; return when every piece is there."""
     if not endings:
         raise PlanError("no ending node: add a chain, agent or engine such as conversationChain or toolAgent")
     for node, slots in enumerate(inputs):
         for slot in slots:
-            if slot.required and not any(edge_cost(o, slot) is not None
-                                         for j, os in enumerate(outs) if j != node for o in os):
+            if slot.required and not any(
+                edge_cost(o, slot) is not None for j, os in enumerate(outs) if j != node for o in os
+            ):
                 example, kind = _example(catalog, lambda d: any(edge_cost(o, slot) is not None for o in outputs_of(d)))
                 hint = f": add a {kind} such as {example}" if example else ""
                 raise PlanError(f"{names[node]} needs a {slot.type} ({slot.name}){hint}")
-    takers = [i for i in range(len(names)) if any(edge_cost(o, s) is not None for o in outs[i]
-                                                  for j, ss in enumerate(inputs) if j != i for s in ss)]
+    takers = [
+        i
+        for i in range(len(names))
+        if any(edge_cost(o, s) is not None for o in outs[i] for j, ss in enumerate(inputs) if j != i for s in ss)
+    ]
     lonely = [i for i in range(len(names)) if i not in takers]
     stuck = [i for i in lonely if i not in endings]
     if stuck:
@@ -246,8 +305,10 @@ def _crowded(names: Sequence[str], candidates: dict[int, list[_Edge]], endings: 
     for slots, sources in groups.items():
         if len(sources) > len(slots):
             where = ", ".join(sorted({f"{names[s.node]}.{s.name}" for s in slots}))
-            return (f"{len(sources)} nodes ({names[sources[0]]}, ...) but only {len(slots)} input(s) take them "
-                    f"({where}): drop one or add a node that takes it")
+            return (
+                f"{len(sources)} nodes ({names[sources[0]]}, ...) but only {len(slots)} input(s) take them "
+                f"({where}): drop one or add a node that takes it"
+            )
     if len(endings) > 1:
         shown = ", ".join(sorted({names[i] for i in endings})[:3])
         return f"{shown}: only one chain, agent or engine ends a flow and no other input here takes the rest; keep one"
@@ -299,8 +360,9 @@ def plan_flow(names: Sequence[str], catalog: Mapping[str, Any]) -> Json:
     return flow
 
 
-def replay_marketplace(templates: Mapping[str, Mapping[str, Any]], catalog: Mapping[str, Any],
-                       check: Any = None) -> dict[str, dict[str, Any]]:
+def replay_marketplace(
+    templates: Mapping[str, Mapping[str, Any]], catalog: Mapping[str, Any], check: Any = None
+) -> dict[str, dict[str, Any]]:
     """Plan each template from its node names alone and compare: the benchmark of the planner.
 
     Returns, per template: ``valid`` (``check(flow, catalog)`` found nothing), ``reproduced`` (the
@@ -324,7 +386,12 @@ def replay_marketplace(templates: Mapping[str, Mapping[str, Any]], catalog: Mapp
             results[title] = {"valid": False, "reproduced": False, "error": str(exc)}
             continue
         issues = check(flow, catalog)
-        results[title] = {"valid": not issues, "reproduced": links(flow) == links(template), "error": None,
-                          "issues": issues, "missing": sorted(links(template) - links(flow)),
-                          "extra": sorted(links(flow) - links(template))}
+        results[title] = {
+            "valid": not issues,
+            "reproduced": links(flow) == links(template),
+            "error": None,
+            "issues": issues,
+            "missing": sorted(links(template) - links(flow)),
+            "extra": sorted(links(flow) - links(template)),
+        }
     return results

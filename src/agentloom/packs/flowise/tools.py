@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.health import Check
@@ -104,7 +104,9 @@ class Deleted(TypedDict):
 class Flowise:
     """The pack's state: the API client now; Chroma, the catalog and the learning store on first use."""
 
-    def __init__(self, settings: FlowiseSettings, folder: Path, breakers: BreakerRegistry, embeddings: EmbeddingService) -> None:
+    def __init__(
+        self, settings: FlowiseSettings, folder: Path, breakers: BreakerRegistry, embeddings: EmbeddingService
+    ) -> None:
         from agentloom.packs.flowise.client import FlowiseClient
 
         self.settings = settings
@@ -260,8 +262,14 @@ async def flowise_build_flow(
         started = time.perf_counter()
         what = request or (f"template {template_id}" if template_id else "nodes " + ", ".join(nodes or []))
         try:
-            reply = state.builder.build(template_id=template_id, nodes=nodes, name=name, model=model,
-                                        temperature=temperature, memory_type=memory_type)
+            reply = state.builder.build(
+                template_id=template_id,
+                nodes=nodes,
+                name=name,
+                model=model,
+                temperature=temperature,
+                memory_type=memory_type,
+            )
         except AgentloomError as exc:
             _session(state, what, "failed", str(exc), started, None)
             raise
@@ -271,16 +279,24 @@ async def flowise_build_flow(
     return await _run(build)
 
 
-def _session(state: Flowise, request: str, outcome: str, reply: Any, started: float, chatflow_id: str | None,
-             artifact_id: str | None = None) -> None:
+def _session(
+    state: Flowise,
+    request: str,
+    outcome: str,
+    reply: Any,
+    started: float,
+    chatflow_id: str | None,
+    artifact_id: str | None = None,
+) -> None:
     """One sessions record per build attempt (build_flow, reuse_design): the reply's tokens and the time
     since ``started``; recording never makes the attempt fail."""
     from agentloom.packs.flowise.tokens import tokens
 
     try:
-        state.learning.record_session(request, outcome, tokens(reply), time.perf_counter() - started, chatflow_id,
-                                      artifact_id)
-    except Exception:  # noqa: BLE001 - the chatflow matters more than its log
+        state.learning.record_session(
+            request, outcome, tokens(reply), time.perf_counter() - started, chatflow_id, artifact_id
+        )
+    except Exception:
         log.warning("flowise: could not record the build session", exc_info=True)
 
 
@@ -316,7 +332,9 @@ async def flowise_delete_chatflow(state: Flowise, id: str) -> Deleted:
         try:
             uuid.UUID(id)
         except ValueError:
-            raise AgentloomError(f"id {id!r} is not a chatflow id (a UUID); flowise_list_chatflows shows them.") from None
+            raise AgentloomError(
+                f"id {id!r} is not a chatflow id (a UUID); flowise_list_chatflows shows them."
+            ) from None
         try:
             state.client.get_chatflow(id)  # Flowise answers a missing one's DELETE with a 500
         except NotFoundError:

@@ -19,8 +19,16 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from agentloom.packs.flowise.flowdata import (Json, chosen_output, compatible, edge_id, init_node_data, input_name,
-                                              input_slot, is_sticky)
+from agentloom.packs.flowise.flowdata import (
+    Json,
+    chosen_output,
+    compatible,
+    edge_id,
+    init_node_data,
+    input_name,
+    input_slot,
+    is_sticky,
+)
 
 
 def without_notes(flow: Mapping[str, Any]) -> Json:

@@ -8,13 +8,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentloom.cli.common import AsJson, DataDir, answer, pack_services
-from agentloom.cli.progress import Quiet, with_progress
 from agentloom.cli.help import SuggestingGroup
+from agentloom.cli.progress import Quiet, with_progress
 
 if TYPE_CHECKING:
     from agentloom.packs.skills.store import SkillIndex
 
-app = typer.Typer(cls=SuggestingGroup, help="Agent Skills search: index skill folders into LanceDB and find the right one.", no_args_is_help=True)
+app = typer.Typer(
+    cls=SuggestingGroup,
+    help="Agent Skills search: index skill folders into LanceDB and find the right one.",
+    no_args_is_help=True,
+)
+
 
 def _index(data_dir: Path | None) -> SkillIndex:
     from agentloom.packs.skills.settings import SkillSettings
@@ -26,7 +31,9 @@ def _index(data_dir: Path | None) -> SkillIndex:
 
 @app.command("index")
 def index_cmd(
-    path: Annotated[Path | None, typer.Argument(help="One skill folder or folder of skills (default: every root).")] = None,
+    path: Annotated[
+        Path | None, typer.Argument(help="One skill folder or folder of skills (default: every root).")
+    ] = None,
     data_dir: DataDir = None,
     as_json: AsJson = False,
     quiet: Quiet = False,
@@ -35,8 +42,10 @@ def index_cmd(
     from agentloom.core.work import current_step
 
     index = _index(data_dir)
-    result = answer(lambda: with_progress("indexing skills", lambda: index.scan(path, current_step),
-                                          quiet=quiet or as_json), as_json)
+    result = answer(
+        lambda: with_progress("indexing skills", lambda: index.scan(path, current_step), quiet=quiet or as_json),
+        as_json,
+    )
     if result is None:
         return
     typer.echo(
@@ -52,7 +61,9 @@ def index_cmd(
 def search_cmd(
     query: Annotated[str, typer.Argument(help="What you want to do, in any language.")],
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many skills.")] = 5,
-    threshold: Annotated[float | None, typer.Option("--threshold", help="Cosine cut-off (default: the model's).")] = None,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="Cosine cut-off (default: the model's).")
+    ] = None,
     data_dir: DataDir = None,
     as_json: AsJson = False,
 ) -> None:
@@ -84,6 +95,8 @@ def status_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
         return
     typer.echo(f"store: {result['path']}")
     typer.echo(f"skills: {result['skills']}")
-    typer.echo(f"model: {result['model']} (in use: {result['model_in_use']}, default threshold {result['default_threshold']:g})")
+    typer.echo(
+        f"model: {result['model']} (in use: {result['model_in_use']}, default threshold {result['default_threshold']:g})"
+    )
     typer.echo(f"rank model: {result['rank_model'] or '-'} ({result['rank_model_state']})")
     typer.echo("roots: " + ", ".join(result["roots"]))

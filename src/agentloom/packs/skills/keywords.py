@@ -12,7 +12,29 @@ _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     """Compiled on first use: the fallback is rare, and compiling costs start-up time."""
     return re.compile(rf"[{_CJK}]+|[a-z0-9]+"), re.compile(rf"[{_CJK}]")
-_STOP = {"a", "an", "the", "to", "of", "for", "and", "or", "in", "on", "my", "me", "i", "is", "it", "with", "use", "this", "that"}
+
+
+_STOP = {
+    "a",
+    "an",
+    "the",
+    "to",
+    "of",
+    "for",
+    "and",
+    "or",
+    "in",
+    "on",
+    "my",
+    "me",
+    "i",
+    "is",
+    "it",
+    "with",
+    "use",
+    "this",
+    "that",
+}
 
 
 def grams(text: str) -> set[str]:

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import NotFoundError
-from agentloom.core.work import Cancelled, count, current
 from agentloom.core.timestamps import iso
+from agentloom.core.work import Cancelled, count, current
 from agentloom.packs.skills.skillfile import MARKER, SKILL_FILE, Skill, SkillFormatError, file_digest, parse_skill
 
 if TYPE_CHECKING:
@@ -72,7 +72,9 @@ def write_marker(folder: Path, skill: Skill, indexed_at: int) -> None:
     """``.vectorized``: {indexedAt, skillSize, skillHash}; written whole (temp file, then rename)."""
     target = folder / MARKER
     tmp = folder / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps({"indexedAt": indexed_at, "skillSize": skill.size, "skillHash": skill.hash}), encoding="utf-8")
+    tmp.write_text(
+        json.dumps({"indexedAt": indexed_at, "skillSize": skill.size, "skillHash": skill.hash}), encoding="utf-8"
+    )
     os.replace(tmp, target)
 
 
@@ -113,7 +115,9 @@ class Scanner:
         started = time.perf_counter()
         roots = [path] if path is not None else list(index.roots)
         if path is not None and not path.is_dir():
-            raise NotFoundError(f"path: {path} is not a folder; give a skill folder (with SKILL.md) or a folder of skills.")
+            raise NotFoundError(
+                f"path: {path} is not a folder; give a skill folder (with SKILL.md) or a folder of skills."
+            )
         rows = dict(index.rows())
         counts: dict[str, Any] = {"added": 0, "updated": 0, "unchanged": 0, "removed": 0, "skipped": []}
         seen: dict[str, Path] = {}
@@ -136,8 +140,10 @@ class Scanner:
             self._write(record, todo, rows, counts, done, total, progress)
         except Cancelled:
             kept = counts["added"] + counts["updated"]
-            message = (f"skills indexing cancelled: {count(kept)} of {count(len(todo))} new or changed skills were "
-                       "indexed and are kept; run skills_index again to index the rest.")
+            message = (
+                f"skills indexing cancelled: {count(kept)} of {count(len(todo))} new or changed skills were "
+                "indexed and are kept; run skills_index again to index the rest."
+            )
             log.info("skills: %s", message)
             raise Cancelled(message) from None
         gone = self._remove_gone(rows, seen, roots)
@@ -151,13 +157,21 @@ class Scanner:
         index.last_scan = {**counts, "at": iso()}  # shown by status: the one timestamp format
         log.info(
             "skills: scan done in %.2f s: %d added, %d updated, %d unchanged, %d removed, %d skipped",
-            counts["seconds"], counts["added"], counts["updated"], counts["unchanged"], counts["removed"],
+            counts["seconds"],
+            counts["added"],
+            counts["updated"],
+            counts["unchanged"],
+            counts["removed"],
             len(counts["skipped"]),
         )
         return counts
 
     def _check(
-        self, folder: Path, rows: dict[str, dict[str, Any]], seen: dict[str, Path], record: ModelRecord,
+        self,
+        folder: Path,
+        rows: dict[str, dict[str, Any]],
+        seen: dict[str, Path],
+        record: ModelRecord,
         counts: dict[str, Any],
     ) -> Skill | None:
         """The parsed skill when ``folder`` must be (re)indexed; None when unchanged or skipped (counted)."""
@@ -201,8 +215,14 @@ class Scanner:
         return not os.access(folder, os.W_OK) or self._root_readonly(folder)
 
     def _write(
-        self, record: ModelRecord, todo: list[Skill], rows: dict[str, dict[str, Any]], counts: dict[str, Any],
-        done: int, total: int, progress: Progress | None,
+        self,
+        record: ModelRecord,
+        todo: list[Skill],
+        rows: dict[str, dict[str, Any]],
+        counts: dict[str, Any],
+        done: int,
+        total: int,
+        progress: Progress | None,
     ) -> None:
         """Embed and upsert ``todo`` in batches, then write each folder's marker."""
         if not todo:
@@ -213,15 +233,24 @@ class Scanner:
         table = index.table()
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
-            vectors = index.embeddings.embed_documents([s.embedding_text() for s in batch], record.key,
-                                                       lambda *_: current().check())
+            vectors = index.embeddings.embed_documents(
+                [s.embedding_text() for s in batch], record.key, lambda *_: current().check()
+            )
             now = now_ms()
             data = [
                 {
-                    "id": s.name, "name": s.name, "description": s.description, "tags": s.tags,
+                    "id": s.name,
+                    "name": s.name,
+                    "description": s.description,
+                    "tags": s.tags,
                     "vector": vectors[i].tolist(),
-                    "metadata": {"path": str(s.path), "size": s.size, "hash": s.hash, "indexedAt": now,
-                                 "model": record.key},
+                    "metadata": {
+                        "path": str(s.path),
+                        "size": s.size,
+                        "hash": s.hash,
+                        "indexedAt": now,
+                        "model": record.key,
+                    },
                 }
                 for i, s in enumerate(batch)
             ]
@@ -265,5 +294,7 @@ class Scanner:
             self._readonly_told.add(str(root))
             log.warning(
                 "skills: cannot write %s in %s (%s): the root is read-only, index state is kept in the database",
-                MARKER, root, exc.strerror or exc,
+                MARKER,
+                root,
+                exc.strerror or exc,
             )

@@ -139,12 +139,14 @@ def _matrix(column: Any, rows: int) -> np.ndarray:
 def _rank_schema(dimensions: int) -> Any:
     import pyarrow as pa
 
-    return pa.schema([
-        pa.field("id", pa.string(), nullable=False),
-        pa.field("hash", pa.string()),
-        pa.field("fingerprint", pa.string()),
-        pa.field("vector", pa.list_(pa.float32(), dimensions)),
-    ])
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("hash", pa.string()),
+            pa.field("fingerprint", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dimensions)),
+        ]
+    )
 
 
 class SkillSearch:
@@ -175,7 +177,7 @@ class SkillSearch:
             with self._lock:
                 try:
                     data = table.to_arrow()
-                except Exception:  # noqa: BLE001 - a compaction may have removed the version we read: once more
+                except Exception:
                     table.checkout_latest()
                     version = int(table.version)
                     data = table.to_arrow()
@@ -202,7 +204,7 @@ class SkillSearch:
             return None
         try:
             record = self.index.embeddings.model(key)
-        except Exception as exc:  # noqa: BLE001 - an unknown key or a broken registry: rank by cosine alone
+        except Exception as exc:
             self._give_up_rank(exc)
             return None
         if record.key != key:  # the service answers an unknown key with its default model: not what was asked
@@ -214,9 +216,12 @@ class SkillSearch:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         self._rank_failed = detail
         self._rank_failed_at = time.monotonic()
-        log.warning("skills: rank model %r cannot be used (%s): results are ordered by the scoring model alone. "
-                    "Fix: install it, or set rank_model to '' in [pack_settings.skills].",
-                    self.index.settings.rank_model, detail)
+        log.warning(
+            "skills: rank model %r cannot be used (%s): results are ordered by the scoring model alone. "
+            "Fix: install it, or set rank_model to '' in [pack_settings.skills].",
+            self.index.settings.rank_model,
+            detail,
+        )
 
     def rank_state(self) -> str:
         """For ``skills status``: whether the rank model orders results, and if not, why."""
@@ -256,7 +261,10 @@ class SkillSearch:
             rows = self.index.rows()
             table = self._open_rank_table(record)
             table.checkout_latest()
-            have = {r["id"]: (r["hash"], r["fingerprint"]) for r in table.to_arrow().select(["id", "hash", "fingerprint"]).to_pylist()}
+            have = {
+                r["id"]: (r["hash"], r["fingerprint"])
+                for r in table.to_arrow().select(["id", "hash", "fingerprint"]).to_pylist()
+            }
             todo = [row for name, row in rows.items() if have.get(name) != (row.get("hash"), record.fingerprint)]
             gone = [name for name in have if name not in rows]
             for start in range(0, len(todo), BATCH):
@@ -264,15 +272,23 @@ class SkillSearch:
                 texts = [embedding_text(r["name"], r["description"] or "", list(r.get("tags") or [])) for r in batch]
                 try:
                     vectors = self.index.embeddings.embed_documents(texts, record.key)
-                except Exception as exc:  # noqa: BLE001 - the rank model is optional: search goes on without it
+                except Exception as exc:
                     self._give_up_rank(exc)
                     return
                 import pyarrow as pa
 
-                data = [{"id": r["name"], "hash": r.get("hash"), "fingerprint": record.fingerprint,
-                         "vector": vectors[i].tolist()} for i, r in enumerate(batch)]
+                data = [
+                    {
+                        "id": r["name"],
+                        "hash": r.get("hash"),
+                        "fingerprint": record.fingerprint,
+                        "vector": vectors[i].tolist(),
+                    }
+                    for i, r in enumerate(batch)
+                ]
                 table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
-                    pa.Table.from_pylist(data, schema=table.schema))
+                    pa.Table.from_pylist(data, schema=table.schema)
+                )
             if gone:
                 table.delete(ids_in(gone))
             if (todo or gone) and self.index.settings.compact:
@@ -285,7 +301,7 @@ class SkillSearch:
         """``sync`` after a scan; a failure is logged, never fails the scan (the next search tries again)."""
         try:
             self.sync()
-        except Exception as exc:  # noqa: BLE001 - the scan itself succeeded
+        except Exception as exc:
             log.warning("skills: rank model table not updated after the scan (%s); the next search retries", exc)
 
     def _rank_matrix(self, snap: Snapshot, record: ModelRecord) -> np.ndarray | None:
@@ -320,8 +336,9 @@ class SkillSearch:
             return None
         return record, _pool().submit(self.index.embeddings.embed_query, query, record.key)
 
-    def _order(self, pending: tuple[ModelRecord, Future[np.ndarray]] | None, cosines: np.ndarray,
-               snap: Snapshot) -> tuple[np.ndarray, str]:
+    def _order(
+        self, pending: tuple[ModelRecord, Future[np.ndarray]] | None, cosines: np.ndarray, snap: Snapshot
+    ) -> tuple[np.ndarray, str]:
         """Row indices best first, and the mode: "hybrid" (both models) or "vector" (the scoring model alone)."""
         import numpy as np
 
@@ -334,7 +351,7 @@ class SkillSearch:
                     other = _cosines(matrix, future.result())
                     weight = self.index.settings.rank_weight
                     fused = (1 - weight) * _zscores(cosines) + weight * _zscores(other)
-            except Exception as exc:  # noqa: BLE001 - any rank model failure: order by cosine alone
+            except Exception as exc:
                 self._give_up_rank(exc)
         if fused is None:
             return np.argsort(-cosines, kind="stable"), "vector"
@@ -361,7 +378,7 @@ class SkillSearch:
             vector = index.embeddings.embed_query(query, record.key)
         except LanceSearchError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any model failure: keyword matching instead
+        except Exception as exc:
             return self._keyword_search(query, limit, exc)
         import numpy as np
 
@@ -374,7 +391,9 @@ class SkillSearch:
             order, mode = self._order(pending, cosines, snap)
             for row in order:
                 score = round(float(cosines[row]), 4)
-                if not score >= cut:  # NaN too: a stored vector with a null in it (written by another tool) scores nothing
+                if (
+                    not score >= cut
+                ):  # NaN too: a stored vector with a null in it (written by another tool) scores nothing
                     continue  # the threshold belongs to the scoring model's cosine, whatever the order
                 results.append(_hit(snap.names[row], snap.descriptions[row], score, snap.paths[row]))
                 if len(results) == limit:
@@ -385,10 +404,17 @@ class SkillSearch:
         if not results:
             notes.append(
                 f"no skill scored {cut:g} or more (cosine, model {record.key}); lower threshold or rephrase"
-                if snap.names else "no skills are indexed yet; put skill folders in a root and run skills_index"
+                if snap.names
+                else "no skills are indexed yet; put skill folders in a root and run skills_index"
             )
-        return {"results": results, "message": "; ".join(notes) or None, "mode": mode, "fallback": False,
-                "model": record.key, "threshold": cut}
+        return {
+            "results": results,
+            "message": "; ".join(notes) or None,
+            "mode": mode,
+            "fallback": False,
+            "model": record.key,
+            "threshold": cut,
+        }
 
     # -- the copy beside the store (warm.py): a new process searches without LanceDB ----------------
     def _warm(self) -> tuple[Snapshot | None, list[list[Any]] | None]:
@@ -408,13 +434,19 @@ class SkillSearch:
             copy = warm.load(index.path, current)
             if copy is None:
                 return None, current
-            snap = Snapshot(table=object(), version=-1, names=copy.names, descriptions=copy.descriptions,
-                            paths=copy.paths, vectors=copy.vectors)  # no LanceDB table is ever this object
+            snap = Snapshot(
+                table=object(),
+                version=-1,
+                names=copy.names,
+                descriptions=copy.descriptions,
+                paths=copy.paths,
+                vectors=copy.vectors,
+            )  # no LanceDB table is ever this object
             self._warm_memo = (copy, snap)
         try:
             record = index.model()
             rank = self.rank_record()
-        except Exception:  # noqa: BLE001 - the search that opens the store reports it
+        except Exception:
             return None, current
         if copy.model != (record.key, record.fingerprint):
             return None, current
@@ -436,11 +468,19 @@ class SkillSearch:
             if cached is None or not _same(cached[0], (snap.table, snap.version, rank.fingerprint)):
                 return  # the rank model's vectors were not read (one skill): no copy this time
             rank_vectors = cached[1]
-        warm.save(self.index.path, warm.Warm(
-            stamp=before, model=(record.key, record.fingerprint),
-            rank_model=None if rank is None else (rank.key, rank.fingerprint),
-            names=snap.names, descriptions=snap.descriptions, paths=snap.paths,
-            vectors=snap.vectors, rank_vectors=rank_vectors))
+        warm.save(
+            self.index.path,
+            warm.Warm(
+                stamp=before,
+                model=(record.key, record.fingerprint),
+                rank_model=None if rank is None else (rank.key, rank.fingerprint),
+                names=snap.names,
+                descriptions=snap.descriptions,
+                paths=snap.paths,
+                vectors=snap.vectors,
+                rank_vectors=rank_vectors,
+            ),
+        )
 
     def _keyword_search(self, query: str, limit: int, exc: BaseException) -> dict[str, Any]:
         if not self._fallback_told:
@@ -454,12 +494,20 @@ class SkillSearch:
         scored.sort(key=lambda item: (-item[0], item[1]["name"]))
         results = [_hit(r["name"], r["description"] or "", s, r.get("path")) for s, r in scored[:limit]]
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        notes = [f"fallback: the embedding model failed ({detail}); results come from keyword matching on name, "
-                 "description and tags, and scores are the share of query terms found, not cosine similarities"]
+        notes = [
+            f"fallback: the embedding model failed ({detail}); results come from keyword matching on name, "
+            "description and tags, and scores are the share of query terms found, not cosine similarities"
+        ]
         if msg := self.index._status_message():
             notes.append(msg)
-        return {"results": results, "message": "; ".join(notes), "mode": "keyword", "fallback": True,
-                "model": None, "threshold": None}
+        return {
+            "results": results,
+            "message": "; ".join(notes),
+            "mode": "keyword",
+            "fallback": True,
+            "model": None,
+            "threshold": None,
+        }
 
 
 def _hit(name: str, description: str, score: float, path: str | None) -> dict[str, Any]:

@@ -43,7 +43,9 @@ class SkillSettings(BaseModel):
     )
     scan_on_start: bool = Field(True, description="Scan the roots in the background when the server starts.")
     scan_delay_seconds: float = Field(
-        3.0, ge=0, description="How long the start-up scan waits (unless a skills tool is called first), so the "
+        3.0,
+        ge=0,
+        description="How long the start-up scan waits (unless a skills tool is called first), so the "
         "server answers its first requests before LanceDB is imported.",
     )
     compact: bool = Field(True, description="Compact the LanceDB table after a scan that changed it.")

@@ -112,7 +112,7 @@ class SkillIndex:
             yield
         except AgentloomError:
             raise
-        except Exception as exc:  # noqa: BLE001 - lance raises OSError, ValueError, RuntimeError...
+        except Exception as exc:
             raise self._failed(exc) from exc
 
     def table(self) -> Any:
@@ -130,8 +130,11 @@ class SkillIndex:
                 db = lancedb.connect(self.path, read_consistency_interval=timedelta(seconds=1))
                 if TABLE in table_names(db):
                     table = db.open_table(TABLE)
-                    log.info("LanceDB opened existing skills table (%d rows) in %.0f ms", table.count_rows(),
-                             (time.perf_counter() - started) * 1000)
+                    log.info(
+                        "LanceDB opened existing skills table (%d rows) in %.0f ms",
+                        table.count_rows(),
+                        (time.perf_counter() - started) * 1000,
+                    )
                 else:
                     record = self.model()
                     table = db.create_table(TABLE, schema=_schema(record.dimensions))
@@ -143,8 +146,12 @@ class SkillIndex:
     def _write_model(self, db: Any, record: ModelRecord) -> None:
         import pyarrow as pa
 
-        row = {"key": record.key, "fingerprint": record.fingerprint, "dimensions": record.dimensions,
-               "created_at": now_ms()}
+        row = {
+            "key": record.key,
+            "fingerprint": record.fingerprint,
+            "dimensions": record.dimensions,
+            "created_at": now_ms(),
+        }
         data = pa.Table.from_pylist([row])
         if MODEL_TABLE in table_names(db):
             db.open_table(MODEL_TABLE).add(data, mode="overwrite")
@@ -190,8 +197,11 @@ class SkillIndex:
             self._table = self._db.create_table(TABLE, schema=_schema(record.dimensions))
             self._write_model(self._db, record)
             self._rows = None
-        log.warning("skills: the embedding model changed (%s -> %s): re-indexing every skill",
-                    (made or {}).get("key"), record.key)
+        log.warning(
+            "skills: the embedding model changed (%s -> %s): re-indexing every skill",
+            (made or {}).get("key"),
+            record.key,
+        )
 
     def ensure_model(self) -> ModelRecord:
         """The model in use, with the table rebuilt and re-indexed when it was made by another one."""
@@ -227,7 +237,7 @@ class SkillIndex:
             self._wake.wait(delay)
             try:
                 self.scan()
-            except Exception as exc:  # noqa: BLE001 - logged; tools report it
+            except Exception as exc:
                 self.scan_error = str(exc)
                 log.error("skills: start-up scan failed: %s", exc)
 
@@ -294,11 +304,19 @@ class SkillIndex:
                 "run skills_index to refresh the index."
             ) from None
         files = sorted(
-            str(p.relative_to(folder)) for p in folder.rglob("*")
+            str(p.relative_to(folder))
+            for p in folder.rglob("*")
             if p.is_file() and p.name not in (MARKER, f"{MARKER}.tmp")
         )
-        return {"name": skill.name, "description": skill.description, "tags": skill.tags, "path": str(folder),
-                "body": skill.body, "files": files, **({"metadata": _jsonable(skill.extra)} if skill.extra else {})}
+        return {
+            "name": skill.name,
+            "description": skill.description,
+            "tags": skill.tags,
+            "path": str(folder),
+            "body": skill.body,
+            "files": files,
+            **({"metadata": _jsonable(skill.extra)} if skill.extra else {}),
+        }
 
     def list(self) -> dict[str, Any]:
         skills = []

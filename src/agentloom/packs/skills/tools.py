@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from agentloom.core.health import Check
 from agentloom.core.work import current_step
@@ -100,7 +100,7 @@ def setup(ctx: PackContext) -> SkillIndex:
 def health(index: SkillIndex) -> list[Check]:
     try:
         status = index.status()
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
+    except Exception as exc:
         return [Check(f"skills store ({index.path})", False, str(exc))]
     detail = f"{status['skills']} skills, model {status['model']}"
     if status["scanning"]:

@@ -85,11 +85,16 @@ def load(store: Path, current: list[list[Any]] | None) -> Warm | None:
                 return None
             rank = meta.get("rank_model")
             return Warm(
-                stamp=current, model=tuple(meta["model"]), rank_model=tuple(rank) if rank else None,
-                names=meta["names"], descriptions=meta["descriptions"], paths=meta["paths"],
-                vectors=data["vectors"], rank_vectors=data["rank_vectors"] if rank else None,
+                stamp=current,
+                model=tuple(meta["model"]),
+                rank_model=tuple(rank) if rank else None,
+                names=meta["names"],
+                descriptions=meta["descriptions"],
+                paths=meta["paths"],
+                vectors=data["vectors"],
+                rank_vectors=data["rank_vectors"] if rank else None,
             )
-    except Exception as exc:  # noqa: BLE001 - a damaged copy is only a slower search
+    except Exception as exc:
         log.debug("skills: %s cannot be read (%s); searching the store", path, exc)
         return None
 
@@ -100,14 +105,20 @@ def save(store: Path, warm: Warm) -> None:
 
     from agentloom.embeddings.cachefile import written_atomically
 
-    meta = {"format": FORMAT, "stamp": warm.stamp, "model": list(warm.model),
-            "rank_model": list(warm.rank_model) if warm.rank_model else None,
-            "names": warm.names, "descriptions": warm.descriptions, "paths": warm.paths}
+    meta = {
+        "format": FORMAT,
+        "stamp": warm.stamp,
+        "model": list(warm.model),
+        "rank_model": list(warm.rank_model) if warm.rank_model else None,
+        "names": warm.names,
+        "descriptions": warm.descriptions,
+        "paths": warm.paths,
+    }
     arrays = {"meta": np.array(json.dumps(meta, ensure_ascii=False)), "vectors": warm.vectors}
     if warm.rank_vectors is not None:
         arrays["rank_vectors"] = warm.rank_vectors
     try:
         with written_atomically(warm_path(store), "the skills search copy") as tmp, tmp.open("wb") as out:
             np.savez(out, **arrays)
-    except Exception as exc:  # noqa: BLE001 - read-only folder, full disk: search the store next time
+    except Exception as exc:
         log.debug("skills: cannot write %s (%s)", warm_path(store), exc)

@@ -9,17 +9,28 @@ import typer
 from agentloom.cli.common import DataDir, load_settings
 from agentloom.cli.help import SuggestingGroup
 
-app = typer.Typer(cls=SuggestingGroup, help="Stitch: run React Flow graphs with external workers.", no_args_is_help=True)
+app = typer.Typer(
+    cls=SuggestingGroup, help="Stitch: run React Flow graphs with external workers.", no_args_is_help=True
+)
 
 
 @app.command("serve")
 def serve(
-    host: Annotated[str, typer.Option(metavar="HOST", help="Interface to listen on; anything but loopback needs STITCH_API_KEY.")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(metavar="HOST", help="Interface to listen on; anything but loopback needs STITCH_API_KEY.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on.")] = 8000,
     database: Annotated[
-        str | None, typer.Option("--database", metavar="URL", help="sqlite:///file.db or postgresql://user@host/db (default: SQLite in the data dir).")
+        str | None,
+        typer.Option(
+            "--database",
+            metavar="URL",
+            help="sqlite:///file.db or postgresql://user@host/db (default: SQLite in the data dir).",
+        ),
     ] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Server processes sharing the port (all state is in the database).")] = 1,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Server processes sharing the port (all state is in the database).")
+    ] = 1,
     data_dir: DataDir = None,
 ) -> None:
     """Serve /api/stitch (OpenAPI docs at /docs; with STITCH_API_KEY set, they need the key too).
@@ -48,8 +59,13 @@ def serve(
     logging.getLogger(__name__).info("stitch on http://%s:%d/api/stitch, callbacks via %s", host, port, stitch.base_url)
     # Live-update streams stay open until the browser leaves: on shutdown, uvicorn would wait for
     # them forever. Requests are short (a webhook owed is in the outbox), so 3 s is enough for them.
-    options = {"host": host, "port": port, "log_config": None, "log_level": settings.log_level.lower(),
-               "timeout_graceful_shutdown": 3}
+    options = {
+        "host": host,
+        "port": port,
+        "log_config": None,
+        "log_level": settings.log_level.lower(),
+        "timeout_graceful_shutdown": 3,
+    }
     if workers == 1:
         uvicorn.run(create_app(stitch, url), **options)
         return

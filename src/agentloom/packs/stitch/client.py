@@ -39,7 +39,9 @@ class StitchClient:
 
     def __init__(self, settings: StitchPackSettings, breakers: BreakerRegistry) -> None:
         self.settings = settings
-        self.dependency = Dependency("stitch", breakers.get("stitch"), is_failure=_is_outage, describe=self._unreachable)
+        self.dependency = Dependency(
+            "stitch", breakers.get("stitch"), is_failure=_is_outage, describe=self._unreachable
+        )
         self._http: httpx.Client | None = None
         self._lock = threading.Lock()
 
@@ -50,13 +52,17 @@ class StitchClient:
 
                 s = self.settings
                 headers = {"Authorization": f"Bearer {s.api_key}"} if s.api_key else {}
-                self._http = httpx.Client(base_url=s.url.rstrip("/") + "/api/stitch", headers=headers, timeout=s.timeout_seconds)
+                self._http = httpx.Client(
+                    base_url=s.url.rstrip("/") + "/api/stitch", headers=headers, timeout=s.timeout_seconds
+                )
             return self._http
 
     def call(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None) -> Any:
         client = self._client()
         query = {k: v for k, v in (params or {}).items() if v is not None} or None
-        response = self.dependency.call(lambda: _checked(client.request(method, path, json=json, params=query), self.settings.url))
+        response = self.dependency.call(
+            lambda: _checked(client.request(method, path, json=json, params=query), self.settings.url)
+        )
         if response.status_code == 401:
             raise AgentloomError("the Stitch server wants an API key: set AGENTLOOM_STITCH__API_KEY")
         if response.status_code >= 400:
@@ -71,8 +77,10 @@ class StitchClient:
     def _unreachable(self, exc: BaseException) -> str:
         if isinstance(exc, DependencyFailure):
             return str(exc)
-        return (f"Stitch server at {self.settings.url} is unreachable ({type(exc).__name__}); "
-                "start it with `agentloom stitch serve` or set AGENTLOOM_STITCH__URL")
+        return (
+            f"Stitch server at {self.settings.url} is unreachable ({type(exc).__name__}); "
+            "start it with `agentloom stitch serve` or set AGENTLOOM_STITCH__URL"
+        )
 
 
 # What counts on the ``stitch`` breaker (it opens after a few in a row and then refuses every
@@ -88,20 +96,26 @@ def _checked(response: httpx.Response, url: str) -> httpx.Response:
     if response.status_code in OUTAGE_STATUSES:
         raise DependencyFailure(f"Stitch server at {url} answered HTTP {response.status_code}: {_detail(response)}")
     if response.status_code >= 500:  # an AgentloomError: Dependency records no verdict and passes it on
-        raise AgentloomError(f"the Stitch server at {url} failed on this request (HTTP {response.status_code}: "
-                             f"{_detail(response)}); other requests are not affected, its log has the details")
+        raise AgentloomError(
+            f"the Stitch server at {url} failed on this request (HTTP {response.status_code}: "
+            f"{_detail(response)}); other requests are not affected, its log has the details"
+        )
     return response
 
 
 def run_id(value: str) -> str:
     if not is_uuid(value):
-        raise AgentloomError(f"run_id: {shown(value)} is not a run id; run ids are UUIDs, as stitch_start_run returns them")
+        raise AgentloomError(
+            f"run_id: {shown(value)} is not a run id; run ids are UUIDs, as stitch_start_run returns them"
+        )
     return value.lower()
 
 
 def flow_id(value: str) -> str:
     if not is_uuid(value):
-        raise AgentloomError(f"flow_id: {shown(value)} is not a flow id; flow ids are UUIDs, as stitch_list_flows lists them")
+        raise AgentloomError(
+            f"flow_id: {shown(value)} is not a flow id; flow ids are UUIDs, as stitch_list_flows lists them"
+        )
     return value.lower()
 
 
@@ -110,8 +124,10 @@ def node_id(value: str) -> str:
     # server's 404). Flows saved before node ids were restricted may still have ids outside
     # today's alphabet, so only what encoding cannot carry is refused here.
     if not value or not value.strip(".") or not value.isprintable() or len(value) > 1000:
-        raise AgentloomError(f"node_id: {shown(value)} is not a node id (node ids use {NODE_ID_CHARACTERS}); "
-                             "stitch_run_status lists the run's nodes")
+        raise AgentloomError(
+            f"node_id: {shown(value)} is not a node id (node ids use {NODE_ID_CHARACTERS}); "
+            "stitch_run_status lists the run's nodes"
+        )
     return value
 
 
@@ -119,8 +135,10 @@ def cursor(value: str | None) -> str | None:
     # Opaque to the tools; it travels as a query value (encoded by httpx), so only text no
     # server ever hands out is refused here.
     if value is not None and (not value or not value.isprintable() or len(value) > 1000):
-        raise AgentloomError(f"cursor: {shown(value)} is not a cursor; pass the next_cursor of the previous "
-                             "stitch_list_runs reply unchanged, or leave it out for the first page")
+        raise AgentloomError(
+            f"cursor: {shown(value)} is not a cursor; pass the next_cursor of the previous "
+            "stitch_list_runs reply unchanged, or leave it out for the first page"
+        )
     return value
 
 

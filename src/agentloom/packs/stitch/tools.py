@@ -9,10 +9,10 @@ error (``isError: true``) carrying its reason.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 from pydantic import Field
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
@@ -22,9 +22,12 @@ from agentloom.packs.stitch.client import StitchClient, StitchPackSettings
 from agentloom.server.packs import Pack, PackContext
 from agentloom.stitch.models import RunStatus as RunState
 
-pack = Pack("stitch", "Run React Flow workflows on a Stitch server: save flows, start, follow, list and cancel runs, answer gates, retry",
-            requires=["httpx"],
-            cli="agentloom.packs.stitch.cli:app")
+pack = Pack(
+    "stitch",
+    "Run React Flow workflows on a Stitch server: save flows, start, follow, list and cancel runs, answer gates, retry",
+    requires=["httpx"],
+    cli="agentloom.packs.stitch.cli:app",
+)
 
 
 class FlowSummary(TypedDict):
@@ -98,7 +101,13 @@ def health(stitch: StitchClient) -> list[Check]:
         return [Check("stitch server", True, f"{settings.url}: {body['database']}", required=False)]
     except AgentloomError as exc:  # optional: the other packs work without a Stitch server
         if "url" not in settings.model_fields_set:  # nobody asked for one: not running is not a fault
-            return [Check("stitch server", True, f"none at the default {settings.url} (start one with `agentloom stitch serve`)")]
+            return [
+                Check(
+                    "stitch server",
+                    True,
+                    f"none at the default {settings.url} (start one with `agentloom stitch serve`)",
+                )
+            ]
         return [Check("stitch server", False, str(exc), required=False)]
 
 
@@ -106,17 +115,33 @@ def health(stitch: StitchClient) -> list[Check]:
 def stitch_list_flows(stitch: StitchClient) -> FlowList:
     """The flows on the Stitch server."""
     flows = stitch.call("GET", "/flows")
-    return {"flows": [{"id": f["id"], "name": f["name"], "version": f["version"], "nodes": len(f["graph"]["nodes"]),
-                       "updated_at": _moment(f["updated_at"])} for f in flows]}
+    return {
+        "flows": [
+            {
+                "id": f["id"],
+                "name": f["name"],
+                "version": f["version"],
+                "nodes": len(f["graph"]["nodes"]),
+                "updated_at": _moment(f["updated_at"]),
+            }
+            for f in flows
+        ]
+    }
 
 
 @pack.tool(open_world=True)
 def stitch_create_flow(
     stitch: StitchClient,
     name: Annotated[str, Field(min_length=1, max_length=200, description="The flow's name.")],
-    graph: Annotated[dict[str, Any], Field(description=(
-        "The React Flow graph: {nodes: [{id, type: Worker|UX|Splitter|Collector, data}], edges: [{id, source, target}]}. "
-        "A Worker needs data.webhookUrl, a Splitter data.arrayPath; a UX node may set data.prompt."))],
+    graph: Annotated[
+        dict[str, Any],
+        Field(
+            description=(
+                "The React Flow graph: {nodes: [{id, type: Worker|UX|Splitter|Collector, data}], edges: [{id, source, target}]}. "
+                "A Worker needs data.webhookUrl, a Splitter data.arrayPath; a UX node may set data.prompt."
+            )
+        ),
+    ],
 ) -> CreatedFlow:
     """Save a new flow, for stitch_start_run; the server checks the graph (node types, edges, no
     cycles)."""
@@ -125,7 +150,7 @@ def stitch_create_flow(
 
 
 @pack.tool(open_world=True)
-def stitch_start_run(stitch: StitchClient, flow_id: str, input: Any = None) -> RunStatus:  # noqa: A002 - the API's word
+def stitch_start_run(stitch: StitchClient, flow_id: str, input: Any = None) -> RunStatus:
     """Start a run of a flow with `input`; returns the run id and the first node states."""
     return _summary(stitch.call("POST", client.path("flows", client.flow_id(flow_id), "runs"), {"input": input}))
 
@@ -135,18 +160,28 @@ def stitch_list_runs(
     stitch: StitchClient,
     flow_id: Annotated[str | None, Field(description="Only this flow's runs (an id from stitch_list_flows).")] = None,
     status: Annotated[RunState | None, Field(description="Only runs in this status.")] = None,
-    cursor: Annotated[str | None, Field(description="The next_cursor of the previous page; leave out for the first.")] = None,
+    cursor: Annotated[
+        str | None, Field(description="The next_cursor of the previous page; leave out for the first.")
+    ] = None,
     limit: Annotated[int, Field(ge=1, le=100, description="Runs per page, 1 to 100.")] = 20,
 ) -> RunList:
     """Runs, newest first; status waiting_for_user finds those waiting for a person."""
-    params = {"flow_id": client.flow_id(flow_id) if flow_id is not None else None, "status": status,
-              "cursor": client.cursor(cursor), "limit": limit}
+    params = {
+        "flow_id": client.flow_id(flow_id) if flow_id is not None else None,
+        "status": status,
+        "cursor": client.cursor(cursor),
+        "limit": limit,
+    }
     body = stitch.call("GET", "/runs", params=params)
     if not isinstance(body, dict) or "runs" not in body:  # an older server ignores the filters: do not pretend
-        raise AgentloomError(f"the Stitch server at {stitch.settings.url} is older than this tool (its run list has "
-                             "no filters or pages); upgrade it to list runs by status or page through them")
-    runs: list[RunSummary] = [{"run_id": r["id"], "flow_id": r["flow_id"], "status": r["status"],
-                               "created_at": _moment(r["created_at"])} for r in body["runs"]]
+        raise AgentloomError(
+            f"the Stitch server at {stitch.settings.url} is older than this tool (its run list has "
+            "no filters or pages); upgrade it to list runs by status or page through them"
+        )
+    runs: list[RunSummary] = [
+        {"run_id": r["id"], "flow_id": r["flow_id"], "status": r["status"], "created_at": _moment(r["created_at"])}
+        for r in body["runs"]
+    ]
     return {"runs": runs, "next_cursor": body.get("next_cursor")}
 
 

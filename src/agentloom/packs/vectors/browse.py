@@ -118,8 +118,11 @@ def document_info(store: VectorStore, collection_name: str, document_id: str) ->
         "chunk_count": len(chunks),
         "chunk_ids": [m["id"] for _, m in chunks],
         "total_characters": max((m["end"] for _, m in chunks), default=0),
-        "chunk_tokens": {"min": min(tokens, default=0), "max": max(tokens, default=0),
-                         "mean": round(sum(tokens) / len(tokens), 1) if tokens else 0},
+        "chunk_tokens": {
+            "min": min(tokens, default=0),
+            "max": max(tokens, default=0),
+            "mean": round(sum(tokens) / len(tokens), 1) if tokens else 0,
+        },
         "chunk_characters": {"min": min(chars, default=0), "max": max(chars, default=0)},
     }
 
@@ -154,8 +157,10 @@ def _current_chunks(
             include=["metadatas", "documents"],
         )
     )
-    chunks = [(text, {**meta, "id": i} if with_ids else dict(meta))
-              for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"])]
+    chunks = [
+        (text, {**meta, "id": i} if with_ids else dict(meta))
+        for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"])
+    ]
     chunks.sort(key=lambda c: c[1]["chunk_index"])
     return record, chunks
 
@@ -195,4 +200,3 @@ def _decode(cursor: str | None) -> str | None:
     except (ValueError, binascii.Error, TypeError, UnicodeDecodeError):
         pass
     raise AgentloomError("cursor is not one this tool returned: pass next_cursor from the previous reply, or omit it.")
-

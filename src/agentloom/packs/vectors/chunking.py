@@ -95,7 +95,12 @@ def check_unicode(text: str) -> None:
 
 
 def chunk_sections(
-    text: str, *, tokenizer: Tokenizer | None, chunk_tokens: int, overlap_tokens: int, max_tokens: int,
+    text: str,
+    *,
+    tokenizer: Tokenizer | None,
+    chunk_tokens: int,
+    overlap_tokens: int,
+    max_tokens: int,
     section_chars: int = SECTION_CHARS,
 ) -> Iterator[list[Chunk]]:
     """The chunks of `text`, a section of about `section_chars` at a time, so that a long text (a
@@ -108,8 +113,13 @@ def chunk_sections(
     start, index = 0, 0
     while start < len(text):
         end = _section_end(text, start, section_chars)
-        chunks = chunk_text(text[start:end], tokenizer=tokenizer, chunk_tokens=chunk_tokens,
-                            overlap_tokens=overlap_tokens, max_tokens=max_tokens)
+        chunks = chunk_text(
+            text[start:end],
+            tokenizer=tokenizer,
+            chunk_tokens=chunk_tokens,
+            overlap_tokens=overlap_tokens,
+            max_tokens=max_tokens,
+        )
         yield [replace(c, index=index + i, start=c.start + start, end=c.end + start) for i, c in enumerate(chunks)]
         index += len(chunks)
         start = end
@@ -202,8 +212,9 @@ _SPACES = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint
 # Of those, the ones a tokenizer splits words at. The others (form feed, vertical tab, \x1c-\x1f,
 # \x85: control characters) are deleted by BERT's normaliser, which joins the words around them, so
 # a cut there counts as one inside a word (re-counted).
-_SEPARATORS = np.array([c for c in _SPACES.tolist() if chr(c) in "\t\n\r" or unicodedata.category(chr(c)) == "Zs"],
-                       dtype=np.uint32)
+_SEPARATORS = np.array(
+    [c for c in _SPACES.tolist() if chr(c) in "\t\n\r" or unicodedata.category(chr(c)) == "Zs"], dtype=np.uint32
+)
 _LATIN_ENDS = np.array([ord(c) for c in ".!?…"], dtype=np.uint32)
 _CJK_ENDS = np.array([ord(c) for c in "。！？"], dtype=np.uint32)
 _CLOSER_CODES = np.array([ord(c) for c in _CLOSERS], dtype=np.uint32)

@@ -69,8 +69,10 @@ def allowed_roots(client: Iterable[Path], configured: list[Path] | None, cwd: Pa
     else:
         here = _resolve(cwd)
         if here == Path(here.anchor) or here == _resolve(Path.home()):
-            note = (f"the server's working directory {here} is not used by default because it is the "
-                    f"{'filesystem root' if here == Path(here.anchor) else 'home folder'}")
+            note = (
+                f"the server's working directory {here} is not used by default because it is the "
+                f"{'filesystem root' if here == Path(here.anchor) else 'home folder'}"
+            )
         else:
             roots.append(Root(here, f"the server's working directory; {SETTING} unset"))
     unique = {r.path: r for r in reversed(roots)}  # first source wins
@@ -86,11 +88,15 @@ def check_patterns(patterns: list[str] | None) -> tuple[str, ...]:
     if patterns is None:
         return DEFAULT_PATTERNS
     if not patterns:
-        raise AgentloomError(f'patterns is empty: pass globs like ["*.md", "*.txt"] or omit it for {list(DEFAULT_PATTERNS)}.')
+        raise AgentloomError(
+            f'patterns is empty: pass globs like ["*.md", "*.txt"] or omit it for {list(DEFAULT_PATTERNS)}.'
+        )
     for i, pattern in enumerate(patterns):
         at = f"patterns[{i}] {pattern!r}"
-        hint = ('patterns are relative globs matched inside the folders given in paths, like "*.md" or '
-                '"guides/*.txt"; to read another folder, pass it in paths')
+        hint = (
+            'patterns are relative globs matched inside the folders given in paths, like "*.md" or '
+            '"guides/*.txt"; to read another folder, pass it in paths'
+        )
         if not isinstance(pattern, str) or not pattern.strip():
             raise AgentloomError(f"{at} is empty: {hint}.")
         if PurePosixPath(pattern).is_absolute() or PureWindowsPath(pattern).anchor or pattern.startswith("~"):
@@ -121,8 +127,10 @@ def expand(paths: list[str], patterns: list[str] | None, roots: Roots) -> Iterat
         raise AgentloomError("paths is empty: pass one or more files or folders.")
     globs = check_patterns(patterns)
     if not roots.roots:
-        raise AgentloomError(f"vector_add_files may read no folder: the client declared no roots and there is no "
-                             f"configured folder ({roots.describe()}). To allow one, {HOW_TO_ALLOW}.")
+        raise AgentloomError(
+            f"vector_add_files may read no folder: the client declared no roots and there is no "
+            f"configured folder ({roots.describe()}). To allow one, {HOW_TO_ALLOW}."
+        )
     resolved = [_locate(raw, i, roots) for i, raw in enumerate(paths)]
     for raw, path in zip(paths, resolved, strict=True):
         try:
@@ -131,8 +139,9 @@ def expand(paths: list[str], patterns: list[str] | None, roots: Roots) -> Iterat
             elif path.is_dir():
                 yield from _folder(path, globs, roots)
             else:
-                raise AgentloomError(f"path {raw!r} does not exist: pass an existing file or folder inside "
-                                     f"{roots.describe()}.")
+                raise AgentloomError(
+                    f"path {raw!r} does not exist: pass an existing file or folder inside {roots.describe()}."
+                )
         except OSError as exc:
             raise AgentloomError(f"path {raw!r} cannot be read: {exc.strerror or exc}.") from None
 
@@ -167,7 +176,7 @@ def _folder(folder: Path, globs: tuple[str, ...], roots: Roots) -> Iterator[Foun
         try:
             found.update(f for f in folder.rglob(g) if f.is_file())
         except (ValueError, NotImplementedError) as exc:  # what pathlib refuses beyond check_patterns
-            raise AgentloomError(f"pattern {g!r} is not a usable glob ({exc}); use globs like \"*.md\".") from None
+            raise AgentloomError(f'pattern {g!r} is not a usable glob ({exc}); use globs like "*.md".') from None
     for f in sorted(found):
         relative = f.relative_to(folder)
         if any(part.startswith(".") for part in relative.parts):

@@ -57,7 +57,9 @@ def _fail(where: str, problem: str) -> AgentloomError:
 def _scalar(value: Any, where: str) -> Any:
     """A value Chroma can compare: a string, a boolean, a 64-bit integer or a finite number."""
     if isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
-        raise _fail(where, f"{value} does not fit in a 64-bit integer (Chroma's limit); pass it as a decimal or a string")
+        raise _fail(
+            where, f"{value} does not fit in a 64-bit integer (Chroma's limit); pass it as a decimal or a string"
+        )
     if isinstance(value, float) and math.isnan(value):
         raise _fail(where, "NaN matches nothing; pass a number")
     return value
@@ -91,16 +93,23 @@ class _Parse:
     def count(self, n: int, where: str) -> None:
         self.values += n
         if self.values > MAX_FILTER_VALUES:
-            raise _fail(where, f"the filter holds more than {MAX_FILTER_VALUES:,} values in all, the most one search "
-                        "takes; split the search or filter on a coarser field")
+            raise _fail(
+                where,
+                f"the filter holds more than {MAX_FILTER_VALUES:,} values in all, the most one search "
+                "takes; split the search or filter on a coarser field",
+            )
 
 
 def _conditions(field: str, spec: Any, state: _Parse) -> list[dict]:
     where = f'filter["{field}"]'
     timestamps = state.timestamps
     if not field or field.startswith("$"):
-        raise _fail(where, "unknown operator at the top level (only $and and $or)" if field.startswith("$")
-                    else "field names must be non-empty")
+        raise _fail(
+            where,
+            "unknown operator at the top level (only $and and $or)"
+            if field.startswith("$")
+            else "field names must be non-empty",
+        )
     if not isinstance(spec, Mapping):
         if isinstance(spec, SCALARS):
             state.count(1, where)
@@ -125,13 +134,19 @@ def _conditions(field: str, spec: Any, state: _Parse) -> list[dict]:
             if not isinstance(value, list) or not value or not all(isinstance(v, SCALARS) for v in value):
                 raise _fail(at, "needs a non-empty list of strings, numbers or booleans")
             if len(value) > MAX_LIST_VALUES:
-                raise _fail(at, f"has {len(value):,} values; at most {MAX_LIST_VALUES:,} are allowed in one {op} list "
-                            "(Chroma cannot run much longer lists); split the search or filter on a coarser field")
+                raise _fail(
+                    at,
+                    f"has {len(value):,} values; at most {MAX_LIST_VALUES:,} are allowed in one {op} list "
+                    "(Chroma cannot run much longer lists); split the search or filter on a coarser field",
+                )
             state.count(len(value), at)
             kinds = sorted({_type_name(v) for v in value})
             if len(kinds) > 1:
-                raise _fail(at, f"mixes {' and '.join(kinds)} values; Chroma compares one type per list, "
-                            "so make them all strings, all integers, all decimals or all booleans")
+                raise _fail(
+                    at,
+                    f"mixes {' and '.join(kinds)} values; Chroma compares one type per list, "
+                    "so make them all strings, all integers, all decimals or all booleans",
+                )
             out.append({field: {op: [_scalar(v, at) for v in value]}})
         elif op == "$contains":
             if not isinstance(value, str) or not value:
@@ -152,8 +167,9 @@ def _parse(node: Any, state: _Parse, path: str, in_or: bool, depth: int = 1) -> 
         if key in ("$and", "$or"):
             if not isinstance(value, list) or not value:
                 raise _fail(f"{path}[{key!r}]", "needs a non-empty list of filters")
-            parts = [_parse(v, state, f"{path}[{key!r}][{i}]", in_or or key == "$or", depth + 1)
-                     for i, v in enumerate(value)]
+            parts = [
+                _parse(v, state, f"{path}[{key!r}][{i}]", in_or or key == "$or", depth + 1) for i, v in enumerate(value)
+            ]
             if key == "$and":
                 out.extend(c for p in parts for c in p)
             else:

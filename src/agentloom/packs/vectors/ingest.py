@@ -46,7 +46,10 @@ class FileWindow:
 
 
 def file_windows(
-    store: VectorStore, collection: Collection, model_key: str, files: list[Found],
+    store: VectorStore,
+    collection: Collection,
+    model_key: str,
+    files: list[Found],
     metadata: Mapping[str, Any] | None,
 ) -> Iterator[FileWindow]:
     """Read, identify and chunk files, a window at a time."""
@@ -78,8 +81,13 @@ def file_windows(
 
 
 def _prepare_file(
-    store: VectorStore, model_key: str, found: Found, metadata: Mapping[str, Any] | None,
-    by_path: Mapping[str, str], records: Mapping[str, Any], claimed: dict[str, str],
+    store: VectorStore,
+    model_key: str,
+    found: Found,
+    metadata: Mapping[str, Any] | None,
+    by_path: Mapping[str, str],
+    records: Mapping[str, Any],
+    claimed: dict[str, str],
 ) -> NewDocument:
     if found.target is None:
         raise AgentloomError(LINK_OUT)
@@ -118,11 +126,13 @@ def stored_by_path(store: VectorStore, collection: Collection, paths: list[str])
 
 
 def text_windows(
-    store: VectorStore, model_key: str, items: list[Mapping[str, Any]],
+    store: VectorStore,
+    model_key: str,
+    items: list[Mapping[str, Any]],
 ) -> list[list[NewDocument]]:
     """Check and chunk every document of a bulk add before anything is written; then windows."""
     if not items:
-        raise AgentloomError("documents is empty: pass one or more {\"text\": ...} objects.")
+        raise AgentloomError('documents is empty: pass one or more {"text": ...} objects.')
     if len(items) > MAX_DOCUMENTS:
         raise AgentloomError(f"documents holds {len(items)} items; at most {MAX_DOCUMENTS} per call: split the list.")
     prepared: list[NewDocument] = []
@@ -152,8 +162,9 @@ def text_windows(
 
 def compact(result: Mapping[str, Any], chunk_ids: bool) -> dict[str, Any]:
     """What a reply shows of one written document: counts, and the chunk ids only on request."""
-    shown = {k: result[k] for k in ("document_id", "chunk_count", "replaced", "embedding_model", "warning") if k in result}
+    shown = {
+        k: result[k] for k in ("document_id", "chunk_count", "replaced", "embedding_model", "warning") if k in result
+    }
     if chunk_ids:
         shown["chunk_ids"] = result["chunk_ids"]
     return shown
-

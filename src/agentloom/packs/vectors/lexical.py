@@ -41,8 +41,7 @@ class LexicalIndex:
 
         if not self._ids or not query.strip() or k <= 0:
             return []
-        terms = bm25s.tokenize([query], stopwords="en", stemmer=self._stemmer, return_ids=False,
-                               show_progress=False)[0]
+        terms = bm25s.tokenize([query], stopwords="en", stemmer=self._stemmer, return_ids=False, show_progress=False)[0]
         terms = [t for t in terms if t]
         if not terms:
             return []

@@ -17,7 +17,17 @@ if TYPE_CHECKING:
 
 MANIFEST = "agentloom-documents"
 SYSTEM_FIELDS = frozenset(
-    {"document_id", "chunk_index", "start", "end", "tokens", "created_at", "updated_at", "embedding_model", "generation"}
+    {
+        "document_id",
+        "chunk_index",
+        "start",
+        "end",
+        "tokens",
+        "created_at",
+        "updated_at",
+        "embedding_model",
+        "generation",
+    }
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,61}[A-Za-z0-9]$")
 

@@ -101,23 +101,36 @@ class Searcher:
             depth = min(MAX_DEPTH, depth * 2)
         if min_score is not None:
             hits = [h for h in hits if h["score"] >= min_score]
-        results = [
-            {k: h[k] for k in ("document_id", "chunk_id", "text", "metadata", "score")} for h in hits[:n]
-        ]
+        results = [{k: h[k] for k in ("document_id", "chunk_id", "text", "metadata", "score")} for h in hits[:n]]
         if not results:
             filtered = allowed is not None or plan.where is not None or plan.document_contains is not None
             if filtered:
-                return _empty(collection_name, hybrid, ["the filters exclude every chunk: loosen or remove them"],
-                              "no chunk matched the filters")
+                return _empty(
+                    collection_name,
+                    hybrid,
+                    ["the filters exclude every chunk: loosen or remove them"],
+                    "no chunk matched the filters",
+                )
             if min_score is not None and found:
                 return _empty(collection_name, hybrid, [], f"no chunk scored {min_score} or more")
             return _empty(collection_name, hybrid, [])
-        return {"collection": collection_name, "mode": "hybrid" if hybrid else "vector", "results": results,
-                "message": None, "warnings": []}
+        return {
+            "collection": collection_name,
+            "mode": "hybrid" if hybrid else "vector",
+            "results": results,
+            "message": None,
+            "warnings": [],
+        }
 
     def _ranked(
-        self, collection: Collection, query: str, vector: np.ndarray, plan: FilterPlan,
-        allowed: list[str] | None, depth: int, hybrid: bool,
+        self,
+        collection: Collection,
+        query: str,
+        vector: np.ndarray,
+        plan: FilterPlan,
+        allowed: list[str] | None,
+        depth: int,
+        hybrid: bool,
     ) -> list[dict[str, Any]]:
         """Current chunks, best first: by vector similarity, or fused with BM25 (hybrid)."""
         hits = self._vector_hits(collection, vector, plan, allowed, depth)
@@ -155,8 +168,11 @@ class Searcher:
             where = plan.where if guard is None else guard if plan.where is None else {"$and": [plan.where, guard]}
             hits = self._query(collection, vector, depth, where=where, where_document=_where_document(plan))
             current = self.store.current_generations(name, {h["document_id"] for h in hits})
-            stale = {h["document_id"] for h in hits
-                     if isinstance(h["document_id"], str) and current.get(h["document_id"]) != h["generation"]} - dirty
+            stale = {
+                h["document_id"]
+                for h in hits
+                if isinstance(h["document_id"], str) and current.get(h["document_id"]) != h["generation"]
+            } - dirty
             if not stale or len(dirty) >= MAX_GUARDED:
                 break
             dirty |= set(sorted(stale, key=str)[: MAX_GUARDED - len(dirty)])
@@ -166,8 +182,11 @@ class Searcher:
         return hits
 
     def _query(self, collection: Collection, vector: np.ndarray, depth: int, **filters: Any) -> list[dict[str, Any]]:
-        kwargs: dict[str, Any] = {"query_embeddings": [vector], "n_results": depth,
-                                  "include": ["documents", "metadatas", "distances"]}
+        kwargs: dict[str, Any] = {
+            "query_embeddings": [vector],
+            "n_results": depth,
+            "include": ["documents", "metadatas", "distances"],
+        }
         kwargs.update({k: v for k, v in filters.items() if v is not None})
         got = self._filtered(lambda: collection.query(**kwargs))
         return [
@@ -220,7 +239,11 @@ def _distinct(hits: list[dict[str, Any]], one_per_document: bool) -> list[dict[s
 
 
 def _is_current(meta: Mapping[str, Any] | None, current: Mapping[str, int]) -> bool:
-    return meta is not None and meta.get("document_id") in current and current[meta["document_id"]] == meta.get("generation")
+    return (
+        meta is not None
+        and meta.get("document_id") in current
+        and current[meta["document_id"]] == meta.get("generation")
+    )
 
 
 def _guard(dirty: set[str], current: Mapping[str, int]) -> dict[str, Any] | None:
@@ -229,7 +252,9 @@ def _guard(dirty: set[str], current: Mapping[str, int]) -> dict[str, Any] | None
         return None
     named = sorted(dirty, key=str)
     terms: list[dict[str, Any]] = [{"document_id": {"$nin": named}}]
-    terms += [{"$and": [{"document_id": {"$eq": d}}, {"generation": {"$eq": current[d]}}]} for d in named if d in current]
+    terms += [
+        {"$and": [{"document_id": {"$eq": d}}, {"generation": {"$eq": current[d]}}]} for d in named if d in current
+    ]
     return terms[0] if len(terms) == 1 else {"$or": terms}
 
 
@@ -251,5 +276,10 @@ def _hit(chunk_id: str, text: str, meta: Mapping[str, Any], similarity: float) -
 
 
 def _empty(collection: str, hybrid: bool, warnings: list[str], message: str | None = None) -> dict[str, Any]:
-    return {"collection": collection, "mode": "hybrid" if hybrid else "vector", "results": [],
-            "message": message or "no results", "warnings": warnings}
+    return {
+        "collection": collection,
+        "mode": "hybrid" if hybrid else "vector",
+        "results": [],
+        "message": message or "no results",
+        "warnings": warnings,
+    }

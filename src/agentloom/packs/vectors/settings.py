@@ -23,7 +23,8 @@ class VectorSettings(BaseModel):
     chunk_overlap: int = Field(30, ge=0, description="Tokens shared by consecutive chunks.")
     embedding_model: str | None = Field(None, description="Registry key of the model (default: the default model).")
     hnsw_ef_search: int = Field(
-        100, ge=10,
+        100,
+        ge=10,
         description="HNSW search breadth of new collections: higher is closer to exact search. On SciFact 100 "
         "gave the same nDCG@10 and Recall@100 as 200 (BENCHMARKS.md, Vectors).",
     )
@@ -34,12 +35,14 @@ class VectorSettings(BaseModel):
         "A JSON list or paths separated by os.pathsep.",
     )
     max_text_mb: float = Field(
-        20.0, gt=0,
+        20.0,
+        gt=0,
         description="Largest text one call may add, in megabytes of UTF-8 (all documents of a bulk add together); "
         "vector_add_files has no such limit.",
     )
     stale_write_seconds: float = Field(
-        3600.0, gt=0,
+        3600.0,
+        gt=0,
         description="Remote mode: an unfinished write older than this is abandoned and its chunks removed "
         "(a Chroma server may have other writers, so younger ones may still be running).",
     )

@@ -406,14 +406,20 @@ class VectorStore:
                 # Roll back this generation; the previous ones (if any) are still current.
                 self._drop(collection, {"$and": [{"document_id": {"$in": ids_in_call}}, {"generation": generation}]})
                 if isinstance(exc, (ValueError, TypeError)) or chroma_refused(exc):
-                    shown = ids_in_call[0] if len(ids_in_call) == 1 else f"{ids_in_call[0]} (and {len(ids_in_call) - 1} more)"
+                    shown = (
+                        ids_in_call[0]
+                        if len(ids_in_call) == 1
+                        else f"{ids_in_call[0]} (and {len(ids_in_call) - 1} more)"
+                    )
                     raise AgentloomError(
                         f"Chroma refused document {shown!r} ({first_line(exc)}); the previous version, if any, "
                         "is unchanged. Check the metadata keys and values."
                     ) from None
                 raise
             # Every other generation of these documents: previous versions, and what crashed writes left.
-            self._drop(collection, {"$and": [{"document_id": {"$in": ids_in_call}}, {"generation": {"$ne": generation}}]})
+            self._drop(
+                collection, {"$and": [{"document_id": {"$in": ids_in_call}}, {"generation": {"$ne": generation}}]}
+            )
         finally:
             with self._write_lock:
                 self._writing.difference_update((name, d) for d in ids_in_call)
@@ -431,8 +437,14 @@ class VectorStore:
         ]
 
     def _add_chunks(
-        self, collection: Collection, model_key: str, documents: list[NewDocument], generation: int,
-        created: Mapping[str, float], now: float, progress: Callable[[int, int], None] | None,
+        self,
+        collection: Collection,
+        model_key: str,
+        documents: list[NewDocument],
+        generation: int,
+        created: Mapping[str, float],
+        now: float,
+        progress: Callable[[int, int], None] | None,
     ) -> dict[str, int]:
         """Write every chunk of the documents under ``generation`` (not yet current); chunks per document."""
         counts = dict.fromkeys((d.document_id for d in documents), 0)
@@ -469,8 +481,9 @@ class VectorStore:
         for document in documents:
             for section in document.sections():
                 work.check()
-                pending.extend(self._chunk_rows(document, section, created[document.document_id], model_key,
-                                                generation, now))
+                pending.extend(
+                    self._chunk_rows(document, section, created[document.document_id], model_key, generation, now)
+                )
                 counts[document.document_id] += len(section)
                 characters = before + (section[-1].end if section else 0)
                 if len(pending) >= EMBED_WINDOW:
@@ -509,7 +522,7 @@ class VectorStore:
         """Best effort: leftovers are invisible to search (wrong generation), so failure is only logged."""
         try:
             self.connection.call(lambda: collection.delete(where=where))
-        except Exception as exc:  # noqa: BLE001 - see docstring
+        except Exception as exc:
             log.warning("could not remove stale chunks (%s) in %s: %s", where, collection.name, exc)
 
     def _sweep(self, collection: Collection) -> None:
@@ -520,7 +533,7 @@ class VectorStore:
                 return
             try:
                 removed = self._remove_leftovers(collection)
-            except Exception as exc:  # noqa: BLE001 - leftovers are invisible to search; retried on the next use
+            except Exception as exc:
                 log.warning("could not check collection %s for chunks left by interrupted writes: %s", name, exc)
                 return
             self._swept.add(name)
@@ -572,7 +585,7 @@ def chroma_refused(exc: BaseException) -> bool:
     code = getattr(exc, "code", None)
     try:
         status = int(code()) if callable(code) else None
-    except Exception:  # noqa: BLE001 - not a ChromaError
+    except Exception:
         return False
     return status is not None and 400 <= status < 500 and type(exc).__name__ != "NotFoundError"
 

@@ -208,7 +208,7 @@ def health(vectors: Vectors) -> list[Check]:
     store = vectors.store
     try:
         names = store.list_collections()
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
+    except Exception as exc:
         return [Check(f"vector store ({store.connection.where})", False, str(exc))]
     return [Check(f"vector store ({store.connection.where})", True, f"{len(names)} collections")]
 
@@ -242,14 +242,20 @@ def chunk_progress(total: int) -> Callable[[int, int], None]:
     def report(chunks: int, characters: int) -> None:
         rate = chunks / max(time.monotonic() - started, 1e-3)
         estimate = max(round(chunks * total / characters), chunks) if characters else chunks
-        work.step(characters, total, f"embedded {count(chunks)} of about {count(estimate)} chunks "
-                  f"({characters / 1e6:,.1f} of {total / 1e6:,.1f} M characters, {rate:,.0f} chunks/s)")
+        work.step(
+            characters,
+            total,
+            f"embedded {count(chunks)} of about {count(estimate)} chunks "
+            f"({characters / 1e6:,.1f} of {total / 1e6:,.1f} M characters, {rate:,.0f} chunks/s)",
+        )
 
     return report
 
 
 @pack.tool(idempotent=False)
-async def vector_create_collection(vectors: Vectors, name: str, metadata: dict[str, str | int | float | bool] | None = None) -> CollectionInfo:
+async def vector_create_collection(
+    vectors: Vectors, name: str, metadata: dict[str, str | int | float | bool] | None = None
+) -> CollectionInfo:
     """Create a collection (name: 3-63 letters, digits, '.', '_', '-'); it keeps the embedding model
     it is built with."""
     return await _run(vectors.store.create_collection, name, metadata)
@@ -287,8 +293,9 @@ async def vector_add_document(
 
     def add() -> dict[str, Any]:
         current().note(f"splitting {len(text) / 1e6:,.1f} M characters into chunks")
-        return store.add_document(collection, text, document_id, metadata, chunk_size, chunk_overlap,
-                                  progress=chunk_progress(len(text)))
+        return store.add_document(
+            collection, text, document_id, metadata, chunk_size, chunk_overlap, progress=chunk_progress(len(text))
+        )
 
     added = await run_work(f"vector_add_document into {collection!r}", add)
     return compact(added, include_chunk_ids)  # type: ignore[return-value]
@@ -296,7 +303,11 @@ async def vector_add_document(
 
 @pack.tool()
 async def vector_add_documents(
-    vectors: Vectors, ctx: Context, collection: str, documents: list[NewDocumentInput], include_chunk_ids: bool = False,
+    vectors: Vectors,
+    ctx: Context,
+    collection: str,
+    documents: list[NewDocumentInput],
+    include_chunk_ids: bool = False,
 ) -> AddedDocuments:
     """vector_add_document for up to 1,000 documents, embedded together (much faster). All are
     checked before any is written."""
@@ -316,9 +327,12 @@ async def vector_add_documents(
 
             def report(chunks: int, characters: int, window: list[Any] = window, size: int = size) -> None:
                 # progress in documents (a window's share as it goes)
-                work.step(len(written) + len(window) * min(characters / size, 0.99), len(items),
-                          f"{count(len(written))} of {count(len(items))} documents stored; "
-                          f"embedding the next {count(len(window))} ({count(chunks)} chunks so far)")
+                work.step(
+                    len(written) + len(window) * min(characters / size, 0.99),
+                    len(items),
+                    f"{count(len(written))} of {count(len(items))} documents stored; "
+                    f"embedding the next {count(len(window))} ({count(chunks)} chunks so far)",
+                )
 
             for result in store.write(target, key, window, progress=report):
                 written.append(compact(result, include_chunk_ids))  # type: ignore[arg-type]
@@ -328,8 +342,12 @@ async def vector_add_documents(
     written = await run_work(f"vector_add_documents into {collection!r}", add)
     replaced = sum(d["replaced"] for d in written)
     warnings = {d.pop("warning") for d in written if "warning" in d}
-    reply: AddedDocuments = {"added": len(written) - replaced, "replaced": replaced,
-                             "total_chunks": sum(d["chunk_count"] for d in written), "documents": written}
+    reply: AddedDocuments = {
+        "added": len(written) - replaced,
+        "replaced": replaced,
+        "total_chunks": sum(d["chunk_count"] for d in written),
+        "documents": written,
+    }
     if warnings:
         reply["warning"] = warnings.pop()
     return reply
@@ -367,8 +385,10 @@ async def vector_add_files(
         try:
             add_windows(work, target, files)
         except Cancelled:
-            message = (f"vector_add_files cancelled: {count(len(added))} of {count(len(files))} files were added "
-                       "and are kept; add the folder again to add the rest (files already added are replaced).")
+            message = (
+                f"vector_add_files cancelled: {count(len(added))} of {count(len(files))} files were added "
+                "and are kept; add the folder again to add the rest (files already added are replaced)."
+            )
             log.info("%s", message)
             raise Cancelled(message) from None
 
@@ -379,22 +399,37 @@ async def vector_add_files(
             seen = len(added) + len(skipped)
 
             def report(chunks: int, _characters: int, seen: int = seen, window: Any = window) -> None:
-                work.step(seen, len(files), f"{count(seen)} of {count(len(files))} files done; "
-                          f"embedding the next {count(len(window.documents))} ({count(chunks)} chunks so far)")
+                work.step(
+                    seen,
+                    len(files),
+                    f"{count(seen)} of {count(len(files))} files done; "
+                    f"embedding the next {count(len(window.documents))} ({count(chunks)} chunks so far)",
+                )
 
             for result in store.write(target, key, window.documents, progress=report):
                 doc_id = result["document_id"]
-                added.append({"document_id": doc_id, "path": window.paths[doc_id], "chunk_count": result["chunk_count"],
-                              "replaced": result["replaced"]})
+                added.append(
+                    {
+                        "document_id": doc_id,
+                        "path": window.paths[doc_id],
+                        "chunk_count": result["chunk_count"],
+                        "replaced": result["replaced"],
+                    }
+                )
                 warning = result.get("warning", warning)
             done = len(added) + len(skipped)
             work.step(done, len(files), f"{count(done)} of {count(len(files))} files done")
 
     await run_work(f"vector_add_files into {collection!r}", add)
     replaced = sum(d["replaced"] for d in added)
-    reply: AddedFiles = {"added": len(added) - replaced, "replaced": replaced,
-                         "total_chunks": sum(d["chunk_count"] for d in added), "embedding_model": key,
-                         "documents": added, "skipped": skipped}
+    reply: AddedFiles = {
+        "added": len(added) - replaced,
+        "replaced": replaced,
+        "total_chunks": sum(d["chunk_count"] for d in added),
+        "embedding_model": key,
+        "documents": added,
+        "skipped": skipped,
+    }
     if warning:
         reply["warning"] = warning
     return reply
@@ -416,8 +451,9 @@ async def vector_search(
     {field: {$ne|$gt|$gte|$lt|$lte|$in|$contains: v}}, combined by {$and|$or: [...]}; created_at and
     updated_at take ISO dates. document_contains: a substring of the chunk. hybrid: also rank by
     keywords (BM25)."""
-    return await _run(vectors.searcher.search, collection, query, n, filter, document_contains, hybrid,
-                      one_per_document, min_score)
+    return await _run(
+        vectors.searcher.search, collection, query, n, filter, document_contains, hybrid, one_per_document, min_score
+    )
 
 
 @pack.tool(idempotent=True)
@@ -437,8 +473,9 @@ async def vector_update_document(
     check_size(store.settings, [text], "text")
 
     def update() -> dict[str, Any]:
-        return store.add_document(collection, text, document_id, metadata, must_exist=True,
-                                  progress=chunk_progress(len(text)))
+        return store.add_document(
+            collection, text, document_id, metadata, must_exist=True, progress=chunk_progress(len(text))
+        )
 
     added = await run_work(f"vector_update_document {document_id!r}", update)
     return compact(added, include_chunk_ids)  # type: ignore[return-value]
@@ -452,7 +489,11 @@ async def vector_delete_document(vectors: Vectors, collection: str, document_id:
 
 @pack.tool(read_only=True)
 async def vector_list_documents(
-    vectors: Vectors, collection: str, filter: dict[str, Any] | None = None, limit: int = 50, cursor: str | None = None,
+    vectors: Vectors,
+    collection: str,
+    filter: dict[str, Any] | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
 ) -> DocumentList:
     """A collection's documents in id order, `limit` (1-1000) a page; title: first heading or line.
     `filter` as in vector_search, on metadata, document_id, created_at, updated_at. `cursor`: the
@@ -464,7 +505,11 @@ async def vector_list_documents(
 
 @pack.tool(read_only=True)
 async def vector_get_document(
-    vectors: Vectors, collection: str, document_id: str, offset: int = 0, max_characters: int = 100_000,
+    vectors: Vectors,
+    collection: str,
+    document_id: str,
+    offset: int = 0,
+    max_characters: int = 100_000,
 ) -> DocumentText:
     """A document's text, rebuilt from its chunks: `max_characters` from `offset`; next_offset
     continues (null at the end)."""

@@ -22,7 +22,6 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
@@ -49,13 +48,13 @@ class HotPath:
             "flow": f"SELECT id, version FROM stitch_flows WHERE id = ? AND deleted_at IS NULL{' FOR SHARE' if postgres else ''}",
             "flow_graph": "SELECT graph FROM stitch_flows WHERE id = ?",
             "insert_run": "INSERT INTO stitch_runs (id, flow_id, flow_version, graph, input, node_states, status, created_at, "
-                          "updated_at) SELECT ?, id, version, graph, ?, ?, ?, ?, ? FROM stitch_flows WHERE id = ?",
+            "updated_at) SELECT ?, id, version, graph, ?, ?, ?, ?, ? FROM stitch_flows WHERE id = ?",
             "update_run": "UPDATE stitch_runs SET node_states = ?, status = ?, updated_at = ? WHERE id = ?",
             "event": "INSERT INTO stitch_events (run_id, node_key, status, attempt, at, error, summary) VALUES (?, ?, ?, ?, ?, ?, ?)",
             "attempt": "INSERT INTO stitch_attempts (run_id, node_key, attempt, status, input, output, error, started_at, finished_at) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             "end_attempt": "UPDATE stitch_attempts SET status = ?, output = ?, error = ?, finished_at = ? "
-                           "WHERE run_id = ? AND node_key = ? AND attempt = ?",
+            "WHERE run_id = ? AND node_key = ? AND attempt = ?",
             "drop_timer": "DELETE FROM stitch_timers WHERE run_id = ? AND node_key = ? AND attempt = ? AND kind = ?",
             "timer": "INSERT INTO stitch_timers (run_id, node_key, attempt, kind, due_at) VALUES (?, ?, ?, ?, ?)",
             "outbox": "INSERT INTO stitch_outbox (run_id, node_key, attempt, url, payload, state, lease_until, tries, created_at)",
@@ -77,7 +76,9 @@ class HotPath:
         if not run_ids:
             return {}
         marks = ", ".join([self.mark] * len(run_ids))
-        rows = self._execute(conn, self.sql["runs"].replace(f"({self.mark})", f"({marks})"), tuple(sorted(run_ids))).fetchall()
+        rows = self._execute(
+            conn, self.sql["runs"].replace(f"({self.mark})", f"({marks})"), tuple(sorted(run_ids))
+        ).fetchall()
         return {row[0]: (row[1], row[2], self.json_out(row[3]), self.json_out(row[4])) for row in rows}
 
     def insert_outbox(self, conn: Connection, rows: Sequence[Sequence[Any]]) -> dict[tuple[str, str, int], int]:
@@ -85,7 +86,7 @@ class HotPath:
         statement; the new ids by (run_id, node_key, attempt), unique per dispatch."""
         ids: dict[tuple[str, str, int], int] = {}
         for start in range(0, len(rows), 500):
-            batch = rows[start:start + 500]
+            batch = rows[start : start + 500]
             values = ", ".join([self.sql["outbox_row"]] * len(batch))
             sql = f"{self.sql['outbox']} VALUES {values} RETURNING run_id, node_key, attempt, id"
             for run_id, key, attempt, outbox_id in self._execute(conn, sql, tuple(v for row in batch for v in row)):
@@ -143,8 +144,10 @@ class HotPath:
             # At most 500 rows a statement: SQLite takes 32,766 parameters, a wide fan-out more.
             head, _, one = sql.partition(" VALUES ")
             for start in range(0, len(rows), 500):
-                batch = rows[start:start + 500]
-                self._execute(conn, f"{head} VALUES {', '.join([one] * len(batch))}", tuple(v for row in batch for v in row))
+                batch = rows[start : start + 500]
+                self._execute(
+                    conn, f"{head} VALUES {', '.join([one] * len(batch))}", tuple(v for row in batch for v in row)
+                )
         elif len(rows) > 1:
             self._execute(conn, sql, [tuple(row) for row in rows], many=True)
         else:

@@ -14,13 +14,17 @@ from sqlalchemy.exc import DBAPIError
 
 from agentloom.stitch.db.schema import outbox
 
+
 def claim(now: float, until: float, limit: int) -> Update:
     due = (
-        select(outbox.c.id).where(outbox.c.state == "pending", outbox.c.lease_until < now)
-        .order_by(outbox.c.id).limit(limit)
+        select(outbox.c.id)
+        .where(outbox.c.state == "pending", outbox.c.lease_until < now)
+        .order_by(outbox.c.id)
+        .limit(limit)
     )
     return (
-        update(outbox).where(outbox.c.id.in_(due.scalar_subquery()))
+        update(outbox)
+        .where(outbox.c.id.in_(due.scalar_subquery()))
         .values(lease_until=until, tries=outbox.c.tries + 1)
         .returning(outbox.c.id, outbox.c.run_id, outbox.c.node_key, outbox.c.attempt, outbox.c.url, outbox.c.payload)
     )

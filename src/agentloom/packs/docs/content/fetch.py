@@ -64,12 +64,15 @@ class SourceStatus:
     error: str | None
 
 
-def load_docset(project: Project, docset: Docset, *, progress: Progress | None = None,
-                min_free_bytes: int | None = None) -> DocsetResult:
+def load_docset(
+    project: Project, docset: Docset, *, progress: Progress | None = None, min_free_bytes: int | None = None
+) -> DocsetResult:
     try:
         target = writable_folder(project, docset)
     except SourceError as exc:  # refused before anything is written
-        return DocsetResult(docset.name, docset.path, [SourceResult(s.url, False, error=str(exc)) for s in docset.web_sources])
+        return DocsetResult(
+            docset.name, docset.path, [SourceResult(s.url, False, error=str(exc)) for s in docset.web_sources]
+        )
     warnings: list[str] = []
     note = ensure_gitignore(project.knowledge_dir)
     if note:
@@ -102,14 +105,20 @@ def writable_folder(project: Project, docset: Docset) -> Path:
     through = f" (through the symbolic link {via})" if via else ""
     below = folder.relative_to(root).parts if root in folder.parents else folder.parts
     if any(part.lower() == ".git" for part in below):
-        raise SourceError(f"{name}: the folder {shown} is inside a .git folder{through}, where git would run what "
-                          "is written; set `local_path` to another folder")
+        raise SourceError(
+            f"{name}: the folder {shown} is inside a .git folder{through}, where git would run what "
+            "is written; set `local_path` to another folder"
+        )
     if folder == root or folder in root.parents:
-        raise SourceError(f"{name}: the folder {shown} is{through} the project folder or contains it; web sources "
-                          f"need a folder of their own, such as the default .knowledge/docsets/{name}/ (remove `local_path`)")
+        raise SourceError(
+            f"{name}: the folder {shown} is{through} the project folder or contains it; web sources "
+            f"need a folder of their own, such as the default .knowledge/docsets/{name}/ (remove `local_path`)"
+        )
     if folder == Path(os.path.realpath(project.knowledge_dir)):
-        raise SourceError(f"{name}: the folder {shown} is{through} the .knowledge folder itself; use a folder below "
-                          f"it, such as the default .knowledge/docsets/{name}/ (remove `local_path`)")
+        raise SourceError(
+            f"{name}: the folder {shown} is{through} the .knowledge folder itself; use a folder below "
+            f"it, such as the default .knowledge/docsets/{name}/ (remove `local_path`)"
+        )
     if root not in folder.parents and not docset.allow_outside_project:
         raise SourceError(
             f"{name}: the folder {shown} is outside the project folder {root.as_posix()}/{through}, and web sources "
@@ -135,8 +144,16 @@ def docset_status(docset: Docset) -> list[SourceStatus]:
         if entry is None:
             statuses.append(SourceStatus(source.url, None, None, 0, None, None))
         else:
-            statuses.append(SourceStatus(source.url, _shown(entry.last_fetched), entry.content_hash, len(entry.files),
-                                         entry.commit, entry.error))
+            statuses.append(
+                SourceStatus(
+                    source.url,
+                    _shown(entry.last_fetched),
+                    entry.content_hash,
+                    len(entry.files),
+                    entry.commit,
+                    entry.error,
+                )
+            )
     return statuses
 
 
@@ -155,8 +172,10 @@ def ensure_gitignore(knowledge_dir: Path) -> str | None:
     """Add a ``docsets/`` line to ``.knowledge/.gitignore``; a warning instead when that file is a link."""
     path = knowledge_dir / ".gitignore"
     if path.is_symlink():
-        return (f"{path} is a symbolic link (to {os.readlink(path)}), which is never followed, so it was not "
-                "updated; add a `docsets/` line to the file you want git to read")
+        return (
+            f"{path} is a symbolic link (to {os.readlink(path)}), which is never followed, so it was not "
+            "updated; add a `docsets/` line to the file you want git to read"
+        )
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     if not any(line.strip() in ("docsets/", "docsets", "/docsets/") for line in lines):
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
@@ -168,8 +187,14 @@ def ensure_gitignore(knowledge_dir: Path) -> str | None:
     return None
 
 
-def _load_source(dest: Folder, metadata: state.Metadata, source: GitRepoSource, progress: Progress | None,
-                 min_free_bytes: int | None, warnings: list[str]) -> SourceResult:
+def _load_source(
+    dest: Folder,
+    metadata: state.Metadata,
+    source: GitRepoSource,
+    progress: Progress | None,
+    min_free_bytes: int | None,
+    warnings: list[str],
+) -> SourceResult:
     label = source.url
     target = dest.root
 
@@ -207,7 +232,13 @@ def _load_source(dest: Folder, metadata: state.Metadata, source: GitRepoSource, 
         entry.error = f"{source.url}: could not write the docs into {target} ({exc.strerror or exc}); check the folder's permissions and free space"
         report("failed", None)
         return SourceResult(source.url, False, list(entry.files), False, entry.error)
-    entry.files, entry.hashes, entry.content_hash, entry.commit, entry.error = fetched.files, hashes, digest, fetched.commit, None
+    entry.files, entry.hashes, entry.content_hash, entry.commit, entry.error = (
+        fetched.files,
+        hashes,
+        digest,
+        fetched.commit,
+        None,
+    )
     entry.last_fetched = entry.last_attempt
     report("done", 1.0)
     return SourceResult(source.url, True, fetched.files, changed, None, fetched.warning, fetched.commit)
@@ -221,8 +252,14 @@ def content_hash(hashes: dict[str, str]) -> str:
     return total.hexdigest()
 
 
-def _install(repo: Folder, hashes: dict[str, str], dest: Folder, previous: dict[str, str | None], mtime: float,
-             warnings: list[str]) -> None:
+def _install(
+    repo: Folder,
+    hashes: dict[str, str],
+    dest: Folder,
+    previous: dict[str, str | None],
+    mtime: float,
+    warnings: list[str],
+) -> None:
     """Stage every changed file first, then rename them in: a failure while staging changes nothing."""
     staged = []
     try:
@@ -246,8 +283,9 @@ def _remove(dest: Folder, name: str, written: str | None, warnings: list[str]) -
         warnings.append(f"kept {name} in {dest.root}: {kept}; delete it yourself if it is no longer wanted")
 
 
-def _forget_removed_sources(dest: Folder, metadata: state.Metadata, sources: tuple[GitRepoSource, ...],
-                            warnings: list[str]) -> None:
+def _forget_removed_sources(
+    dest: Folder, metadata: state.Metadata, sources: tuple[GitRepoSource, ...], warnings: list[str]
+) -> None:
     configured = {s.url for s in sources}
     keep = [s for s in metadata.sources if s.url in configured]
     kept_files = {f for s in keep for f in s.files}

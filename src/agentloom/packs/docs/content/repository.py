@@ -35,14 +35,39 @@ _WEIGHT = {"Counting": (0.0, 0.05), "Compressing": (0.05, 0.1), "Receiving": (0.
 # The transports a config URL may use (see urls.py); git refuses every other one, submodules included.
 ALLOWED_PROTOCOLS = tuple(sorted(scheme.removesuffix("://") for scheme in SCHEMES))
 # Variables that would point git at another repository than the one it is cloning or reading.
-_REPOSITORY_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                         "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_COMMON_DIR")
-_TLS_VERIFY = ("server certificate verification failed", "ssl certificate problem", "certificate verify failed",
-               "unable to get local issuer certificate", "self signed certificate", "self-signed certificate",
-               "certificate has expired", "no alternative certificate subject name", "certificate subject name",
-               "the certificate is not trusted", "issuer is not trusted")
-_TLS_OTHER = ("gnutls_handshake", "ssl_connect", "ssl routines", "tls connection", "wrong version number",
-              "gnutls recv error", "ssl_error", "tls handshake", "openssl ssl_read")
+_REPOSITORY_VARIABLES = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_COMMON_DIR",
+)
+_TLS_VERIFY = (
+    "server certificate verification failed",
+    "ssl certificate problem",
+    "certificate verify failed",
+    "unable to get local issuer certificate",
+    "self signed certificate",
+    "self-signed certificate",
+    "certificate has expired",
+    "no alternative certificate subject name",
+    "certificate subject name",
+    "the certificate is not trusted",
+    "issuer is not trusted",
+)
+_TLS_OTHER = (
+    "gnutls_handshake",
+    "ssl_connect",
+    "ssl routines",
+    "tls connection",
+    "wrong version number",
+    "gnutls recv error",
+    "ssl_error",
+    "tls handshake",
+    "openssl ssl_read",
+)
 GIT_MISSING = (
     "git is not installed (no `git` on PATH); web sources are fetched with the system git. Install it "
     "(Debian/Ubuntu: `sudo apt-get install git`, Fedora: `sudo dnf install git`, macOS: `xcode-select --install`), "
@@ -149,12 +174,21 @@ class GitRepoLoader:
         Past the timeout the whole process group is killed: git and its helpers
         (``git-remote-https``, ``ssh``), which would otherwise live on and keep the pipes open."""
         try:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=_env(), cwd=cwd, start_new_session=True)
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=_env(),
+                cwd=cwd,
+                start_new_session=True,
+            )
         except FileNotFoundError:
             raise SourceError(GIT_MISSING) from None
         except OSError as exc:
-            raise SourceError(f"git cannot be run ({exc.strerror or exc}); check that `git --version` works, then retry") from None
+            raise SourceError(
+                f"git cannot be run ({exc.strerror or exc}); check that `git --version` works, then retry"
+            ) from None
         deadline = time.monotonic() + self.timeout
         out, seen, buffer = bytearray(), list[str](), b""
         try:
@@ -221,47 +255,93 @@ class GitRepoLoader:
     def _nothing_to_check_out(self) -> str:
         url, existing = self.source.url, self.branches()
         if existing == []:
-            return (f"{url}: the repository is empty (it has no commits on any branch), so there is nothing to "
-                    "fetch; push a commit to it, or check the URL in .knowledge/config.yaml")
+            return (
+                f"{url}: the repository is empty (it has no commits on any branch), so there is nothing to "
+                "fetch; push a commit to it, or check the URL in .knowledge/config.yaml"
+            )
         listed = ", ".join(existing) if existing else "(could not list them: run `git ls-remote --heads` on this URL)"
-        return (f"{url}: the repository's default branch (its HEAD) does not exist, so there is nothing to check "
-                f"out. Branches: {listed}; set `branch:` for this source in .knowledge/config.yaml")
+        return (
+            f"{url}: the repository's default branch (its HEAD) does not exist, so there is nothing to check "
+            f"out. Branches: {listed}; set `branch:` for this source in .knowledge/config.yaml"
+        )
 
     def _explain(self, stderr: str) -> str:
         url, lower = self.source.url, stderr.lower()
         if any(s in lower for s in _TLS_VERIFY):
             detail = _line_with(stderr, _TLS_VERIFY)
-            return (f"{url}: TLS certificate verification failed ({detail}). The server's certificate is not "
-                    "trusted on this machine: if the host is yours or your company's (a self-hosted server, a "
-                    "proxy that inspects TLS), install its CA certificate into the system store or point git to it "
-                    "with `git config --global http.sslCAInfo /path/to/ca.pem`; otherwise check the URL. "
-                    "Certificate checks are never switched off")
+            return (
+                f"{url}: TLS certificate verification failed ({detail}). The server's certificate is not "
+                "trusted on this machine: if the host is yours or your company's (a self-hosted server, a "
+                "proxy that inspects TLS), install its CA certificate into the system store or point git to it "
+                "with `git config --global http.sslCAInfo /path/to/ca.pem`; otherwise check the URL. "
+                "Certificate checks are never switched off"
+            )
         if any(s in lower for s in _TLS_OTHER):
-            return (f"{url}: the TLS connection failed ({_line_with(stderr, _TLS_OTHER)}); check that the URL's "
-                    "host and port serve HTTPS and your proxy settings, then retry")
-        if self.source.branch and ("remote branch" in lower and "not found" in lower or "could not find remote branch" in lower):
+            return (
+                f"{url}: the TLS connection failed ({_line_with(stderr, _TLS_OTHER)}); check that the URL's "
+                "host and port serve HTTPS and your proxy settings, then retry"
+            )
+        if self.source.branch and (
+            "remote branch" in lower and "not found" in lower or "could not find remote branch" in lower
+        ):
             existing = self.branches()
             if existing == []:
                 return self._nothing_to_check_out()
             listed = ", ".join(existing) if existing else "(could not list them)"
-            return (f"{url}: branch {self.source.branch!r} does not exist. Branches: "
-                    f"{listed}; fix `branch:` in .knowledge/config.yaml")
+            return (
+                f"{url}: branch {self.source.branch!r} does not exist. Branches: "
+                f"{listed}; fix `branch:` in .knowledge/config.yaml"
+            )
         if "host key verification failed" in lower:
-            return (f"{url}: the SSH host key of this server is not known yet. Connect once yourself "
-                    "(`ssh -T` to the host) to check and accept it, then retry")
-        if any(s in lower for s in ("authentication failed", "could not read username", "could not read password",
-                                    "terminal prompts disabled", "permission denied (publickey", "access denied",
-                                    "returned error: 401", "returned error: 403")):
-            return (f"{url}: authentication failed. Check your git credentials (credential helper, SSH key or "
-                    "access token) by running `git ls-remote` on this URL yourself, then retry")
-        if any(s in lower for s in ("could not resolve host", "connection refused", "failed to connect", "timed out",
-                                    "network is unreachable", "no route to host", "connection reset")):
+            return (
+                f"{url}: the SSH host key of this server is not known yet. Connect once yourself "
+                "(`ssh -T` to the host) to check and accept it, then retry"
+            )
+        if any(
+            s in lower
+            for s in (
+                "authentication failed",
+                "could not read username",
+                "could not read password",
+                "terminal prompts disabled",
+                "permission denied (publickey",
+                "access denied",
+                "returned error: 401",
+                "returned error: 403",
+            )
+        ):
+            return (
+                f"{url}: authentication failed. Check your git credentials (credential helper, SSH key or "
+                "access token) by running `git ls-remote` on this URL yourself, then retry"
+            )
+        if any(
+            s in lower
+            for s in (
+                "could not resolve host",
+                "connection refused",
+                "failed to connect",
+                "timed out",
+                "network is unreachable",
+                "no route to host",
+                "connection reset",
+            )
+        ):
             return f"{url}: the host cannot be reached. Check your internet connection (and proxy), then retry"
         if "transport" in lower and "not allowed" in lower:
-            return (f"{url}: git refused this transport (allowed: GIT_ALLOW_PROTOCOL={_env()['GIT_ALLOW_PROTOCOL']}); "
-                    f"use {ACCEPTED}, or widen GIT_ALLOW_PROTOCOL in your environment")
-        if any(s in lower for s in ("does not appear to be a git repository", "repository not found", "not found",
-                                    "returned error: 404", "does not exist")):
+            return (
+                f"{url}: git refused this transport (allowed: GIT_ALLOW_PROTOCOL={_env()['GIT_ALLOW_PROTOCOL']}); "
+                f"use {ACCEPTED}, or widen GIT_ALLOW_PROTOCOL in your environment"
+            )
+        if any(
+            s in lower
+            for s in (
+                "does not appear to be a git repository",
+                "repository not found",
+                "not found",
+                "returned error: 404",
+                "does not exist",
+            )
+        ):
             return f"{url}: no repository at this URL. Check the URL in .knowledge/config.yaml ({ACCEPTED})"
         last = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
         return f"{url}: git clone failed: {last}"
@@ -274,7 +354,9 @@ class GitRepoLoader:
             # filesystem boundary ...").
             lines = stderr.strip().splitlines() or ["no commit"]
             said = next((line for line in lines if line.startswith("fatal: ")), lines[-1])
-            raise SourceError(f"{self.source.url}: the clone has no commit to read ({said}); check the repository and `branch:`")
+            raise SourceError(
+                f"{self.source.url}: the clone has no commit to read ({said}); check the repository and `branch:`"
+            )
         return commit, float(stamp or time.time())
 
 

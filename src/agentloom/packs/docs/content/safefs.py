@@ -184,7 +184,7 @@ class Folder:
                     while chunk := os.read(src, _CHUNK):
                         view = memoryview(chunk)
                         while view:
-                            view = view[os.write(out, view):]
+                            view = view[os.write(out, view) :]
                     os.utime(out, (mtime, mtime))  # the source commit's time: when this content was written
                 except BaseException:
                     os.close(out)

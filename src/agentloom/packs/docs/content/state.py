@@ -77,7 +77,9 @@ def read(folder: Path, docset: str) -> Metadata:
         metadata = Metadata.model_validate(json.loads(text))
     except (ValueError, ValidationError) as exc:
         backup = _set_aside(path, "corrupt")
-        log.warning("%s was not valid metadata (%s); kept it as %s and started afresh", path, str(exc)[:200], backup.name)
+        log.warning(
+            "%s was not valid metadata (%s); kept it as %s and started afresh", path, str(exc)[:200], backup.name
+        )
         return Metadata(docset=docset)
     _drop_outside_paths(folder, metadata)
     return metadata
