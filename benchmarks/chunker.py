@@ -359,7 +359,8 @@ def reading(r: dict) -> str:  # type: ignore[type-arg]
         f"Reading. On SciFact the two make {r['identical']:.0%} identical chunks and their nDCG@10 differs by "
         f"{d:+.4f} (standard error {se:.4f}): level. At the default settings neither leaves a chunk over the "
         f"limit (the largest is {max(sim.tokens)} / {max(st.tokens)} tokens: chunk_size {r['params'][0]} leaves "
-        f"{r['params'][2] - 2 - r['params'][0]} tokens of headroom for a chunk cut inside a word that re-encodes longer). "
+        f"{r['params'][2] - 2 - r['params'][0]} tokens of headroom for a chunk cut inside a word that re-encodes "
+        "longer). "
         f"Without that headroom simple leaves {r['stress']['simple'].over} chunks over the limit and loses "
         f"{r['stress']['simple'].lost} characters of unbroken text; strict {r['stress']['strict'].over} and "
         f"{r['stress']['strict'].lost}. Without a tokenizer simple counts four CJK characters as one token, so a "
@@ -420,18 +421,21 @@ def report(r: dict) -> str:  # type: ignore[type-arg]
     en, zh = r["sizes"]
     out += [
         "\n### Speed\n",
-        f"| chunker | SciFact, {r['documents']} calls (s) | 1 MB English, {en} characters (s) | 1 MB Chinese, {zh} characters (s) |",
+        f"| chunker | SciFact, {r['documents']} calls (s) | 1 MB English, {en} characters (s) | 1 MB Chinese, {zh} "
+        "characters (s) |",
         "|---|---|---|---|",
     ]
     for n in names:
         out.append(f"| {label[n]} | {r['corpus_seconds'][n]:.2f} | {r['speed'][n][0]:.2f} | {r['speed'][n][1]:.2f} |")
     out += [
-        "\nMedian of 3 after a warm-up (SciFact: one pass); 1 MB of UTF-8, SciFact abstracts or the Chinese prose repeated.\n",
+        "\nMedian of 3 after a warm-up (SciFact: one pass); 1 MB of UTF-8, SciFact abstracts or the Chinese prose "
+        "repeated.\n",
         (
             f"Without a tokenizer (API models), chunks asked to be {size} tokens, measured in all-MiniLM-L6-v2 "
             "tokens (standing in for an API's tokenizer):\n"
         ),
-        "| chunker | English: real per estimated token | English: chunk median | Chinese: real per estimated token | Chinese: chunk median |",
+        "| chunker | English: real per estimated token | English: chunk median | Chinese: real per estimated token | "
+        "Chinese: chunk median |",
         "|---|---|---|---|---|",
     ]
     for n in names:

@@ -76,7 +76,8 @@ EQUIVALENT: dict[str, str] = {
     f"{_GRAPH}instance_key__mutmut_1": "with an empty path the other branch gives node_id + '' == node_id",
     f"{_GRAPH}analyse__mutmut_108": "the node id only fills _retry_problems' message text; analyse tests only whether "
     "the list is empty, which the policy alone decides",
-    f"{_GRAPH}analyse__mutmut_156": "the node id only fills _timeout_problem's message text; analyse tests only whether "
+    f"{_GRAPH}analyse__mutmut_156": "the node id only fills _timeout_problem's message text; analyse tests only "
+    "whether "
     "the result is None, which the value alone decides",
     **{
         f"{_GRAPH}_scope_after__mutmut_{n}": "called only for upstream nodes, which come earlier in topological order "
@@ -87,7 +88,8 @@ EQUIVALENT: dict[str, str] = {
     f"{_GRAPH}_retry_problems__mutmut_63": "the default only feeds the check factor >= 1, which 2.0 and 3.0 both pass",
     # packs' argument validation and error path
     **{
-        f"{_MESSAGES}{name}": "include_url=True only adds a 'url' key to each error; only loc, type, msg and input are read"
+        f"{_MESSAGES}{name}": "include_url=True only adds a 'url' key to each error; only loc, type, msg and input are "
+        "read"
         for name in ("argument_errors__mutmut_17", "validation_summary__mutmut_3")
     },
     **{
@@ -205,9 +207,13 @@ EQUIVALENT: dict[str, str] = {
     **{f"{_CATALOG}_scores__mutmut_{n}": _CHROMA_PAIRS for n in (37, 40, 45)},
     f"{_CATALOG}search_nodes__mutmut_75": "looks up again, by exact dot product, cosines the vector leg already had: "
     "equal up to float32 noise, below the 3-decimal rounding but at a tie",
-    "agentloom.packs.flowise.catalog.x_slug__mutmut_12": "name.lower() holds no 'X': strip('XX-XX') strips only the '-'",
+    "agentloom.packs.flowise.catalog.x_slug__mutmut_12": (
+        "name.lower() holds no 'X': strip('XX-XX') strips only the '-'"
+    ),
     f"{_CATALOG}_write__mutmut_6": "the temporary file's name is never read: it replaces catalog.json at once",
-    f"{_CATALOG}_write__mutmut_13": "state() then reads back once what was just written, JSON values that compare equal",
+    f"{_CATALOG}_write__mutmut_13": (
+        "state() then reads back once what was just written, JSON values that compare equal"
+    ),
     f"{_CATALOG}_summary__mutmut_34": "every caller's state has refreshed_at set (refresh raises before a summary "
     "of a never refreshed catalog)",
     **{
@@ -245,10 +251,12 @@ EQUIVALENT: dict[str, str] = {
     f"{_SCAN}_write_marker__mutmut_8": _ASCII_JSON,
     f"{_SCAN}_write_marker__mutmut_20": _CODEC,
     f"{_SCAN}\u01c1Scanner\u01c1run__mutmut_26": "counts['removed'] is set to len(gone) before anything reads it",
-    f"{_SCAN}\u01c1Scanner\u01c1_write__mutmut_48": "LanceDB's merge_insert finds the key column in any case: 'ID' is 'id'",
+    f"{_SCAN}\u01c1Scanner\u01c1_write__mutmut_48": "LanceDB's merge_insert finds the key column in any case: 'ID' is "
+    "'id'",
     **{f"{_SCAN}\u01c1Scanner\u01c1_write__mutmut_{n}": _MERGE_CAST for n in (50, 52)},
     **{
-        f"{_SCAN}\u01c1Scanner\u01c1_check__mutmut_{n}": "without the digest, parse_skill hashes the same bytes itself: "
+        f"{_SCAN}\u01c1Scanner\u01c1_check__mutmut_{n}": "without the digest, parse_skill hashes the same bytes "
+        "itself: "
         "the same digest"
         for n in (53, 56)
     },

@@ -98,10 +98,12 @@ def _templates(state: Any, results: dict[str, Any]) -> list[str]:
     results.update(templates_accepted=accepted, templates_clean=clean, template_ratio=statistics.median(ratios))
     return [
         f"**By template id:** {accepted}/{len(catalog.templates)} accepted by Flowise. In its `/validation`: "
-        f"{credentials_only} report nothing but credentials; {clean} nothing but credentials and settings only the user "
+        f"{credentials_only} report nothing but credentials; {clean} nothing but credentials and settings only the "
+        "user "
         "can give (`fill`: a file to upload, an index name); the rest name a node this server lacks. "
         f"Tokens per chatflow (search + build, cl100k_base), these tools vs. writing flowData directly: median "
-        f"**{statistics.median(ratios):.0f}x** fewer. The reply's `{{chatflow_id, name}}` is {min(sizes)}-{max(sizes)} tokens "
+        f"**{statistics.median(ratios):.0f}x** fewer. The reply's `{{chatflow_id, name}}` is {min(sizes)}-{max(sizes)} "
+        "tokens "
         "(goal < 30: not reachable, Flowise's UUID alone is 24 tokens); credentials and settings to fill add the rest.",
         "",
         "| template | fill (in the UI) | issues | tokens, these tools | tokens, raw flowData |",
@@ -166,7 +168,10 @@ def _relevance(state: Any, path: Path) -> tuple[str, list[float], list[int], lis
             misses.append(f"{need['need']!r} → {need['expected']} (got {', '.join(names[:3])})")
         sizes.extend(tokens(h) for h in hits)
     n = len(needs)
-    line = f"`{path.name}` ({n} needs): top-1 {top1}/{n} ({top1 / n:.0%}), top-3 {top3}/{n} (**{top3 / n:.0%}**, goal 90 %)"
+    line = (
+        f"`{path.name}` ({n} needs): top-1 {top1}/{n} ({top1 / n:.0%}), "
+        f"top-3 {top3}/{n} (**{top3 / n:.0%}**, goal 90 %)"
+    )
     return line, latencies, sizes, misses
 
 
@@ -197,7 +202,8 @@ def _search(state: Any, results: dict[str, Any]) -> list[str]:
         f"In-process latency p50 {statistics.median(latencies):.1f} ms, p95 {percentile(latencies, 95):.1f} ms "
         "(query embedding, Chroma, BM25).",
         f"**Reply sizes** (cl100k_base): a node result max {max(sizes)}, mean {statistics.mean(sizes):.1f} tokens "
-        f"(budget 50); a template result max {max(template_sizes)}, mean {statistics.mean(template_sizes):.1f} (budget 50).",
+        f"(budget 50); a template result max {max(template_sizes)}, mean {statistics.mean(template_sizes):.1f} (budget "
+        "50).",
         "",
         "Needs missed at top-3 (both sets):",
         "",
@@ -216,7 +222,8 @@ def main() -> None:
         seconds = time.perf_counter() - start
         body = [
             f"Real Flowise {refresh['server_version']} on loopback; catalog {refresh['nodes']} nodes "
-            f"({refresh['deprecated']} deprecated), {refresh['templates']} chatflow templates, indexed in {seconds:.1f} s.",
+            f"({refresh['deprecated']} deprecated), {refresh['templates']} chatflow templates, indexed in "
+            f"{seconds:.1f} s.",
             "",
             *_templates(state, results),
             "",

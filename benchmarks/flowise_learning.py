@@ -10,6 +10,7 @@ default model (the embedding of the request is part of both).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import statistics
@@ -109,7 +110,9 @@ def _fill(store: Any, count: int, rng: random.Random) -> None:
             for _ in batch
         ]
         ids = [new_id("a") for _ in batch]
-        store.connection.call(lambda: collection.add(ids=ids, documents=batch, embeddings=vectors, metadatas=metadatas))
+        store.connection.call(
+            functools.partial(collection.add, ids=ids, documents=batch, embeddings=vectors, metadatas=metadatas)
+        )
 
 
 def _measure(size: int) -> dict[str, float]:

@@ -126,7 +126,8 @@ def main() -> None:
         started = time.perf_counter()
         tools = tools_list(uvx_all, uv_env)
         rows.append(
-            f"| `uvx --from '.[all]' agentloom serve`, first start incl. install | {time.perf_counter() - started:.0f} s | "
+            f"| `uvx --from '.[all]' agentloom serve`, first start incl. install | {time.perf_counter() - started:.0f} "
+            "s | "
             f"{du_mb(tmp / 'uv-cache'):.0f} MB (uv cache, both) | {tools} |"
         )
         shutil.rmtree(tmp / "uv-cache", ignore_errors=True)
@@ -140,7 +141,8 @@ def main() -> None:
         "local mirror of the index (as on this machine), empty caches still download little.\n\n"
         "| install | time | size | tools |\n|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         f"`scripts/setup.sh` against the set-up before torch left it ({BEFORE_SECONDS} s, {BEFORE_MB} MB): "
-        f"time **{warm_s / BEFORE_SECONDS:.2f}x** (goal <= {GOAL_SECONDS} s: {'met' if warm_s <= GOAL_SECONDS else 'not met'}), "
+        f"time **{warm_s / BEFORE_SECONDS:.2f}x** (goal <= {GOAL_SECONDS} s: "
+        f"{'met' if warm_s <= GOAL_SECONDS else 'not met'}), "
         f".venv **{warm_mb / BEFORE_MB:.2f}x** (goal <= {GOAL_MB} MB: {'met' if warm_mb <= GOAL_MB else 'not met'}). "
         f"Largest in it (MB, bytecode included): {largest}.\n"
     )

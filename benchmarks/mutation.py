@@ -123,7 +123,8 @@ GROUPS = (
         ),
         "forkserver",
     ),
-    # Apart from build_flow: nearly every catalog test refreshes (its texts embedded once per run: tests/mutation_run.py).
+    # Apart from build_flow: nearly every catalog test refreshes (its texts embedded once per run:
+    # tests/mutation_run.py).
     Group(
         "Flowise catalog refresh",
         ("agentloom/packs/flowise/catalog.py",),
@@ -200,7 +201,8 @@ def _config(group: Group) -> str:
             'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-p", "no:cov", "-k", "not postgresql"'
             + "".join(f', "--deselect", "{test}"' for test in group.deselect)
             + "]\n"
-            # A mutant that makes a loop endless is stopped after (the tests' usual time + setup_seconds) x 5, not mutmut's
+            # A mutant that makes a loop endless is stopped after (the tests' usual time + setup_seconds) x 5, not
+            # mutmut's
             # x 15: the chunker's loops alone have dozens of such mutants, a minute each at x 15.
             "timeout_multiplier = 5.0\n"
             f"timeout_constant = {group.setup_seconds}\n"
@@ -275,7 +277,8 @@ def _write(sections: list[str], version: str, seconds: float, groups: int) -> No
         f"times below add up to {whole:.0f} min); "
         "`MUTATION_GROUPS=word[,word]` runs only the groups whose names contain a word\n"
         f"- goal: at least {GOAL:.0%} of each named module's mutants killed. A mutant that makes the tests run "
-        'past their time limit (an endless loop) counts as killed, as in mutmut\'s own score. "No tests": no selected test '
+        'past their time limit (an endless loop) counts as killed, as in mutmut\'s own score. "No tests": no selected '
+        "test "
         "reached the function in the test process (code run only inside a spawned server counts here). "
         "Tests run on SQLite only, property tests with a quarter of their examples, a mutant's tests fastest "
         "first, each text embedded once per run and the heap frozen before the tests (`tests/mutation_run.py`). "
@@ -303,7 +306,8 @@ def main() -> None:
     chosen = [g for g in GROUPS if not wanted or any(w in g.name.lower() for w in wanted)]
     if not chosen:
         sys.exit(
-            f"MUTATION_GROUPS={os.environ['MUTATION_GROUPS']!r} names no group; groups: {'; '.join(g.name for g in GROUPS)}"
+            f"MUTATION_GROUPS={os.environ['MUTATION_GROUPS']!r} names no group; groups: "
+            f"{'; '.join(g.name for g in GROUPS)}"
         )
     version = subprocess.run([MUTMUT, "--version"], capture_output=True, text=True, check=False).stdout.strip()
     measured: dict[str, str] = {}
@@ -313,7 +317,8 @@ def main() -> None:
     count = os.environ.get("MUTATION_COUNT") == "1"
     if (retest or count) and not keep:
         sys.exit(
-            "MUTATION_RETEST=1 and MUTATION_COUNT=1 read the copies MUTATION_KEEP kept: set MUTATION_KEEP to that folder"
+            "MUTATION_RETEST=1 and MUTATION_COUNT=1 read the copies MUTATION_KEEP kept: set MUTATION_KEEP to that "
+            "folder"
         )
     earlier = _earlier_sections()
     for group in chosen:
@@ -348,7 +353,8 @@ def main() -> None:
         elif again:  # the first run's time and date stay; the re-test is said after them
             first = _FIRST_RUN.search(earlier.get(group.name, ""))
             when = (
-                f"{first.group(1) + ' min' if first else '?'}; measured {first.group(2) if first else '?'}, its survivors "
+                f"{first.group(1) + ' min' if first else '?'}; measured {first.group(2) if first else '?'}, its "
+                "survivors "
                 f"re-tested {now} ({seconds / 60:.1f} min)"
             )
         else:
@@ -356,8 +362,10 @@ def main() -> None:
         measured[group.name] = (
             f"### {group.name}\n\nTests: {', '.join(f'`{t}`' for t in group.tests)}"
             f"{''.join(f' but `{t}`' for t in group.deselect)}; {when}.\n\n"
-            "| module | mutants | killed | survived | equivalent | timed out | no tests | other | killed or timed out, of all but equivalent |\n"
-            f"|---|---|---|---|---|---|---|---|---|\n{rows}\n\nSurvivors (`mutmut show NAME` in the group's copy, kept with `MUTATION_KEEP`, shows the "
+            "| module | mutants | killed | survived | equivalent | timed out | no tests | other | killed or timed out, "
+            "of all but equivalent |\n"
+            f"|---|---|---|---|---|---|---|---|---|\n{rows}\n\nSurvivors (`mutmut show NAME` in the group's copy, kept "
+            "with `MUTATION_KEEP`, shows the "
             f"change):\n\n{shown}\n"
         )
         # After each group: a stopped run keeps its results. The other groups' sections are read again

@@ -156,7 +156,8 @@ def _top(got: list[list[str]], queries: list[tuple[str, str]]) -> list[str]:
 def quality(tmp: Path) -> tuple[list[str], dict]:
     root = Path(shutil.copytree(SKILLS, tmp / "eval-skills"))
     rows = [
-        "| configuration | EN top-1 | EN top-3 | ZH top-1 | ZH top-3 | seed 帮我提交代码 → git-commit | seed 分析Excel文件 → excel-analysis |",
+        "| configuration | EN top-1 | EN top-3 | ZH top-1 | ZH top-3 "
+        "| seed 帮我提交代码 → git-commit | seed 分析Excel文件 → excel-analysis |",
         "|---|---|---|---|---|---|---|",
     ]
     ranks: dict[str, dict[str, list[str]]] = {}

@@ -1,13 +1,14 @@
-"""Stitch against its floor: Worker-node completions per second with a local echo worker, on
-SQLite and on PostgreSQL, as a ratio to the floor engine (benchmarks/stitch_floor.py) measured
-in the same run, and the latency from a worker's callback to the next node's webhook.
+"""Stitch against its floor: Worker-node completions per second with a local echo worker, on SQLite and
+on PostgreSQL, as a ratio to the floor engine (benchmarks/stitch_floor.py) measured in the same run,
+and the latency from a worker's callback to the next node's webhook.
 
 Each measurement gets a fresh database, a fresh server (`agentloom stitch serve`, one or two
-processes, or the floor) and an echo worker process. RUNS runs of a CHAIN-node Worker chain
-go at once. The floor, Stitch with one server process (as the floor) and with two alternate
-for ROUNDS rounds, so a machine that slows down mid-run slows all; the medians are reported. Goals: Stitch >= 0.4x the floor on SQLite and >= 0.8x on
-PostgreSQL; quiet callback-to-next-webhook p50 <= 2 ms on SQLite, <= 4 ms on PostgreSQL.
-Then a scale-out row on PostgreSQL: 1, 2 (the medians above) and 4 server processes.
+processes, or the floor) and an echo worker process. RUNS runs of a CHAIN-node Worker chain go at
+once. The floor, Stitch with one server process (as the floor) and with two alternate for ROUNDS
+rounds, so a machine that slows down mid-run slows all; the medians are reported. Goals: Stitch >=
+0.4x the floor on SQLite and >= 0.8x on PostgreSQL; quiet callback-to-next-webhook p50 <= 2 ms on
+SQLite, <= 4 ms on PostgreSQL. Then a scale-out row on PostgreSQL: 1, 2 (the medians above) and 4
+server processes.
 """
 
 from __future__ import annotations
@@ -270,7 +271,8 @@ def main() -> None:
         "during the throughput run (loaded, mostly time queued behind the other runs). CPU per completion: the "
         "server processes' CPU time during the throughput run / completions.",
         "",
-        "| database | engine | completions/s | ratio to floor | goal | p50 quiet (ms) | goal | p95 quiet (ms) | p50 loaded (ms) | CPU per completion (ms) |",
+        "| database | engine | completions/s | ratio to floor | goal | p50 quiet (ms) | goal | p95 quiet (ms) | p50 "
+        "loaded (ms) | CPU per completion (ms) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for kind, (ratio_goal, p50_goal) in GOALS.items():
@@ -291,7 +293,8 @@ def main() -> None:
         "Scale-out: Stitch on one PostgreSQL database with N server processes, any of them taking any callback "
         "(1 and 2: the medians above; 4: one measurement).",
         "",
-        "| server processes | completions/s | ratio to the PostgreSQL floor | p50 loaded (ms) | server CPU (cores) | CPU per completion (ms) |",
+        "| server processes | completions/s | ratio to the PostgreSQL floor | p50 loaded (ms) | server CPU (cores) | "
+        "CPU per completion (ms) |",
         "|---|---|---|---|---|---|",
     ]
     for workers in (1, 2, 4):

@@ -95,7 +95,10 @@ class Floor:
 
     def dispatch(self, run_id: str, key: str, attempt: int, input_json: str) -> None:
         url = f"{self.base}/callback/{run_id}/{key}?attempt={attempt}&sig={sign(run_id, key, attempt)}"
-        body = f'{{"runId":"{run_id}","nodeId":"{key}","attempt":{attempt},"callbackUrl":"{url}","config":{{}},"input":{input_json}}}'
+        body = (
+            f'{{"runId":"{run_id}","nodeId":"{key}","attempt":{attempt},'
+            f'"callbackUrl":"{url}","config":{{}},"input":{input_json}}}'
+        )
         task = asyncio.get_running_loop().create_task(self.post(body.encode()))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

@@ -54,7 +54,7 @@ async def _listing(src: Path, data: Path) -> tuple[list[dict[str, Any]], dict[st
         "AGENTLOOM_CACHE_DIR": str(data / "cache"),
     }
     params = StdioServerParameters(command=sys.executable, args=["-m", "agentloom", "serve"], env=env, cwd=str(data))
-    with open(os.devnull, "w") as quiet:
+    with open(os.devnull, "w") as quiet:  # noqa: ASYNC230  # /dev/null does not block
         async with Client(stdio_client(params, errlog=quiet), mode="auto") as client:  # type: ignore[arg-type]
             tools = [
                 t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools
@@ -105,7 +105,8 @@ def report(measured: dict[str, Any]) -> str:
         "|---|---|---|---|",
         f"| before ({BASELINE}) | {len(before)} | {b_bytes:,} | {b_tokens:,} |",
         f"| after (this commit) | {len(after)} | {a_bytes:,} | {a_tokens:,} |",
-        f"| change | | {100 * (a_bytes - b_bytes) / b_bytes:+.0f} % | {100 * (a_tokens - b_tokens) / b_tokens:+.0f} % |",
+        f"| change | | {100 * (a_bytes - b_bytes) / b_bytes:+.0f} % "
+        f"| {100 * (a_tokens - b_tokens) / b_tokens:+.0f} % |",
         "",
         (
             f"Goal: at most {BUDGET:,} bytes: **{'met' if a_bytes <= BUDGET else 'missed'}** ({a_bytes:,}; "

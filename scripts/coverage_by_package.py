@@ -52,7 +52,8 @@ def main() -> int:
     branches = sum(r[2] for r in totals.values())
     all_branches = sum(r[3] for r in totals.values())
     print(
-        f"| **all** | **{lines / statements:.0%}** of {statements} | **{branches / all_branches:.0%}** of {all_branches} |"
+        f"| **all** | **{lines / statements:.0%}** of {statements} | **{branches / all_branches:.0%}** of "
+        f"{all_branches} |"
     )
     return 0
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-pytest_plugins = ["tests.ci_skips", "tests.mutation_run"]
+# The mutation tooling (tests/mutation_run.py) changes a session only under `python -m benchmarks
+# mutation`, which sets AGENTLOOM_MUTATION; an ordinary run does not load it.
+pytest_plugins = ["tests.ci_skips"] + (["tests.mutation_run"] if os.environ.get("AGENTLOOM_MUTATION") else [])
 
 # agentloom's data directory defaults to the user data directory when nothing sets one: no test may
 # write into the real one. platformdirs reads XDG_DATA_HOME on Linux; spawned processes inherit it.

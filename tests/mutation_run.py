@@ -1,4 +1,5 @@
-"""What ``python -m benchmarks mutation`` changes in a test session (``AGENTLOOM_MUTATION`` set); nothing otherwise.
+"""What ``python -m benchmarks mutation`` changes in a test session; tests/conftest.py loads this plugin only
+when ``AGENTLOOM_MUTATION`` is set.
 
 - **Fastest tests first.** mutmut runs each mutant against the tests that reached the mutated function,
   with ``-x``, and passes them in no particular order: a mutant that a 10-ms unit test kills could first
@@ -40,7 +41,6 @@ from typing import Any
 
 import pytest
 
-_ON = bool(os.environ.get("AGENTLOOM_MUTATION"))
 _FORK_SAFE = ("pyarrow", "lance_namespace", "chromadb", "onnxruntime", "tokenizers")
 
 
@@ -95,24 +95,22 @@ def _memoise_embeddings() -> None:
     )
 
 
-if _ON:
-    _memoise_embeddings()
-    for _name in _FORK_SAFE:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(_name)
+_memoise_embeddings()
+for _name in _FORK_SAFE:
     with contextlib.suppress(ImportError):
-        _warm_rank_model()
+        importlib.import_module(_name)
+with contextlib.suppress(ImportError):
+    _warm_rank_model()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if _ON:
-        gc.freeze()
+    gc.freeze()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest groups tests by fixture scope: the durations decide
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     stats = Path("mutmut-stats.json")
-    if not _ON or not stats.is_file():
+    if not stats.is_file():
         return
     durations: dict[str, float] = json.loads(stats.read_text()).get("duration_by_test", {})
     items.sort(

@@ -601,7 +601,8 @@ def test_a_folder_reads_only_regular_files_below_it(tree: Path, tmp_path: Path) 
             "file/x.md": "file in the repository is a file where a folder is needed; Name real files.",
             "docs/a.md/x": "docs/a.md in the repository is a file where a folder is needed; Name real files.",
             "docs/a.md/x/y.md": "docs/a.md in the repository is a file where a folder is needed; Name real files.",
-            "../tree/file": "'../tree/file' climbs out of the folder with '..'; only paths inside the repository are used",
+            "../tree/file": "'../tree/file' climbs out of the folder with '..'; only paths inside the repository are "
+            "used",
             "/etc/passwd": "'/etc/passwd' is an absolute path; only paths inside the repository are used",
         }
         for name, message in cases.items():
@@ -936,7 +937,8 @@ def test_fetch_warnings_name_the_source(tmp_path: Path) -> None:
     assert fetched.files == []
     assert fetched.warning == (
         f"no documentation files found in {repo.url}; configure `paths:` for this source in .knowledge/config.yaml "
-        f"to say which files to take\n{repo.url}: skipped symbolic links (never followed): docs/readme.md -> /etc/passwd"
+        f"to say which files to take\n{repo.url}: skipped symbolic links (never followed): docs/readme.md -> "
+        "/etc/passwd"
     )
     with pytest.raises(SourceError) as err:
         loader_for(repo.url, paths=("manual",)).fetch(tmp_path / "clone2")
@@ -1000,12 +1002,17 @@ NO_REPO = f"no repository at this URL. Check the URL in .knowledge/config.yaml (
     ("stderr", "message"),
     [
         (
-            "Cloning into 'x'...\nfatal: unable to access 'https://e.org/x.git/': server certificate verification failed. "
+            "Cloning into 'x'...\nfatal: unable to access 'https://e.org/x.git/': server certificate verification "
+            "failed. "
             "CAfile: none CRLfile: none",
-            "TLS certificate verification failed (unable to access 'https://e.org/x.git/': server certificate verification "
-            "failed. CAfile: none CRLfile: none). The server's certificate is not trusted on this machine: if the host is "
-            "yours or your company's (a self-hosted server, a proxy that inspects TLS), install its CA certificate into the "
-            "system store or point git to it with `git config --global http.sslCAInfo /path/to/ca.pem`; otherwise check "
+            "TLS certificate verification failed (unable to access 'https://e.org/x.git/': server certificate "
+            "verification "
+            "failed. CAfile: none CRLfile: none). The server's certificate is not trusted on this machine: if the host "
+            "is "
+            "yours or your company's (a self-hosted server, a proxy that inspects TLS), install its CA certificate "
+            "into the "
+            "system store or point git to it with `git config --global http.sslCAInfo /path/to/ca.pem`; otherwise "
+            "check "
             "the URL. Certificate checks are never switched off",
         ),
         (
@@ -1015,7 +1022,8 @@ NO_REPO = f"no repository at this URL. Check the URL in .knowledge/config.yaml (
         ),
         (
             "Host key verification failed.\nfatal: Could not read from remote repository.",
-            "the SSH host key of this server is not known yet. Connect once yourself (`ssh -T` to the host) to check and "
+            "the SSH host key of this server is not known yet. Connect once yourself (`ssh -T` to the host) to check "
+            "and "
             "accept it, then retry",
         ),
         ("fatal: Authentication failed for 'https://e.org/x.git/'", AUTH),
@@ -1035,7 +1043,8 @@ NO_REPO = f"no repository at this URL. Check the URL in .knowledge/config.yaml (
         ("fatal: unable to access 'x': Connection reset by peer", UNREACHABLE),
         (
             "fatal: transport 'ext' not allowed",
-            f"git refused this transport (allowed: GIT_ALLOW_PROTOCOL=file:git:http:https:ssh); use {ACCEPTED_URLS}, or "
+            f"git refused this transport (allowed: GIT_ALLOW_PROTOCOL=file:git:http:https:ssh); use {ACCEPTED_URLS}, "
+            "or "
             "widen GIT_ALLOW_PROTOCOL in your environment",
         ),
         ("fatal: 'x' does not appear to be a git repository", NO_REPO),

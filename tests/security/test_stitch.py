@@ -11,8 +11,6 @@ database matters), a real worker, and the stitch MCP pack.
 - the API key: none blank or short, and /docs and /openapi.json need it.
 """
 
-# ruff: noqa: F811 - the fixtures imported from tests.stitch.conftest are parameters here
-
 from __future__ import annotations
 
 import asyncio

@@ -193,7 +193,7 @@ async def test_bad_patterns_are_refused_with_the_reason(
         assert 'relative globs matched inside the folders given in paths, like "*.md"' in text
 
 
-async def test_search_refusals_say_why(tmp_path: Path, store_settings: dict[str, object]) -> None:  # noqa: F811
+async def test_search_refusals_say_why(tmp_path: Path, store_settings: dict[str, object]) -> None:
     host = vectors_host(tmp_path, **store_settings)
     name = collection_name()
     store = host.packs["vectors"].state.store
@@ -232,7 +232,7 @@ async def test_search_refusals_say_why(tmp_path: Path, store_settings: dict[str,
         assert not ok.is_error and ok.structured_content["results"][0]["document_id"] == "cats"
 
 
-async def test_metadata_refusals_say_why(tmp_path: Path, store_settings: dict[str, object]) -> None:  # noqa: F811
+async def test_metadata_refusals_say_why(tmp_path: Path, store_settings: dict[str, object]) -> None:
     host = vectors_host(tmp_path, **store_settings)
     name = collection_name()
     async with Client(host.server) as client:
