@@ -62,3 +62,19 @@ def server_env(tmp_path: Path) -> dict[str, str]:
 PYTHON = sys.executable
 # The one timestamp format of agentloom's replies (agentloom.core.timestamps): 2026-11-23T11:32:00.123Z
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+# Expensive fixtures shared across files: every test that uses one runs on the same pytest-xdist worker,
+# so the suite starts one of each, not one per worker.
+_SHARED_FIXTURE_GROUPS = {"live_flowise": "live-flowise"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into scheduling units
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``pytest -n N --dist loadgroup`` (.ci/run), schedule a test file as a whole on one worker,
+    so module-scoped fixtures are built once, except that tests using an expensive shared fixture go to
+    that fixture's worker."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        groups = [group for name, group in _SHARED_FIXTURE_GROUPS.items() if name in fixtures]
+        item.add_marker(pytest.mark.xdist_group(groups[0] if groups else item.nodeid.split("::")[0]))
