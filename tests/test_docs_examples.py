@@ -122,7 +122,7 @@ def environment(folder: Path) -> dict[str, str]:
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     # The checkout's sources first (they are what the editable install points at in CI), then
     # whatever a page's `pip install` put in its folder.
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(folder / "site"), str(REPO)])
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(folder / "site")])
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
