@@ -62,26 +62,28 @@ def test_the_not_built_page_names_the_folder_and_a_fix_for_every_kind_of_install
     assert "pip install --no-deps --force-reinstall /path/to/agentloom" in page  # a copy: install again
 
 
-def build(out: Path, source: Path) -> tuple[Path, Path]:
-    """``python -m build`` of a copy of the sources; returns (wheel, sdist)."""
+def build(out: Path, source: Path, *, console: bool = True) -> tuple[Path, Path | None]:
+    """``python -m build`` of a copy of the sources; returns (wheel, sdist). Without the built console
+    only the wheel is made."""
     source.mkdir()
     shutil.copy2(REPO / "pyproject.toml", source)
     shutil.copy2(REPO / "README.md", source)
     if (REPO / "MANIFEST.in").is_file():
         shutil.copy2(REPO / "MANIFEST.in", source)
-    shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    skip = ["__pycache__", "*.egg-info"] + ([] if console else ["console_dist"])
+    shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns(*skip))
     # Isolated, as a release is built: pyproject's [build-system] pins its setuptools, which the
     # test environment need not have (pip fetches it once into its cache).
     done = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(source)],
+        [sys.executable, "-m", "build", *([] if console else ["--wheel"]), "--outdir", str(out), str(source)],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, f"python -m build failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     (wheel,) = out.glob("agentloom-*.whl")
-    (sdist,) = out.glob("agentloom-*.tar.gz")
-    return wheel, sdist
+    sdists = list(out.glob("agentloom-*.tar.gz"))
+    return wheel, sdists[0] if sdists else None
 
 
 def fresh_venv(where: Path) -> Path:
@@ -112,6 +114,7 @@ def wait_for_page(url: str, server: subprocess.Popen[str], seconds: float = 60) 
 
 @pytest.mark.slow
 def test_the_wheel_holds_the_console_and_serves_it_from_a_fresh_venv(tmp_path: Path) -> None:
+    """Also: a wheel made without the console says so at ``/``, and its fix (install a built one) works."""
     if not (CONSOLE / "index.html").is_file():
         pytest.skip(f"the console is not built in {CONSOLE}: run scripts/setup.sh test")
     expected = runtime_files()
@@ -119,6 +122,7 @@ def test_the_wheel_holds_the_console_and_serves_it_from_a_fresh_venv(tmp_path: P
     assert any(f.startswith("stitch/console_dist/assets/") and f.endswith(".js") for f in expected)
 
     wheel, sdist = build(tmp_path / "dist", tmp_path / "source")
+    assert sdist is not None
     in_wheel = set(zipfile.ZipFile(wheel).namelist())
     missing = [f for f in expected if f"agentloom/{f}" not in in_wheel]
     assert not missing, f"the wheel lacks {missing}"
@@ -128,13 +132,21 @@ def test_the_wheel_holds_the_console_and_serves_it_from_a_fresh_venv(tmp_path: P
     assert not missing, f"the sdist lacks {missing}"
 
     python = fresh_venv(tmp_path / "venv")
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        check=True,
-        timeout=300,
-    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTLOOM_", "STITCH_", "PYTHON"))}
     env["AGENTLOOM_DATA_DIR"] = str(tmp_path / "data")
+    agentloom = tmp_path / "venv" / "bin" / "agentloom"
+
+    # First a wheel of a checkout whose console was never built: the page says so, naming the
+    # installed copy's folder, and its fix for such an install is to install a built one again.
+    bare, _ = build(tmp_path / "bare-dist", tmp_path / "bare-source", console=False)
+    pip_install(python, bare)
+    page = served_page(agentloom, env, tmp_path)
+    assert "not built" in page, page
+    site = tmp_path / "venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    assert html.escape(str((site / "agentloom" / "stitch" / "console_dist").resolve())) in page
+    assert "install again from the checkout" in page and "python -m build" in page
+
+    pip_install(python, wheel, "--force-reinstall")
     where = subprocess.run(
         [str(python), "-c", "import agentloom; print(agentloom.__file__)"],
         capture_output=True,
@@ -145,12 +157,27 @@ def test_the_wheel_holds_the_console_and_serves_it_from_a_fresh_venv(tmp_path: P
     ).stdout.strip()
     assert Path(where).is_relative_to(tmp_path / "venv"), f"agentloom imported from {where}, not the wheel"
 
-    agentloom = tmp_path / "venv" / "bin" / "agentloom"
     version = subprocess.run(
         [str(agentloom), "--version"], capture_output=True, text=True, check=True, env=env, cwd=tmp_path, timeout=60
     )
     assert version.stdout.strip() == f"agentloom {VERSION}" == f"agentloom {importlib.metadata.version('agentloom')}"
 
+    asset = next(f for f in expected if f.startswith("stitch/console_dist/assets/") and f.endswith(".js"))
+    page = served_page(agentloom, env, tmp_path, also=asset.removeprefix("stitch/console_dist/"))
+    assert "not built" not in page and '<div id="root">' in page, page[:500]
+
+
+def pip_install(python: Path, wheel: Path, *options: str) -> None:
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", *options, str(wheel)],
+        check=True,
+        timeout=300,
+    )
+
+
+def served_page(agentloom: Path, env: dict[str, str], cwd: Path, also: str | None = None) -> str:
+    """``agentloom stitch serve`` on a free port: the page at ``/`` (and ``also``, which must be the
+    checkout's own file of that name)."""
     port = free_port()
     server = subprocess.Popen(
         [str(agentloom), "stitch", "serve", "--port", str(port)],
@@ -158,15 +185,15 @@ def test_the_wheel_holds_the_console_and_serves_it_from_a_fresh_venv(tmp_path: P
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
-        cwd=tmp_path,
+        cwd=cwd,
     )
     try:
         page = wait_for_page(f"http://127.0.0.1:{port}/", server)
         assert page.status_code == 200
-        assert "not built" not in page.text and '<div id="root">' in page.text, page.text[:500]
-        asset = next(f for f in expected if f.startswith("stitch/console_dist/assets/") and f.endswith(".js"))
-        script = httpx.get(f"http://127.0.0.1:{port}/{asset.removeprefix('stitch/console_dist/')}", timeout=5)
-        assert script.status_code == 200 and script.content == (PACKAGE / asset).read_bytes()
+        if also is not None:
+            served = httpx.get(f"http://127.0.0.1:{port}/{also}", timeout=5)
+            assert served.status_code == 200 and served.content == (CONSOLE / also).read_bytes()
+        return page.text
     finally:
         server.terminate()
         try:
