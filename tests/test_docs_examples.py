@@ -230,9 +230,14 @@ RUNNABLE = {
 
 
 # One test per page, its blocks in order in one folder: a page's later blocks use what the earlier
-# ones wrote or installed, and a page must not be split across test workers.
+# ones wrote or installed. Pages share nothing, so each is its own pytest-xdist group (the groups of
+# a test are joined), and the pages run in parallel under --dist loadgroup.
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [page for page in PAGES if RUNNABLE[page]], ids=lambda page: page.name)
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(page, marks=pytest.mark.xdist_group(f"docs-{page.stem}")) for page in PAGES if RUNNABLE[page]],
+    ids=lambda page: page.name,
+)
 def test_the_examples_of_a_page_run(page: Path, tmp_path: Path) -> None:
     for block in RUNNABLE[page]:
         run_block(block, tmp_path)
