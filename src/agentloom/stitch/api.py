@@ -490,7 +490,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
 
     app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
     if not console.mount(app):
-        log.info("the web console is not built (scripts/setup.sh builds it); / says how")
+        log.info("the web console is not built in %s; / says how to add it", console.CONSOLE_DIR)
 
     @app.get(f"{PREFIX}/health", response_model=Health, responses=errors(422, 503))
     async def health(request: Request) -> dict[str, Any]:

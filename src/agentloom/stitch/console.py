@@ -9,6 +9,7 @@ the API key: it asks for the key itself and sends it on every API call.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -27,14 +28,24 @@ HEADERS = {
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
     "X-Content-Type-Options": "nosniff",
 }
+# An installed copy (pip, pipx, a wheel) holds its own console_dist: building in a checkout changes
+# only the checkout, so the fix has to say to install again, not just to build and restart.
 NOT_BUILT = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Stitch</title></head>
 <body style="font-family: sans-serif; max-width: 44em; margin: 3em auto; line-height: 1.5">
 <h1>Stitch</h1>
 <p>The API is up at <a href="/api/stitch/health">/api/stitch</a> (OpenAPI: <a href="/docs">/docs</a>),
-but the web console is not built in this installation.</p>
-<p>Build it from the agentloom checkout with <code>scripts/setup.sh</code>, or by hand
-(Node.js 20.19 or newer): <code>npm ci --prefix console &amp;&amp; npm run build --prefix console</code>,
-then restart <code>agentloom stitch serve</code>.</p>
+but the web console is not built in this installation: there is no <code>index.html</code> in
+<code>{directory}</code>.</p>
+<p>Build it in the agentloom checkout with <code>scripts/setup.sh</code>, or by hand
+(Node.js 20.19 or newer): <code>npm ci --prefix console &amp;&amp; npm run build --prefix console</code>.</p>
+<ul>
+<li>Installed editable from that checkout (as <code>scripts/setup.sh</code> installs it): restart
+<code>agentloom stitch serve</code>.</li>
+<li>Installed any other way (pip, pipx, a wheel): install again from the checkout once the console is
+built, e.g. <code>pip install --no-deps --force-reinstall /path/to/agentloom</code>
+(<code>pipx install --force '/path/to/agentloom[all]'</code>), or install a wheel made there with
+<code>python -m build</code>, then restart <code>agentloom stitch serve</code>.</li>
+</ul>
 </body></html>"""
 
 
@@ -47,12 +58,13 @@ def mount(app: FastAPI, directory: Path = CONSOLE_DIR) -> bool:
     """Serve the console from ``directory``; True when it is built there."""
     index = directory / "index.html"
     built = index.is_file() and (directory / "assets").is_dir()
+    not_built = NOT_BUILT.format(directory=html.escape(str(directory.resolve())))
     if built:
         app.mount(ASSETS, StaticFiles(directory=directory / "assets"), name="console-assets")
 
     async def page(request: Request) -> Response:
         if not built:
-            return HTMLResponse(NOT_BUILT, headers={"Cache-Control": "no-cache"})
+            return HTMLResponse(not_built, headers={"Cache-Control": "no-cache"})
         return HTMLResponse(index.read_bytes(), headers=HEADERS)
 
     for path in PAGES:  # plain routes: not in the OpenAPI description, any query string (the page reads it)
