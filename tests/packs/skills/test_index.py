@@ -12,7 +12,8 @@ import pytest
 
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.packs.skills.skillfile import MARKER
-from agentloom.packs.skills.store import LanceSearchError, SkillIndex
+from agentloom.packs.skills.store import SkillIndex
+from agentloom.packs.skills.table import LanceSearchError
 from tests.packs.skills.conftest import make_index, names, write_skill
 
 

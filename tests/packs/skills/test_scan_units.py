@@ -14,17 +14,10 @@ from pathlib import Path
 import pytest
 
 from agentloom.core.errors import NotFoundError
-from agentloom.packs.skills.scan import (
-    compact_table,
-    ids_in,
-    inside,
-    now_ms,
-    read_marker,
-    skill_folders,
-    write_marker,
-)
+from agentloom.packs.skills.scan import inside, read_marker, skill_folders, write_marker
 from agentloom.packs.skills.skillfile import MARKER, file_digest, parse_skill
 from agentloom.packs.skills.store import SkillIndex
+from agentloom.packs.skills.table import compact_table, ids_in, now_ms
 from tests.packs.skills.conftest import SEED_SKILLS, make_index, write_skill
 
 E5 = "multilingual-e5-small"
@@ -120,7 +113,7 @@ def plain(tmp_path: Path, seed_root: Path) -> SkillIndex:
 
 
 def test_unchanged_needs_row_size_hash_path_model_and_marker(plain: SkillIndex, seed_root: Path) -> None:
-    scanner, record = plain._scanner, plain.model()
+    scanner, record = plain.scanner, plain.model()
     folder = seed_root / "calculate"
     data = (folder / "SKILL.md").read_bytes()
     size, digest = len(data), file_digest(data)
@@ -146,7 +139,7 @@ def test_unchanged_needs_row_size_hash_path_model_and_marker(plain: SkillIndex, 
 def test_check_counts_what_it_skips_word_for_word(
     plain: SkillIndex, tmp_path: Path, seed_root: Path, caplog_debug: pytest.LogCaptureFixture
 ) -> None:
-    scanner, record = plain._scanner, plain.model()
+    scanner, record = plain.scanner, plain.model()
     rows = plain.rows()
     counts: dict = {"added": 0, "updated": 0, "unchanged": 0, "removed": 0, "skipped": []}
     seen: dict[str, Path] = {}

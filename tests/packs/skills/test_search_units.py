@@ -15,7 +15,6 @@ import pytest
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.skills import search as search_module
 from agentloom.packs.skills.keywords import keyword_score
-from agentloom.packs.skills.scan import compact_table
 from agentloom.packs.skills.search import (
     RANK_RETRY_SECONDS,
     RANK_TABLE,
@@ -30,6 +29,7 @@ from agentloom.packs.skills.search import (
 )
 from agentloom.packs.skills.skillfile import MARKER, embedding_text
 from agentloom.packs.skills.store import SkillIndex
+from agentloom.packs.skills.table import compact_table
 from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_skill
 
 E5, USE = "multilingual-e5-small", "use-multilingual-v3"
@@ -223,7 +223,7 @@ def test_rank_model_that_cannot_embed_orders_by_the_scoring_model(
 
 # -- the rank model's table ------------------------------------------------------------------------
 def rank_table(index: SkillIndex) -> dict[str, dict]:
-    rows = index._db.open_table(RANK_TABLE).to_arrow().to_pylist()
+    rows = index.store.db().open_table(RANK_TABLE).to_arrow().to_pylist()
     return {r["id"]: r for r in rows}
 
 
@@ -256,7 +256,7 @@ def test_sync_writes_each_skill_once_with_hash_fingerprint_and_vector(
         [embedding_text("calculate", "数学运算和统计", ["math", "stats"])], USE
     )[0]
     assert np.allclose(table["calculate"]["vector"], new, atol=1e-5)
-    versions = seed_index._db.open_table(RANK_TABLE).list_versions()
+    versions = seed_index.store.db().open_table(RANK_TABLE).list_versions()
     assert len(versions) <= 2  # compacted after the change
     caplog.clear()
     seed_index.scan()  # nothing changed: nothing embedded, nothing logged
@@ -264,7 +264,7 @@ def test_sync_writes_each_skill_once_with_hash_fingerprint_and_vector(
 
 
 def test_sync_is_skipped_while_the_table_version_is_the_same(seed_index: SkillIndex) -> None:
-    rank = seed_index._db.open_table(RANK_TABLE)
+    rank = seed_index.store.db().open_table(RANK_TABLE)
     rank.delete("id = 'calculate'")  # behind the searcher's back
     seed_index.searcher.sync()  # same skills version, same model: not even read
     assert set(rank_table(seed_index)) == set(SEED_SKILLS) - {"calculate"}
@@ -278,7 +278,7 @@ def test_sync_without_compaction_keeps_versions(tmp_path: Path, seed_root: Path)
     index.scan()
     write_skill(seed_root, "calculate", "数学运算")
     index.scan()
-    assert len(index._db.open_table(RANK_TABLE).list_versions()) >= 3
+    assert len(index.store.db().open_table(RANK_TABLE).list_versions()) >= 3
 
 
 def test_rank_matrix_follows_the_snapshot_order_with_zeros_for_a_missing_row(seed_index: SkillIndex) -> None:
@@ -317,7 +317,7 @@ def test_rank_table_of_another_size_is_made_anew_with_a_warning(
 def test_rank_table_is_created_then_opened(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root], rank_model="")
     index.scan()  # no rank model: no rank table
-    assert RANK_TABLE not in set(index._db.list_tables().tables)
+    assert RANK_TABLE not in set(index.store.db().list_tables().tables)
     index.settings.rank_model = USE
     record = index.searcher.rank_record()
     table = index.searcher._open_rank_table(record)
@@ -807,7 +807,7 @@ def test_sync_embeds_a_row_without_description_as_empty_text(tmp_path: Path) -> 
 def test_sync_writes_one_merge_per_batch_of_64(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root], compact=False)
     index.scan()
-    rank = index._db.open_table(RANK_TABLE)
+    rank = index.store.db().open_table(RANK_TABLE)
     assert len(rank.list_versions()) == 2  # made, then the 4 skills in one merge
     for i in range(65):
         write_skill(seed_root, f"s{i:02d}", f"skill number {i}")
@@ -820,7 +820,7 @@ def test_sync_writes_one_merge_per_batch_of_64(tmp_path: Path, seed_root: Path) 
 def test_sync_compacts_after_embedding_alone_and_after_removing_alone(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root])  # compaction on
     index.scan()  # 4 embedded, none removed
-    rank = index._db.open_table(RANK_TABLE)
+    rank = index.store.db().open_table(RANK_TABLE)
     assert len(rank.list_versions()) == 1
     index.remove("calculate")  # none embedded, 1 removed
     index.searcher.sync()
@@ -831,7 +831,7 @@ def test_sync_compacts_after_embedding_alone_and_after_removing_alone(tmp_path: 
 def test_sync_with_nothing_to_write_does_not_compact(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root], compact=False)
     index.scan()
-    rank = index._db.open_table(RANK_TABLE)
+    rank = index.store.db().open_table(RANK_TABLE)
     assert len(rank.list_versions()) == 2
     index.settings.compact = True
     (
