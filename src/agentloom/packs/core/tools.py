@@ -50,7 +50,7 @@ class HealthResult(TypedDict):
     ]
 
 
-pack = Pack("core", "Server health and circuit breakers")
+pack: Pack[Core] = Pack("core", "Server health and circuit breakers")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Managing what the flowise pack keeps in its ChromaDB: statistics, cleanup, samples (FR-026 to 030, 113, 114).
+"""Managing what the flowise pack keeps in its ChromaDB: statistics, cleanup, samples.
 
-Deleting what the pack has learnt is a person's decision (FR-030): the tools and the learning
+Deleting what the pack has learnt is a person's decision: the tools and the learning
 store only add and update; ``delete`` and ``reset`` run only when an ``agentloom flowise data``
 command (``cli_data.py``) calls them after showing the selection and asking, and
 ``tests/packs/flowise/test_data.py`` scans the pack's code to keep it so. Selections only read:
@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypedDict
+
 from agentloom.core.errors import AgentloomError
 from agentloom.core.timestamps import iso
 from agentloom.packs.flowise.catalog import NODES, TEMPLATES, Progress, Template, slug
@@ -52,7 +54,7 @@ class Item:
     preview: str
 
 
-# -- reading -----------------------------------------------------------------------------
+# -- reading -------------------------------------------------------------------------------------
 def _open(state: Flowise, name: str) -> Any | None:
     """The collection, or None when it was never created: reading never creates one."""
     from chromadb.errors import NotFoundError
@@ -98,24 +100,32 @@ def _vector_bytes(state: Flowise) -> dict[str, int]:
     return sizes
 
 
-def stats(state: Flowise) -> list[dict[str, Any]]:
+class CollectionStats(TypedDict):
+    collection: str
+    count: int
+    bytes: int
+    oldest: str | None
+    newest: str | None
+
+
+def stats(state: Flowise) -> list[CollectionStats]:
     """Per collection (all five): count, bytes (see the module's docstring), oldest and newest ``created_at``."""
     opened = {name: _open(state, name) for name in ALL}
     vectors = _vector_bytes(state)
-    out = []
+    out: list[CollectionStats] = []
     for name, collection in opened.items():
         records = [] if collection is None else list(_records(state, collection))
         times = [float(m["created_at"]) for _, _, m in records if "created_at" in m]
         size = sum(len(d.encode()) + len(json.dumps(m, ensure_ascii=False).encode()) for _, d, m in records)
         size += vectors.get(str(getattr(collection, "id", "")), 0)
         out.append(
-            {
-                "collection": name,
-                "count": len(records),
-                "bytes": size,
-                "oldest": iso(min(times)) if times else None,
-                "newest": iso(max(times)) if times else None,
-            }
+            CollectionStats(
+                collection=name,
+                count=len(records),
+                bytes=size,
+                oldest=iso(min(times)) if times else None,
+                newest=iso(max(times)) if times else None,
+            )
         )
     return out
 
@@ -184,7 +194,8 @@ def older_than(
 
 
 def pattern_regex(pattern: str) -> re.Pattern[str]:
-    """``--pattern``: a regular expression, case-insensitive, searched anywhere (a plain word matches as a substring)."""
+    """``--pattern``: a regular expression, case-insensitive, searched anywhere (a plain word matches as a
+    substring)."""
     try:
         return re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
@@ -272,7 +283,7 @@ def reset(state: Flowise, collection: str | None = None, items: list[Item] | Non
     return counts
 
 
-# -- samples (FR-113) --------------------------------------------------------------------
+# -- samples -------------------------------------------------------------------------------------
 # Real Flowise node names, for designs when the catalog has none of a category.
 BUILT_IN = {
     "Chat Models": ["chatOpenAI", "chatAnthropic", "chatOllama"],
