@@ -52,7 +52,9 @@ def doctor(
         from rich.markup import escape  # details hold text like `pip install 'agentloom[vectors]'`
 
         table = Table("check", "", "detail", title=f"agentloom doctor: {report['status']}")
-        for check in report["checks"]:  # type: ignore[union-attr]
+        checks = report["checks"]
+        assert isinstance(checks, list)  # Host.health lists them as dicts
+        for check in checks:
             mark = "[green]ok[/]" if check["ok"] else ("[red]FAIL[/]" if check["required"] else "[yellow]warn[/]")
             table.add_row(escape(check["name"]), mark, escape(check["detail"]))
         console.print(table)

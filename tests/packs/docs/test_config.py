@@ -1,4 +1,4 @@
-"""Reading .knowledge/config.yaml: discovery, validation, versions, aliases and paths (REQ-3 to REQ-5, REQ-11)."""
+"""Reading .knowledge/config.yaml: discovery, validation, versions, aliases and paths."""
 
 from __future__ import annotations
 
@@ -220,14 +220,14 @@ def error_of(root: Path, text: str) -> str:
         ),
         (
             "docsets:\n  - name: a\n    aliases: ['ok', 'b/c']\n",
-            "invalid configuration:\n  - docsets[0].aliases: alias 'b/c' is not a valid docset name: use 1 to 100 letters, "
-            "digits, '.', '_' or '-' (no '/', '\\', spaces or '..')",
+            "invalid configuration:\n  - docsets[0].aliases: alias 'b/c' is not a valid docset name: "
+            "use 1 to 100 letters, digits, '.', '_' or '-' (no '/', '\\', spaces or '..')",
         ),
         (
             "docsets:\n  - name: ok\n  - name: 'a b'\n    version: [1]\n",
-            "invalid configuration:\n  - docsets[1].name: 'a b' is not a valid docset name: use 1 to 100 letters, digits, "
-            "'.', '_' or '-' (no '/', '\\', spaces or '..')\n  - docsets[1].version: must be text; quote it, for example "
-            "version: \"['1']\"",
+            "invalid configuration:\n  - docsets[1].name: 'a b' is not a valid docset name: "
+            "use 1 to 100 letters, digits, '.', '_' or '-' (no '/', '\\', spaces or '..')\n"
+            "  - docsets[1].version: must be text; quote it, for example version: \"['1']\"",
         ),  # numbers stay text
         (
             "docsets:\n  - name: a\n  - name: b\n    aliases: [c]\n  - name: c\n",
@@ -258,7 +258,10 @@ def test_configuration_errors_word_for_word(project: Path, text: str, message: s
     ],
 )
 def test_source_settings_are_refused_word_for_word(project: Path, source: str, message: str) -> None:
-    text = f"docsets:\n  - name: a\n    web_sources:\n      - type: git_repo\n        url: https://e.org/x.git\n        {source}\n"
+    text = (
+        "docsets:\n  - name: a\n    web_sources:\n      - type: git_repo\n        url: https://e.org/x.git\n"
+        f"        {source}\n"
+    )
     assert error_of(project, text) == f"invalid configuration:\n  - docsets[0].web_sources[0].{message}"
 
 

@@ -1,4 +1,4 @@
-"""The content loader against real git repositories (REQ-12, REQ-13, REQ-15, REQ-16, REQ-18)."""
+"""The content loader against real git repositories."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`agentic-knowledge-mcp` and `agentloom serve` over stdio, with a real MCP client (REQ-8, REQ-10)."""
+"""`agentic-knowledge-mcp` and `agentloom serve` over stdio, with a real MCP client."""
 
 from __future__ import annotations
 

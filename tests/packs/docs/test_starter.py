@@ -180,8 +180,8 @@ def test_help_names_new_and_what_init_does_without_a_docset() -> None:
     assert "Never replaces an existing file" in new and "--project-dir" in new
     init = help_text("init")
     assert (
-        "Without DOCSET, in a project with no .knowledge/config.yaml yet (here or above), write the commented starter one, as `new` does"
-        in init
+        "Without DOCSET, in a project with no .knowledge/config.yaml yet (here or above), "
+        "write the commented starter one, as `new` does" in init
     )
     assert "Without DOCSET in a project that has a configuration, list the docsets to choose from" in init
 

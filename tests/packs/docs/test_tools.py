@@ -1,4 +1,4 @@
-"""search_docs and list_docsets through a real MCP client (REQ-1, REQ-2, REQ-6, REQ-7, REQ-9)."""
+"""search_docs and list_docsets through a real MCP client."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ docsets:
     aliases: [reactjs]
   - name: vue
     version: 3.4
-    template: "Look in {local_path} for {keywords} ({docset} {version}); else {generalized_keywords}. {unknown} {{keywords}}"
+    template: "Look in {local_path} for {keywords} ({docset} {version});
+      else {generalized_keywords}. {unknown} {{keywords}}"
 """
 
 

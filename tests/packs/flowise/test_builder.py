@@ -157,7 +157,8 @@ def flow_with_issues() -> dict[str, Any]:
 
 @pytest.fixture
 def served(fake_flowise: FakeFlowise, tmp_path: Path) -> Builder:
-    """A builder over a fresh catalog.json and a listening fake Flowise that knows ``keyedTool``, a tool needing a key."""
+    """A builder over a fresh catalog.json and a listening fake Flowise that knows ``keyedTool``, a tool
+    needing a key."""
     fake_flowise.nodes.append(
         {
             "name": "keyedTool",

@@ -1,4 +1,4 @@
-"""The Flowise API client and its circuit breaker (FR-031 to 040), against a fake Flowise, with a test clock."""
+"""The Flowise API client and its circuit breaker, against a fake Flowise, with a test clock."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_breaker_opens_after_three_server_failures_and_recovers(fake_flowise, ca
     for _ in range(2):
         with pytest.raises(DependencyUnavailable, match="failed"):
             client.list_chatflows()
-    assert client.list_chatflows() == []  # a success resets the count (FR-040)
+    assert client.list_chatflows() == []  # a success resets the count
     assert breaker.status().failures == 0
 
     for status in (500, 502, 504):
@@ -66,7 +66,7 @@ def test_breaker_opens_after_three_server_failures_and_recovers(fake_flowise, ca
     assert client.list_chatflows() == []  # the probe succeeds: closed
     assert breaker.state is State.CLOSED and breaker.status().failures == 0
     transitions = [r.getMessage() for r in caplog.records if "flowise" in r.getMessage() and "->" in r.getMessage()]
-    assert len(transitions) >= 4, transitions  # closed->open, open->half-open, half-open->open, ... (FR-038)
+    assert len(transitions) >= 4, transitions  # closed->open, open->half-open, half-open->open, ...
 
 
 def test_caller_errors_do_not_count(fake_flowise) -> None:  # type: ignore[no-untyped-def]

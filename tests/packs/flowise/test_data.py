@@ -1,4 +1,4 @@
-"""Data management of the flowise pack (FR-026 to 030, 113, 114): real embedded Chroma, the real
+"""Data management of the flowise pack: real embedded Chroma, the real
 embedding model, and every `agentloom flowise data` command in a real process."""
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ def test_stats_seed_and_reset(server_env: dict[str, str]) -> None:
     assert everything.returncode == 0 and set(counts(server_env).values()) == {0}
 
 
-# -- agents read, people delete (FR-030) -----------------------------------------------------
+# -- agents read, people delete --------------------------------------------------------------------
 async def test_the_stats_tool_is_read_only(tmp_path: Path) -> None:
     from agentloom.packs.flowise.data_tools import flowise_data_stats
     from agentloom.packs.flowise.tools import pack

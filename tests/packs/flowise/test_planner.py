@@ -152,7 +152,8 @@ def test_layout_runs_left_to_right_without_overlaps(catalog: dict[str, Any]) -> 
     [
         (
             ["conversationalRetrievalQAChain", "chatOpenAI"],
-            "conversationalRetrievalQAChain needs a BaseRetriever (vectorStoreRetriever): add a vector store such as faiss",
+            "conversationalRetrievalQAChain needs a BaseRetriever (vectorStoreRetriever): "
+            "add a vector store such as faiss",
         ),
         (["chatOpenAI", "bufferMemory"], "no ending node"),
         (["chatOpenAI", "calculator", "conversationChain", "bufferMemory"], "calculator's output fits no input here"),

@@ -212,7 +212,7 @@ async def test_a_bulk_add_checks_every_document_before_writing(vhost: Host, name
 
 async def test_each_collection_searches_with_the_model_that_built_it(
     tmp_path: Path,
-    http_server: tuple[str, ServerState],  # noqa: F811
+    http_server: tuple[str, ServerState],
 ) -> None:
     url, state = http_server
     host = vectors_host(tmp_path)

@@ -83,7 +83,9 @@ async def test_a_5_mb_document_reports_progress_and_a_cancel_leaves_the_collecti
             after = await _state(client, "books")
             answered = time.monotonic() - cancelled
             deadline = time.monotonic() + 10
-            while "vector_add_document into 'books': stopped" not in log.read_text() and time.monotonic() < deadline:
+            while time.monotonic() < deadline:
+                if "vector_add_document into 'books': stopped" in log.read_text():
+                    break
                 await anyio.sleep(0.1)
             stopped_log = log.read_text()
             finally_ = await _state(client, "books")
@@ -140,7 +142,7 @@ async def test_closing_stdin_during_a_large_add_ends_the_server_and_keeps_the_co
     assert not _answer(raw, 3)["result"]["isError"]
     _raw_add(raw, 4, "books", book(5_000_000), "book")
     assert raw.receive()["method"] == "notifications/progress"  # the add is under way
-    time.sleep(1.0)
+    await anyio.sleep(1.0)
     assert raw.proc.stdin is not None
     raw.proc.stdin.close()
     closed = time.monotonic()
@@ -193,7 +195,7 @@ async def test_a_text_over_the_limit_is_refused_at_once_naming_the_size_the_limi
 
 def test_a_large_document_is_embedded_and_stored_a_window_at_a_time(
     tmp_path: Path,
-    http_server: tuple[str, ServerState],  # noqa: F811
+    http_server: tuple[str, ServerState],
 ) -> None:
     """What agentloom's own code holds while it adds a 5 MB document peaks well under twice the text
     (issue 36: "embed and store in batches, not all at once"; all at once, its chunks, vectors and rows
@@ -254,8 +256,8 @@ def http_server_url(server_env: dict[str, str], tmp_path: Path) -> Iterator[tupl
 
 async def _wait_for(log: Path, text: str, seconds: float) -> float:
     started = time.monotonic()
-    while text not in log.read_text():
-        assert time.monotonic() - started < seconds, f"{text!r} not logged within {seconds} s:\n{log.read_text()}"
+    while text not in (logged := await anyio.Path(log).read_text()):
+        assert time.monotonic() - started < seconds, f"{text!r} not logged within {seconds} s:\n{logged}"
         await anyio.sleep(0.05)
     return time.monotonic() - started
 

@@ -204,19 +204,23 @@ def test_metadata_values_of_every_accepted_kind_pass_unchanged() -> None:
     [
         (
             {"": 1},
-            "metadata key '' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+            "metadata key '' is invalid: keys are non-empty strings not starting with '$' or '#' "
+            "(Chroma reserves those).",
         ),
         (
             {"$and": 1},
-            "metadata key '$and' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+            "metadata key '$and' is invalid: keys are non-empty strings not starting with '$' or '#' "
+            "(Chroma reserves those).",
         ),
         (
             {"#doc": 1},
-            "metadata key '#doc' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+            "metadata key '#doc' is invalid: keys are non-empty strings not starting with '$' or '#' "
+            "(Chroma reserves those).",
         ),
         (
             {3: 1},
-            "metadata key 3 is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+            "metadata key 3 is invalid: keys are non-empty strings not starting with '$' or '#' "
+            "(Chroma reserves those).",
         ),
         (
             {"generation": 1},

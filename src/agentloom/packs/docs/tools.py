@@ -139,7 +139,8 @@ async def search_docs(
     keywords: Annotated[
         list[str],
         Field(
-            description=f"The specific terms to look for, most specific first (1 to {MAX_KEYWORDS}, each under {MAX_KEYWORD_LENGTH + 1} characters)."
+            description=f"The specific terms to look for, most specific first (1 to {MAX_KEYWORDS}, "
+            f"each under {MAX_KEYWORD_LENGTH + 1} characters)."
         ),
     ],
     generalized_keywords: Annotated[

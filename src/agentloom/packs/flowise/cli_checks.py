@@ -275,7 +275,8 @@ def _breaker(state: Flowise, threshold: int, timeout: float) -> Step:
             None
             if isinstance(raised, AgentloomError) and not isinstance(raised, DependencyUnavailable)
             else (
-                f"the configured server did not answer with a 4xx ({type(raised).__name__ if raised else 'it succeeded'})"
+                "the configured server did not answer with a 4xx "
+                f"({type(raised).__name__ if raised else 'it succeeded'})"
             )
         )
         expect(f"{threshold} 4xx answers of the configured server not counted", State.CLOSED, 0, raised, refused)
