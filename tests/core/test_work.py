@@ -48,7 +48,7 @@ def test_a_cancelled_work_stops_at_its_next_step_with_the_reason() -> None:
     assert work.cancelled
     with pytest.raises(Cancelled, match="^indexing: cancelled by the client$"):
         work.step(2, 2)
-    assert work.latest().done == 2  # type: ignore[union-attr]  # recorded, then stopped
+    assert work.latest().done == 2  # recorded, then stopped
     with pytest.raises(Cancelled):
         work.check()
 

@@ -13,7 +13,7 @@ from agentloom.packs.docs.discovery import ConfigWatcher, find_config
 from tests.packs.docs.conftest import write_config
 
 
-def load(root: Path, text: str):  # type: ignore[no-untyped-def]
+def load(root: Path, text: str):
     return load_project(write_config(root, text))
 
 
@@ -127,7 +127,7 @@ def test_docsets_may_be_a_mapping_and_id_is_a_name(project: Path) -> None:
 def test_aliases_resolve_and_must_be_unique(project: Path) -> None:
     config = load(project, "docsets:\n  - name: react\n    aliases: [reactjs, r]\n  - name: vue\n    aliases: vuejs\n")
     assert config.get("reactjs") is config.get("react")
-    assert config.get("vuejs").name == "vue"  # type: ignore[union-attr]
+    assert config.get("vuejs").name == "vue"
     with pytest.raises(ConfigError, match="'react' is already used by docset 'react'"):
         load(project, "docsets:\n  - name: react\n  - name: vue\n    aliases: [react]\n")
 

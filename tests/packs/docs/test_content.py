@@ -17,7 +17,7 @@ from tests.packs.docs.conftest import write_config
 from tests.packs.docs.repos import COMMIT_TIME, PROJECT, SMART_SELECTION, Repo
 
 
-def project_with(root: Path, sources: str):  # type: ignore[no-untyped-def]
+def project_with(root: Path, sources: str):
     config = write_config(root, f"docsets:\n  - name: lib\n    web_sources:\n{sources}")
     project = load_project(config)
     return project, project.docsets[0]
@@ -106,10 +106,11 @@ def test_not_enough_disk_space_is_reported_before_downloading(tmp_path: Path) ->
     repo = Repo(tmp_path / "repo", {"README.md": "x"})
     project, docset = project_with(tmp_path / "p", source(repo.url))
     result = load_docset(project, docset, min_free_bytes=2**62)
+    assert result.sources[0].error is not None
     assert (
         "not enough disk space" in result.sources[0].error
         and "AGENTIC_KNOWLEDGE_MIN_FREE_MB" in result.sources[0].error
-    )  # type: ignore[operator]
+    )
     assert files_under(docset.path) == []
 
 

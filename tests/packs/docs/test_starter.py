@@ -23,7 +23,7 @@ def config_of(root: Path) -> Path:
     return root / ".knowledge" / "config.yaml"
 
 
-def text(result) -> str:  # type: ignore[no-untyped-def]
+def text(result) -> str:
     return "\n".join(block.text for block in result.content)
 
 

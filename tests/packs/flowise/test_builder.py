@@ -80,7 +80,7 @@ def node(node_id: str, name: str, label: str | None = None, **data: Any) -> dict
 
 
 def test_credentials_name_each_node_that_needs_one() -> None:
-    catalog = {
+    catalog: dict[str, dict[str, Any]] = {
         "chatOpenAI": {"credential": {"credentialNames": ["openAIApi"]}},
         "pinecone": {"credential": {"credentialNames": ["pineconeApi", "pineconeEnv"]}},
         "redisCache": {"credential": {"credentialNames": ["redisCacheApi"], "optional": True}},

@@ -21,6 +21,7 @@ def _tokenizer() -> Any:
     from agentloom.embeddings import EmbeddingService
 
     tokenizer = EmbeddingService(Settings(), BreakerRegistry()).tokenizer("all-MiniLM-L6-v2")
+    assert tokenizer is not None
     tokenizer.no_padding()
     tokenizer.no_truncation()
     return tokenizer

@@ -28,7 +28,7 @@ async def test_the_first_skills_search_on_a_fresh_cache_reports_the_model_build(
     fresh = {**env, "AGENTLOOM_CACHE_DIR": str(tmp_path / "fresh-cache")}  # a new machine's cache, the same index
     messages: list[str] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         messages.append(message or "")
 
     log = tmp_path / "server.log"

@@ -125,6 +125,7 @@ def test_unchanged_needs_row_size_hash_path_model_and_marker(plain: SkillIndex, 
     assert scanner._unchanged(folder, {**row, "path": str(seed_root / "elsewhere")}, size, digest, record) is False
     assert scanner._unchanged(folder, {**row, "model": "another-model"}, size, digest, record) is False
     marker = read_marker(folder)
+    assert marker is not None
     (folder / MARKER).write_text(json.dumps({**marker, "skillSize": size + 1}))
     assert scanner._unchanged(folder, row, size, digest, record) is False
     (folder / MARKER).write_text(json.dumps({**marker, "skillHash": "0" * 64}))
@@ -206,6 +207,7 @@ def test_scan_counts_rows_markers_progress_and_log(
     # The skipped folder is done once checked; the batch's last skill (folders sorted) names the batch.
     assert calls == [(1, 5, "checked skill folders"), (5, 5, "5 of 5 skills indexed (last: git-commit)")]
     assert index.scan_progress == (5, 5)
+    assert index.last_scan is not None
     last = dict(index.last_scan)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", last.pop("at"))
     assert last == {**result, "seconds": seconds}

@@ -13,11 +13,13 @@ import pyarrow as pa
 import pytest
 
 from agentloom.core.errors import AgentloomError
+from agentloom.embeddings import ModelRecord
 from agentloom.packs.skills import search as search_module
 from agentloom.packs.skills.keywords import keyword_score
 from agentloom.packs.skills.search import (
     RANK_RETRY_SECONDS,
     RANK_TABLE,
+    SkillSearch,
     Snapshot,
     _cosines,
     _hit,
@@ -34,6 +36,13 @@ from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_sk
 
 E5, USE = "multilingual-e5-small", "use-multilingual-v3"
 LOGGER = "agentloom.packs.skills"
+
+
+def _rank(searcher: SkillSearch) -> ModelRecord:
+    """The rank model in use (the test has set one up)."""
+    record = searcher.rank_record()
+    assert record is not None
+    return record
 
 
 def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -160,10 +169,10 @@ def test_rank_state_and_record(tmp_path: Path, seed_root: Path) -> None:
     assert searcher.rank_state() == "off" and searcher.rank_record() is None
     index.settings.rank_weight = 1.0
     assert searcher.rank_state() == "in use (weight 1)"
-    assert searcher.rank_record().key == USE
+    assert _rank(searcher).key == USE
     index.settings.rank_weight = 0.25
     assert searcher.rank_state() == "in use (weight 0.25)"
-    record = searcher.rank_record()
+    record = _rank(searcher)
     assert record.key == USE and record.dimensions == 512
     index.settings.rank_model = E5  # the scoring model itself: nothing to add
     assert searcher.rank_record() is None and searcher.rank_state() == "in use (weight 0.25)"
@@ -192,7 +201,7 @@ def test_unknown_rank_model_gives_up_with_the_reason(
     searcher._rank_failed_at = time.monotonic() - RANK_RETRY_SECONDS + 30
     assert searcher.rank_record() is None and searcher._rank_failed == reason
     searcher._rank_failed_at = time.monotonic() - RANK_RETRY_SECONDS
-    assert searcher.rank_record().key == USE and searcher._rank_failed is None
+    assert _rank(searcher).key == USE and searcher._rank_failed is None
 
 
 def test_give_up_rank_keeps_the_first_line_or_the_type(tmp_path: Path, seed_root: Path) -> None:
@@ -283,9 +292,10 @@ def test_sync_without_compaction_keeps_versions(tmp_path: Path, seed_root: Path)
 
 def test_rank_matrix_follows_the_snapshot_order_with_zeros_for_a_missing_row(seed_index: SkillIndex) -> None:
     searcher = seed_index.searcher
-    record = searcher.rank_record()
+    record = _rank(searcher)
     snap = searcher.snapshot()
     matrix = searcher._rank_matrix(snap, record)
+    assert matrix is not None
     assert matrix.shape == (4, 512) and matrix.dtype == np.float32
     table = rank_table(seed_index)
     for row, name in enumerate(snap.names):
@@ -294,6 +304,7 @@ def test_rank_matrix_follows_the_snapshot_order_with_zeros_for_a_missing_row(see
     searcher._rank_table.delete("id = 'file-read'")
     searcher._rank_vectors = None  # forget the copy in memory; the table version of skills is unchanged
     again = searcher._rank_matrix(snap, record)
+    assert again is not None
     for row, name in enumerate(snap.names):
         if name == "file-read":
             assert not again[row].any()  # no rank vector: zeros, ranked by the scoring model
@@ -306,7 +317,7 @@ def test_rank_table_of_another_size_is_made_anew_with_a_warning(
 ) -> None:
     caplog.set_level(logging.WARNING, logger=LOGGER)
     other = make_index(tmp_path, [seed_root], rank_model="all-MiniLM-L6-v2")
-    record = other.searcher.rank_record()
+    record = _rank(other.searcher)
     other.table()
     table = other.searcher._open_rank_table(record)
     assert table.schema == _rank_schema(384) and table.count_rows() == 0
@@ -319,7 +330,7 @@ def test_rank_table_is_created_then_opened(tmp_path: Path, seed_root: Path) -> N
     index.scan()  # no rank model: no rank table
     assert RANK_TABLE not in set(index.store.db().list_tables().tables)
     index.settings.rank_model = USE
-    record = index.searcher.rank_record()
+    record = _rank(index.searcher)
     table = index.searcher._open_rank_table(record)
     assert table.schema == _rank_schema(512)
     again = make_index(tmp_path, [seed_root])  # another process: the table exists
@@ -349,7 +360,9 @@ def test_order_by_cosine_alone_is_stable(plain_index: SkillIndex) -> None:
 
 def test_start_rank_query_embeds_with_the_rank_model(seed_index: SkillIndex, plain_index: SkillIndex) -> None:
     assert plain_index.searcher._start_rank_query("帮我提交代码") is None
-    record, future = seed_index.searcher._start_rank_query("帮我提交代码")
+    started = seed_index.searcher._start_rank_query("帮我提交代码")
+    assert started is not None
+    record, future = started
     assert record.key == USE
     assert np.array_equal(future.result(), seed_index.embeddings.embed_query("帮我提交代码", USE))
 
@@ -612,7 +625,7 @@ def test_a_rank_query_that_fails_orders_by_the_scoring_model(
     registry.add_model("broken-query", "local", dimensions=512, config={"model_path": str(tmp_path / "missing")})
     searcher = seed_index.searcher
     snap = searcher.snapshot()
-    record = searcher.rank_record()
+    record = _rank(searcher)
     failing = _pool().submit(seed_index.embeddings.embed_query, "帮我提交代码", "broken-query")
     caplog.set_level(logging.WARNING, logger=LOGGER)
     cosines = np.array([0.7, 0.9, 0.8, 0.6])
@@ -874,14 +887,14 @@ def test_the_rank_model_on_a_clock_started_seconds_ago(
     index = make_index(tmp_path, [seed_root], rank_model=USE, rank_weight=1.0)
     searcher = index.searcher
     assert searcher.rank_state() == "in use (weight 1)"
-    assert searcher.rank_record().key == USE
+    assert _rank(searcher).key == USE
     index.settings.rank_model = "no-such-model"
     assert searcher.rank_record() is None and searcher._rank_failed_at == 10.0
     index.settings.rank_model = USE
     clock[0] = 10.0 + RANK_RETRY_SECONDS - 0.5
     assert searcher.rank_record() is None
     clock[0] = 10.0 + RANK_RETRY_SECONDS
-    assert searcher.rank_record().key == USE, "tried again once RANK_RETRY_SECONDS have passed"
+    assert _rank(searcher).key == USE, "tried again once RANK_RETRY_SECONDS have passed"
 
 
 def test_a_registry_that_cannot_be_read_names_its_error_as_the_reason(tmp_path: Path, seed_root: Path) -> None:

@@ -114,7 +114,7 @@ PIECES = [
 @given(
     st.one_of(
         st.lists(st.sampled_from(PIECES), max_size=250).map("".join),
-        st.text(st.characters(blacklist_categories=("Cs",)), max_size=400),
+        st.text(st.characters(blacklist_categories=["Cs"]), max_size=400),
     ),
     st.integers(16, 64),
     st.data(),

@@ -68,8 +68,8 @@ async def test_a_5_mb_document_reports_progress_and_a_cancel_leaves_the_collecti
             before = await _state(client, "books")
             stamps: list[tuple[float, float, float | None, str | None]] = []
 
-            async def on_progress(done: float, total: float | None, message: str | None) -> None:
-                stamps.append((time.monotonic(), done, total, message))
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                stamps.append((time.monotonic(), progress, total, message))
 
             started = time.monotonic()
             with anyio.move_on_after(3.0) as scope:
@@ -273,10 +273,10 @@ async def test_over_http_a_cancel_or_the_end_of_the_session_stops_a_large_add(
         await call(client, "vector_create_collection", name="books")
         await call(client, "vector_add_document", collection="books", document_id="keep", text="River stones.")
         before = await _state(client, "books")
-    progress: list[str | None] = []
+    messages: list[str | None] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        progress.append(message)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
 
     async with Client(url) as client:
         async with anyio.create_task_group() as tg:
@@ -297,6 +297,6 @@ async def test_over_http_a_cancel_or_the_end_of_the_session_stops_a_large_add(
     if how == "session end":
         stopped = await _wait_for(log, "vector_add_document into 'books': stopped", 5)
     assert stopped < 1.0
-    assert progress and all(progress)
+    assert messages and all(messages)
     async with Client(url) as client:
         assert await _state(client, "books") == before
