@@ -93,7 +93,7 @@ def test_current_work_is_the_tracked_one_in_this_thread_and_its_copies() -> None
         thread.join()
     assert seen == [work]
     assert current() is not work
-    assert work.latest().message == "three"  # type: ignore[union-attr]
+    assert work.latest().message == "three"  # type: ignore[union-attr]  # a step was recorded just above
 
 
 def test_counts_are_written_as_people_write_them() -> None:

@@ -64,7 +64,7 @@ def test_a_missing_path_lists_what_the_repository_has(tmp_path: Path) -> None:
     project, docset = project_with(tmp_path / "p", source(repo.url, "        paths: [manual]\n"))
     result = load_docset(project, docset)
     assert not result.ok
-    assert "not in the repository: manual. It has: README.md, docs/" in result.sources[0].error  # type: ignore[operator]
+    assert "not in the repository: manual. It has: README.md, docs/" in result.sources[0].error  # type: ignore[operator]  # the source failed: its error is set
 
 
 def test_a_missing_branch_lists_the_branches(tmp_path: Path) -> None:
@@ -92,9 +92,9 @@ def test_failures_name_their_cause_and_one_failure_does_not_stop_the_others(tmp_
         project, docset = project_with(tmp_path / "p", sources)
         result = load_docset(project, docset)
     errors = [s.error for s in result.sources]
-    assert "no repository at this URL" in errors[0]  # type: ignore[operator]
-    assert "Check your internet connection" in errors[1]  # type: ignore[operator]
-    assert "authentication failed. Check your git credentials" in errors[2]  # type: ignore[operator]
+    assert "no repository at this URL" in errors[0]  # type: ignore[operator]  # the source failed: its error is set
+    assert "Check your internet connection" in errors[1]  # type: ignore[operator]  # the source failed: its error is set
+    assert "authentication failed. Check your git credentials" in errors[2]  # type: ignore[operator]  # the source failed: its error is set
     assert errors[3] is None and (docset.path / "README.md").read_text() == "good"
     assert not result.ok
     statuses = docset_status(docset)

@@ -671,7 +671,7 @@ def test_refresh_writes_only_the_differences(
         == CatalogState(now.refreshed_at, "3.1.2", fake.url, MODEL, fetched, templates, DOCUMENTS)
     )
     assert all(len(t.flowise_id) == 36 for t in templates.values())
-    assert now.refreshed_at >= first.refreshed_at  # type: ignore[operator]
+    assert now.refreshed_at >= first.refreshed_at  # type: ignore[operator]  # both refreshed: set
 
     nodes = state.catalog._collection(NODES, MODEL).get(include=["metadatas"])
     assert set(nodes["ids"]) == set(fetched) and "csvFile" not in nodes["ids"]

@@ -434,7 +434,7 @@ def test_the_catalog_deletes_only_from_its_own_collections() -> None:
                 assert isinstance(receiver, ast.Name), ast.unparse(call)
                 source = sources[receiver.id]
                 assert isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute)
-                assert source.func.attr == "_collection" and source.args[0].id in constants  # type: ignore[attr-defined]
+                assert source.func.attr == "_collection" and source.args[0].id in constants  # type: ignore[attr-defined]  # an ast.Name here: the call the test looks for
                 deletes += 1
     assert deletes >= 2
     assert not any(isinstance(n, ast.Constant) and n.value in COLLECTIONS for n in ast.walk(tree))

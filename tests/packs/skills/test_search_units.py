@@ -438,7 +438,7 @@ def test_argument_checks_word_for_word(plain_index: SkillIndex) -> None:
     empty = "query: it is empty; describe the task, e.g. 'commit my changes' or '帮我提交代码'."
     for query in ("", "  \n", None, 5):
         with pytest.raises(AgentloomError) as caught:
-            plain_index.search(query)  # type: ignore[arg-type]
+            plain_index.search(query)  # type: ignore[arg-type]  # a wrong type on purpose: the check under test
         assert str(caught.value) == empty
     for limit in (0, 101, -3):
         with pytest.raises(AgentloomError) as caught:
@@ -788,7 +788,7 @@ def test_a_stored_vector_with_a_null_scores_nothing(plain_index: SkillIndex, see
     table.delete("id = 'calculate'")
     table.add(
         pa.Table.from_pylist(
-            [stored_row("calculate", "数学计算", [None, *q[1:]], path=str(seed_root / "calculate"))],  # type: ignore[list-item]
+            [stored_row("calculate", "数学计算", [None, *q[1:]], path=str(seed_root / "calculate"))],  # type: ignore[list-item]  # a null in a vector on purpose, as another tool may write
             schema=table.schema,
         )
     )

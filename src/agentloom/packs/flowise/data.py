@@ -16,6 +16,7 @@ live in ``chroma.sqlite3``, one file for every collection, so that file is measu
 
 from __future__ import annotations
 
+import functools
 import importlib
 import itertools
 import json
@@ -73,8 +74,8 @@ def _records(
     """(id, document, metadata) of every record matching ``where``, a page at a time."""
     for offset in itertools.count(0, PAGE):
         page = state.chroma.call(
-            lambda o=offset: collection.get(  # type: ignore[misc]
-                where=where, limit=PAGE, offset=o, include=["documents", "metadatas"]
+            functools.partial(
+                collection.get, where=where, limit=PAGE, offset=offset, include=["documents", "metadatas"]
             )
         )
         rows = zip(page["ids"], page["documents"], page["metadatas"], strict=True)
@@ -241,7 +242,7 @@ def everything(state: Flowise, collection: str | None = None) -> list[Item]:
 # -- deleting: only ever called by the data commands -------------------------------------
 def _delete_ids(state: Flowise, collection: Any, ids: list[str]) -> None:
     for start in range(0, len(ids), PAGE):
-        state.chroma.call(lambda batch=ids[start : start + PAGE]: collection.delete(ids=batch))  # type: ignore[misc]
+        state.chroma.call(functools.partial(collection.delete, ids=ids[start : start + PAGE]))
 
 
 def delete(state: Flowise, collection: str, ids: list[str]) -> int:

@@ -259,9 +259,10 @@ class LearningStore:
             offer["config"] = design["config"]
         if metadata.get("rating"):
             offer["rating"] = int(metadata["rating"])
+        known = catalog if catalog is not None else {}
         names = list(dict.fromkeys(design["nodes"])) if catalog is not None else []
-        missing = [n for n in names if n not in catalog]  # type: ignore[operator]
-        deprecated = [n for n in names if catalog.get(n, {}).get("badge") == "DEPRECATING"]  # type: ignore[union-attr]
+        missing = [n for n in names if n not in known]
+        deprecated = [n for n in names if known.get(n, {}).get("badge") == "DEPRECATING"]
         if missing:
             offer["missing"] = missing
         if deprecated:

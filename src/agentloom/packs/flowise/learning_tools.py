@@ -105,7 +105,7 @@ async def flowise_find_design(state: Flowise, request: str) -> Found:
         catalog = state.catalog.state()
         # No catalog yet (Flowise never reached): offer the designs unchecked rather than all "missing".
         designs = state.learning.find(request, catalog.nodes if catalog.refreshed_at is not None else None)
-        reply: Found = {"designs": designs}  # type: ignore[typeddict-item]
+        reply: Found = {"designs": designs}  # type: ignore[typeddict-item]  # LearningStore.find answers plain dicts with the offer's keys
         if not designs:
             reply["message"] = "no earlier design above 0.70 similarity: go on with a full design."
         return reply
@@ -138,7 +138,7 @@ async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, 
         design = json.loads(metadata["bundle"])["design"]
         built = state.builder.design(design, _name(request))
         log_session(state, request, "reused", built, started, built["chatflow_id"], artifact_id)
-        return built  # type: ignore[return-value]
+        return built  # type: ignore[return-value]  # Builder answers a plain dict with the reply's keys
 
     return await run_call(reuse)
 

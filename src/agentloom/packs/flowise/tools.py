@@ -218,7 +218,7 @@ async def flowise_search_nodes(state: Flowise, query: str, category: str | None 
     def search() -> NodeSearch:
         message = _ready(state)
         results = state.catalog.search_nodes(query, category, limit)
-        reply: NodeSearch = {"results": results}  # type: ignore[typeddict-item]
+        reply: NodeSearch = {"results": results}  # type: ignore[typeddict-item]  # search_nodes answers plain dicts with NodeHit's keys
         if not results:
             reply["message"] = "no node matches well; rephrase or drop category."
         elif message:
@@ -285,7 +285,7 @@ async def flowise_build_flow(
             log_session(state, what, "failed", str(exc), started, None)
             raise
         log_session(state, what, "created", reply, started, reply["chatflow_id"])
-        return reply  # type: ignore[return-value]
+        return reply  # type: ignore[return-value]  # Builder answers a plain dict with the reply's keys
 
     return await run_call(build)
 

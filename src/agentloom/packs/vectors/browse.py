@@ -183,7 +183,7 @@ def _first_chunks(store: VectorStore, collection: Collection, records: list[Docu
 
 
 def _current(meta: Mapping[str, Any], records: Mapping[str, DocumentRecord]) -> bool:
-    record = records.get(meta.get("document_id"))  # type: ignore[arg-type]
+    record = records.get(str(meta.get("document_id")))
     return record is not None and record.generation == meta.get("generation")
 
 

@@ -559,7 +559,7 @@ class VectorStore:
         batch = self.max_batch()
         for start in range(0, len(stale), batch):
             part: list[str] = stale[start : start + batch]
-            self.connection.call(lambda part=part: collection.delete(ids=part))  # type: ignore[misc]
+            self.connection.call(functools.partial(collection.delete, ids=part))
         return len(stale)
 
     def delete_document(self, collection_name: str, document_id: str) -> dict[str, Any]:

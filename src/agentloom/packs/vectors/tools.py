@@ -309,7 +309,7 @@ async def vector_add_document(
         )
 
     added = await run_work(f"vector_add_document into {collection!r}", add)
-    return compact(added, include_chunk_ids)  # type: ignore[return-value]
+    return compact(added, include_chunk_ids)  # type: ignore[return-value]  # compact keeps the keys of the reply type
 
 
 @pack.tool()
@@ -346,7 +346,7 @@ async def vector_add_documents(
                 )
 
             for result in store.write(target, key, window, progress=report):
-                written.append(compact(result, include_chunk_ids))  # type: ignore[arg-type]
+                written.append(compact(result, include_chunk_ids))  # type: ignore[arg-type]  # compact keeps the keys of AddedDocument
             work.step(len(written), len(items), f"{count(len(written))} of {count(len(items))} documents stored")
         return written
 
@@ -489,7 +489,7 @@ async def vector_update_document(
         )
 
     added = await run_work(f"vector_update_document {document_id!r}", update)
-    return compact(added, include_chunk_ids)  # type: ignore[return-value]
+    return compact(added, include_chunk_ids)  # type: ignore[return-value]  # compact keeps the keys of the reply type
 
 
 @pack.tool(destructive=True, idempotent=False)
