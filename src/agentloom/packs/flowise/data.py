@@ -31,14 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import TypedDict
-
 from agentloom.core.errors import AgentloomError
 from agentloom.core.timestamps import iso
 from agentloom.packs.flowise.catalog import NODES, TEMPLATES, Progress, Template, slug
 from agentloom.packs.flowise.learning import ARTIFACTS, COLLECTIONS, FAILED, OUTCOMES, SESSIONS, check_design
 
 if TYPE_CHECKING:
+    from agentloom.packs.flowise.data_tools import CollectionStats
     from agentloom.packs.flowise.tools import Flowise
 
 ALL, PAGE, DAY = (NODES, TEMPLATES, *COLLECTIONS), 500, 86400.0
@@ -101,14 +100,6 @@ def _vector_bytes(state: Flowise) -> dict[str, int]:
     return sizes
 
 
-class CollectionStats(TypedDict):
-    collection: str
-    count: int
-    bytes: int
-    oldest: str | None
-    newest: str | None
-
-
 def stats(state: Flowise) -> list[CollectionStats]:
     """Per collection (all five): count, bytes (see the module's docstring), oldest and newest ``created_at``."""
     opened = {name: _open(state, name) for name in ALL}
@@ -120,13 +111,13 @@ def stats(state: Flowise) -> list[CollectionStats]:
         size = sum(len(d.encode()) + len(json.dumps(m, ensure_ascii=False).encode()) for _, d, m in records)
         size += vectors.get(str(getattr(collection, "id", "")), 0)
         out.append(
-            CollectionStats(
-                collection=name,
-                count=len(records),
-                bytes=size,
-                oldest=iso(min(times)) if times else None,
-                newest=iso(max(times)) if times else None,
-            )
+            {
+                "collection": name,
+                "count": len(records),
+                "bytes": size,
+                "oldest": iso(min(times)) if times else None,
+                "newest": iso(max(times)) if times else None,
+            }
         )
     return out
 
@@ -242,7 +233,12 @@ def everything(state: Flowise, collection: str | None = None) -> list[Item]:
 # -- deleting: only ever called by the data commands -------------------------------------
 def _delete_ids(state: Flowise, collection: Any, ids: list[str]) -> None:
     for start in range(0, len(ids), PAGE):
-        state.chroma.call(functools.partial(collection.delete, ids=ids[start : start + PAGE]))
+        batch = ids[start : start + PAGE]
+
+        def delete(batch: list[str] = batch) -> None:  # a call of .delete: the test of who deletes finds it
+            collection.delete(ids=batch)
+
+        state.chroma.call(delete)
 
 
 def delete(state: Flowise, collection: str, ids: list[str]) -> int:

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from typing_extensions import TypedDict
 
-from agentloom.packs.flowise.data import CollectionStats
 from agentloom.packs.flowise.tools import Flowise, pack, run_call
+
+
+class CollectionStats(TypedDict):
+    collection: str
+    count: int
+    bytes: int
+    oldest: str | None
+    newest: str | None
 
 
 class DataStats(TypedDict):
