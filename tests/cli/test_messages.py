@@ -187,7 +187,7 @@ def registry_failures(registry: ModelRegistry) -> list[tuple[Callable[[], object
         (lambda: registry.add_model("m", "local", dimensions=-2), {"provider": "local"}),
         (lambda: registry.add_model("m", "local", dimensions=3, model_type="Bad Type"), {"provider": "local"}),
         (lambda: registry.add_model("m", "local", dimensions=3, is_default=True, enabled=False), {}),
-        (lambda: registry.add_model("m", "local", dimensions=3, config=[1]), {}),  # type: ignore[arg-type]
+        (lambda: registry.add_model("m", "local", dimensions=3, config=[1]), {}),  # type: ignore[arg-type]  # a wrong type on purpose: the message under test
         (lambda: registry.add_model("m", "local", dimensions=3, config={"timeout": 5}), {"provider": "local"}),
         (lambda: registry.add_model("m", "ol", dimensions=3, config={"model_path": "/x"}), {"provider": "ol"}),
         (lambda: registry.add_model("m", "local", dimensions=3, config={"model_path": ""}), {"provider": "local"}),

@@ -92,7 +92,7 @@ def test_open_breaker_fails_fast_without_calling(breaker: CircuitBreaker, clock:
     assert calls == []
     assert "flowise unavailable" in str(err.value)
     assert "retry in 180s" in str(err.value)
-    assert len(str(err.value).split()) < 50  # FR-037: compact
+    assert len(str(err.value).split()) < 50  # compact
 
 
 def test_half_open_after_timeout_lets_one_trial_through(breaker: CircuitBreaker, clock: Clock) -> None:

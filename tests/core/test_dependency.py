@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from typing import NoReturn
+
 import pytest
 
 from agentloom.core.breakers import CircuitBreaker, CircuitOpenError, DependencyFailure, State
@@ -14,6 +17,10 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def _raise(exc: BaseException) -> NoReturn:
+    raise exc
 
 
 def service(breaker: CircuitBreaker) -> Dependency:
@@ -56,7 +63,7 @@ def test_caller_mistakes_pass_through_unchanged_and_do_not_count() -> None:
     dep = service(breaker)
     for exc in (KeyError("no such collection"), AgentloomError("collection 'x' not found")):
         with pytest.raises(type(exc)):
-            dep.call(lambda exc=exc: (_ for _ in ()).throw(exc))
+            dep.call(functools.partial(_raise, exc))
     assert breaker.state is State.CLOSED and breaker.status().failures == 0
 
 

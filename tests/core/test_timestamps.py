@@ -80,8 +80,8 @@ async def test_an_open_breaker_says_when_it_opened_in_health(tmp_path: Path) -> 
         breaker.record_failure("connection refused")
     async with Client(host.server) as client:
         report = (await client.call_tool("health", {"check_model": False})).structured_content
-        (shown,) = report["breakers"]  # type: ignore[index]
+        (shown,) = report["breakers"]
         assert shown["state"] == "open" and TIMESTAMP.fullmatch(shown["opened_at"])
         assert abs(parse(shown["opened_at"]).timestamp() - time.time()) < 60
         reset = (await client.call_tool("breaker_reset", {"name": "remote"})).structured_content
-    assert reset["state"] == "closed" and reset["opened_at"] is None  # type: ignore[index]
+    assert reset["state"] == "closed" and reset["opened_at"] is None

@@ -48,7 +48,7 @@ def test_a_cancelled_work_stops_at_its_next_step_with_the_reason() -> None:
     assert work.cancelled
     with pytest.raises(Cancelled, match="^indexing: cancelled by the client$"):
         work.step(2, 2)
-    assert work.latest().done == 2  # type: ignore[union-attr]  # recorded, then stopped
+    assert work.latest().done == 2  # recorded, then stopped
     with pytest.raises(Cancelled):
         work.check()
 
@@ -93,7 +93,7 @@ def test_current_work_is_the_tracked_one_in_this_thread_and_its_copies() -> None
         thread.join()
     assert seen == [work]
     assert current() is not work
-    assert work.latest().message == "three"  # type: ignore[union-attr]
+    assert work.latest().message == "three"  # type: ignore[union-attr]  # a step was recorded just above
 
 
 def test_counts_are_written_as_people_write_them() -> None:

@@ -128,16 +128,21 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, {"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 1}})
 
 
+class _StateServer(ThreadingHTTPServer):
+    state: ServerState  # what the handlers read as self.server.state
+
+
 @pytest.fixture
 def http_server() -> Iterator[tuple[str, ServerState]]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server = _StateServer(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
-    server.state = ServerState()  # type: ignore[attr-defined]
+    server.state = ServerState()
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     host, port = server.server_address[:2]
+    assert isinstance(host, str)
     try:
-        yield f"http://{host}:{port}", server.state  # type: ignore[attr-defined]
+        yield f"http://{host}:{port}", server.state
     finally:
         server.shutdown()
         server.server_close()

@@ -17,7 +17,7 @@ from agentloom.embeddings import EmbeddingService, ModelRegistry, sessions
 from agentloom.embeddings.bert.build import packaged_source
 from agentloom.embeddings.providers import local
 from agentloom.embeddings.quantize import int8_path
-from agentloom.embeddings.records import DEFAULT_MODEL_KEY, INT8_MODEL_KEY
+from agentloom.embeddings.records import DEFAULT_MODEL_KEY, INT8_MODEL_KEY, ModelRecord
 
 from .conftest import make_settings
 
@@ -40,6 +40,12 @@ MIN_BATCH_COSINE = 0.98
 
 
 @pytest.fixture(scope="module")
+def _int8(registry: ModelRegistry) -> ModelRecord:
+    record = registry.get(INT8_MODEL_KEY)
+    assert record is not None, "the int8 model is registered"
+    return record
+
+
 def int8_cache(onnx_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache dir holding the session's exact ONNX file only (the int8 file is made in it by the tests).
 
@@ -71,7 +77,7 @@ def test_int8_key_is_built_in_registered_on_first_use_and_never_the_default(tmp_
     assert dict(record.config) == {"quantization": "int8"}
     assert not record.is_default and record.enabled
     assert registry.ensure_default().key == DEFAULT_MODEL_KEY  # the default stays the exact model
-    assert registry.get(INT8_MODEL_KEY).id == record.id  # once only
+    assert _int8(registry).id == record.id  # once only
     assert sorted(m.key for m in registry.list_models()) == [DEFAULT_MODEL_KEY, INT8_MODEL_KEY]
     assert [m.key for m in registry.list_models() if m.is_default] == [DEFAULT_MODEL_KEY]
     assert registry.get(INT8_MODEL_KEY, provider="elsewhere") is None  # only under the local provider
@@ -125,7 +131,7 @@ def test_prepare_makes_the_int8_file_offline_without_torch(int8_cache: Path, tmp
     assert target.is_file() and target.stat().st_size < exact.stat().st_size / 3  # int8 weights
     assert sorted(p.name for p in target.parent.iterdir()) == sorted([exact.name, target.name])  # no temp files
     registry = ModelRegistry(tmp_path / "data" / "models.db")
-    assert not registry.get(INT8_MODEL_KEY).is_default and registry.ensure_default().key == DEFAULT_MODEL_KEY
+    assert not _int8(registry).is_default and registry.ensure_default().key == DEFAULT_MODEL_KEY
 
 
 def test_int8_vectors_are_normalised_and_close_to_the_exact_model(int8_service: EmbeddingService) -> None:
@@ -175,4 +181,4 @@ def test_quantization_option_is_checked(tmp_path: Path) -> None:
     with pytest.raises(InvalidFieldError, match="config.quantization 'int4' is invalid: use int8"):
         registry.add_model("mine", "local", dimensions=384, config={"quantization": "int4"})
     mine = registry.add_model("mine", "local", dimensions=384, config={"quantization": "int8"})
-    assert mine.config["quantization"] == "int8" and mine.fingerprint != registry.get(INT8_MODEL_KEY).fingerprint
+    assert mine.config["quantization"] == "int8" and mine.fingerprint != _int8(registry).fingerprint

@@ -33,6 +33,7 @@ MIN_COSINE_DEGENERATE = 0.995
 def test_vectors_match_sentence_transformers(onnx_file: Path, service: EmbeddingService) -> None:
     """Against sentence-transformers' own vectors, made once with torch (fixtures/make_reference.py)."""
     tokenizer = service.tokenizer()
+    assert tokenizer is not None
     assert len(tokenizer.encode(LONG).ids) > 300  # really over the 256-token limit
     ours = service.embed_documents(TEXTS)
     theirs = np.array(REFERENCE["vectors"], dtype=np.float32)
@@ -70,6 +71,7 @@ def test_similar_texts_score_higher(onnx_file: Path, service: EmbeddingService) 
 def test_tokenizer_and_max_tokens_for_chunkers(onnx_file: Path, service: EmbeddingService) -> None:
     assert service.max_tokens() == 256
     tok = service.tokenizer()
+    assert tok is not None
     ids = tok.encode(LONG).ids
     assert len(ids) > 256  # the counting tokenizer does not truncate
     assert ids[0] == 101 and ids[-1] == 102  # [CLS] ... [SEP] included in the count

@@ -83,8 +83,8 @@ def test_switch_default_keeps_the_old_record(registry: ModelRegistry) -> None:
 def test_add_model_as_default_clears_the_previous_default(registry: ModelRegistry) -> None:
     a = registry.ensure_default()
     b = registry.add_model("other-local", "local", dimensions=384, config={"model_path": "/models/x"}, is_default=True)
-    assert registry.default().id == b.id  # type: ignore[union-attr]
-    assert not registry.get_by_id(a.id).is_default  # type: ignore[union-attr]
+    assert registry.default().id == b.id  # type: ignore[union-attr]  # registered just above
+    assert not registry.get_by_id(a.id).is_default  # type: ignore[union-attr]  # registered just above
 
 
 def test_remove_refuses_the_default_and_removes_others(registry: ModelRegistry) -> None:
@@ -113,18 +113,18 @@ def test_default_can_be_neither_cleared_nor_disabled(registry: ModelRegistry) ->
 def test_get_by_key_and_provider(registry: ModelRegistry) -> None:
     registry.ensure_default()
     registry.upsert_provider("ollama", "ollama")
-    assert registry.get_provider("ollama").base_url == "http://127.0.0.1:11434"  # type: ignore[union-attr]
+    assert registry.get_provider("ollama").base_url == "http://127.0.0.1:11434"  # type: ignore[union-attr]  # registered just above
     m = registry.add_model("all-MiniLM-L6-v2", "ollama", dimensions=384)
-    assert registry.get("all-MiniLM-L6-v2", provider="ollama").id == m.id  # type: ignore[union-attr]
+    assert registry.get("all-MiniLM-L6-v2", provider="ollama").id == m.id  # type: ignore[union-attr]  # registered just above
     # Two providers share the key: the default wins when no provider is named.
-    assert registry.get("all-MiniLM-L6-v2").provider == "local"  # type: ignore[union-attr]
+    assert registry.get("all-MiniLM-L6-v2").provider == "local"  # type: ignore[union-attr]  # registered just above
     assert registry.get("nope") is None
     n = registry.add_model("nomic", "ollama", dimensions=768)
     registry.upsert_provider("ollama2", "ollama", base_url="http://10.0.0.2:11434")
     registry.add_model("nomic", "ollama2", dimensions=768)
     with pytest.raises(ConfigError, match="several providers.*name the provider"):
         registry.get("nomic")
-    assert registry.get("nomic", provider="ollama").id == n.id  # type: ignore[union-attr]
+    assert registry.get("nomic", provider="ollama").id == n.id  # type: ignore[union-attr]  # registered just above
 
 
 @pytest.mark.parametrize(

@@ -172,7 +172,7 @@ def test_embed_documents_batches_in_order_with_progress(
         assert np.allclose(vec, svc.embed_query(text), atol=1e-6)
     assert svc.embed_documents([]).shape == (0, 8)
     with pytest.raises(AgentloomError, match=r"texts\[1\] must be a string"):
-        svc.embed_documents(["ok", 3])  # type: ignore[list-item]
+        svc.embed_documents(["ok", 3])  # type: ignore[list-item]  # a wrong type on purpose: the check under test
 
 
 def test_api_model_has_no_tokenizer(service: EmbeddingService, http_server: tuple[str, ServerState]) -> None:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -28,13 +27,6 @@ from agentloom.core.errors import AgentloomError, ConfigError
 from agentloom.core.settings import CONFIG_FILE_ENV, Settings
 from agentloom.core.timestamps import iso, parse
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-    from agentloom.core.breakers import BreakerRegistry
-    from agentloom.embeddings import EmbeddingService
-
-M = TypeVar("M", bound="BaseModel")
 T = TypeVar("T")
 
 DataDir = Annotated[
@@ -155,39 +147,27 @@ def _default(value: Any) -> Any:
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-@dataclass
-class PackServices:
-    """What a pack's command line builds its state from, as a server's PackContext would give it."""
-
-    settings: Settings
-    folder: Path  # <data_dir>/<pack>, created
-    breakers: BreakerRegistry
-    embeddings: EmbeddingService
-
-
-def pack_services(name: str, model: type[M], data_dir: Path | None) -> tuple[M, PackServices]:
-    """The pack's settings (a bad value exits 2 naming the variable) and the services its state needs,
-    built as a server builds them (breakers with the configured thresholds)."""
-    from agentloom.core.breakers import BreakerRegistry
-    from agentloom.embeddings import EmbeddingService
-
+def open_pack(opener: Callable[[Settings], T], data_dir: Path | None) -> T:
+    """A pack's state for a command, made by the pack's ``open`` as a server makes it; a bad value in the
+    pack's settings exits 2 naming the variable."""
     settings = load_settings(data_dir=data_dir)
     try:
-        config = settings.for_pack(name, model)
+        return opener(settings)
     except ConfigError as exc:
         fail(str(exc), code=2)
-    folder = settings.data_dir / name
-    folder.mkdir(parents=True, exist_ok=True)
-    breakers = BreakerRegistry(settings.breakers.failure_threshold, settings.breakers.reset_timeout_seconds)
-    return config, PackServices(settings, folder, breakers, EmbeddingService(settings, breakers))
+
+
+def checked(call: Callable[[], T]) -> T:
+    """A step's result; an AgentloomError exits with 1."""
+    try:
+        return call()
+    except AgentloomError as exc:
+        fail(str(exc))
 
 
 def answer(call: Callable[[], T], as_json: bool) -> T | None:
     """A command's result, or None once it is printed as JSON; an AgentloomError exits with 1."""
-    try:
-        result = call()
-    except AgentloomError as exc:
-        fail(str(exc))
+    result = checked(call)
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False))
         return None

@@ -52,11 +52,13 @@ def doctor(
         from rich.markup import escape  # details hold text like `pip install 'agentloom[vectors]'`
 
         table = Table("check", "", "detail", title=f"agentloom doctor: {report['status']}")
-        for check in report["checks"]:  # type: ignore[union-attr]
+        checks = report["checks"]
+        assert isinstance(checks, list)  # Host.health lists them as dicts
+        for check in checks:
             mark = "[green]ok[/]" if check["ok"] else ("[red]FAIL[/]" if check["required"] else "[yellow]warn[/]")
             table.add_row(escape(check["name"]), mark, escape(check["detail"]))
         console.print(table)
-        _print_packs(console, report["packs"])  # type: ignore[arg-type]
+        _print_packs(console, report["packs"])  # type: ignore[arg-type]  # Host.health lists the packs as PackReport dicts
     if report["status"] == "error":
         raise typer.Exit(1)
 
@@ -79,6 +81,6 @@ def _print_packs(console: Console, reports: list[dict[str, object]]) -> None:
 
     table = Table("pack", "status", "tools / reason", title="packs")
     for r in reports:
-        detail = ", ".join(r["tools"]) if r["status"] == "loaded" else str(r["reason"])  # type: ignore[arg-type]
+        detail = ", ".join(r["tools"]) if r["status"] == "loaded" else str(r["reason"])  # type: ignore[arg-type]  # a PackReport dict: tools is a list of names
         table.add_row(escape(str(r["name"])), str(r["status"]), escape(detail))
     console.print(table)

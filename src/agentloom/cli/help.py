@@ -69,7 +69,7 @@ def _option_type(self: TyperOption, ctx: Any) -> str | None:
     return None if label is None else WORDS.get(label, label.strip("<>"))
 
 
-def _argument_type(self: TyperArgument, ctx: Any) -> str | None:
+def _argument_type(self: object, ctx: object) -> str | None:
     return None
 
 
@@ -78,8 +78,9 @@ _typer_option_type = TyperOption.display_type_rich
 
 def apply() -> None:
     """Make typer's help show the tags described above (idempotent)."""
-    TyperOption.display_type_rich = _option_type  # type: ignore[method-assign]
-    TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign]
+    # typer offers no hook for the type shown in help: the one method it asks is replaced.
+    TyperOption.display_type_rich = _option_type  # type: ignore[method-assign]  # see the line above
+    TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign]  # see two lines above
 
 
 def suggestions(name: str, commands: list[str], options: tuple[str, ...] = ()) -> list[str]:

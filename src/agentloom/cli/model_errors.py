@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentloom.cli.models import KINDS, LIST, OPTIONS
+from agentloom.cli.model_terms import KINDS, LIST, OPTIONS
 from agentloom.embeddings.records import RegistryError
 
 

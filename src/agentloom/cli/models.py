@@ -16,32 +16,15 @@ import typer
 
 from agentloom.cli.common import DataDir, fail, json_text, load_settings
 from agentloom.cli.help import SuggestingGroup
+from agentloom.cli.model_terms import KINDS, LIST, PROVIDER_KINDS
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService
 
 # The registry is imported inside the commands: `agentloom serve` starts without it.
-PROVIDER_KINDS = ("local", "openai", "ollama")  # = agentloom.embeddings.records.PROVIDER_KINDS (a test checks)
-
 models_app = typer.Typer(
     cls=SuggestingGroup, help="Embedding models: list, add, switch the default, prepare.", no_args_is_help=True
 )
-
-LIST = "`agentloom models list`"
-KINDS = "|".join(PROVIDER_KINDS)
-# The registry's argument names, as the user types them on the command line.
-OPTIONS = {
-    "model_key": "KEY",
-    "provider": "--provider",
-    "kind": "--kind",
-    "dimensions": "--dimensions",
-    "base_url": "--base-url",
-    "api_key_env": "--api-key-env",
-    "api_key": "--api-key-env",
-    "config.model_path": "--model-path",
-    "config.timeout": "--timeout",
-    "model_id": "ID",
-}
 
 
 def _service(data_dir: object) -> EmbeddingService:
@@ -290,10 +273,11 @@ def disable(model: ModelRef, as_json: JsonOpt = False, data_dir: DataDir = None)
 def update(
     model: ModelRef,
     dimensions: Annotated[
-        str | None, typer.Option(parser=_dimensions, metavar="N", help="Vector size the model returns.")
+        int | None, typer.Option(parser=_dimensions, metavar="N", help="Vector size the model returns.")
     ] = None,
     timeout: Annotated[
-        str | None, typer.Option(parser=_timeout, metavar="SECONDS", help="Request timeout in seconds (API providers).")
+        float | None,
+        typer.Option(parser=_timeout, metavar="SECONDS", help="Request timeout in seconds (API providers)."),
     ] = None,
     model_path: Annotated[str | None, typer.Option(help="Local model folder (sentence-transformers layout).")] = None,
     as_json: JsonOpt = False,

@@ -73,4 +73,4 @@ def with_progress(what: str, fn: Callable[[], T], *, quiet: bool = False) -> T:
         raise typer.Exit(CANCELLED_EXIT)
     if isinstance(error, BaseException):
         raise error
-    return outcome["result"]  # type: ignore[return-value]
+    return outcome["result"]  # type: ignore[return-value]  # set by the worker to what fn returned

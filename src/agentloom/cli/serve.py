@@ -44,6 +44,7 @@ def serve(
         logging.getLogger(__name__).info("serving streamable HTTP on http://%s:%d/mcp", settings.host, settings.port)
         # log_config=None: uvicorn's own config would log requests to stdout.
         config = uvicorn.Config(app, log_config=None, log_level=settings.log_level.lower())
+        assert listener is not None  # claimed above whenever http is set
         uvicorn.Server(config).run(sockets=[listener])
     else:
         import anyio

@@ -1,4 +1,4 @@
-"""Circuit breakers for remote dependencies (FR-031..040).
+"""Circuit breakers for remote dependencies.
 
 One breaker per dependency. It opens after ``failure_threshold`` consecutive
 dependency-level failures (network error, timeout, 5xx), stays open for
@@ -37,7 +37,7 @@ class DependencyFailure(Exception):
 
 
 class CircuitOpenError(DependencyUnavailable):
-    """Raised instead of calling a dependency whose breaker is open (FR-037: a compact message)."""
+    """Raised instead of calling a dependency whose breaker is open (a compact message)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ class CircuitBreaker:
             self._trial_in_flight = False
 
     def reset(self) -> None:
-        """Manual reset (FR-035): close the breaker and forget failures."""
+        """Manual reset: close the breaker and forget failures."""
         with self._lock:
             self._failures = 0
             self._reason = None

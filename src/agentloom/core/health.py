@@ -1,4 +1,4 @@
-"""Health checks shared by ``agentloom doctor`` and the ``health`` tool (FR-115)."""
+"""Health checks shared by ``agentloom doctor`` and the ``health`` tool."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ def configure_logging(level: str = "INFO") -> None:
         root.setLevel(level)
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler._agentloom = True  # type: ignore[attr-defined]
+    handler._agentloom = True  # type: ignore[attr-defined]  # a marker on a stdlib handler, to find ours again
     handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(level)

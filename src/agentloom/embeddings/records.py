@@ -238,8 +238,8 @@ def check_config(config: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
         allowed = _LOCAL_KEYS if kind == "local" else _API_KEYS
         if key not in allowed:
             raise InvalidFieldError(
-                f"config.{raw_key} is not an option of {'a' if kind == 'local' else 'an'} {kind} model: allowed options are "
-                f"{', '.join(sorted(allowed))}.",
+                f"config.{raw_key} is not an option of {'a' if kind == 'local' else 'an'} {kind} model: "
+                f"allowed options are {', '.join(sorted(allowed))}.",
                 field=f"config.{key}",
                 reason="not_allowed",
                 value=value,

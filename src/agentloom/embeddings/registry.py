@@ -320,8 +320,8 @@ class ModelRegistry:
             if prow is not None and prow["kind"] != "local":
                 raise RefusedError(
                     f"built-in model {model_key!r} runs on the provider {DEFAULT_PROVIDER!r}, which is a "
-                    f"{prow['kind']} provider here, so it cannot be registered: built-in models need {DEFAULT_PROVIDER!r} "
-                    "to be the local provider.",
+                    f"{prow['kind']} provider here, so it cannot be registered: built-in models need "
+                    f"{DEFAULT_PROVIDER!r} to be the local provider.",
                     field="provider",
                     reason="builtin_provider",
                     value=DEFAULT_PROVIDER,
@@ -474,6 +474,7 @@ class ModelRegistry:
                 ),
             )
             model_id = cur.lastrowid
+        assert model_id is not None  # sqlite3 sets it after every INSERT
         record = self.get_by_id(model_id)
         assert record is not None
         log.info("embedding model added: %r", record)

@@ -245,7 +245,7 @@ class EmbeddingService:
         return self._use(model_key)[1].max_tokens
 
     def prepare(self, model_key: str | None = None, progress: Callable[[str], None] | None = None) -> ModelRecord:
-        """Make the model ready now (FR-000): export and load the local model if needed.
+        """Make the model ready now: export and load the local model if needed.
 
         Raises DependencyUnavailable / ConfigError whose message says how to fix the problem.
         """
@@ -254,7 +254,7 @@ class EmbeddingService:
         return record
 
     def prepare_in_background(self) -> threading.Thread:
-        """FR-000: on a first run, export the local model while the server already answers.
+        """On a first run, export the local model while the server already answers.
 
         Does nothing when the model is ready on disk (the usual case). A failure is logged
         with its fix; tools that need embeddings report it, every other tool keeps working.

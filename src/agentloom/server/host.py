@@ -10,11 +10,10 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal
 
 from agentloom import __version__
-from agentloom.core.breakers import BreakerRegistry
 from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check, directory_writable, modules_importable, summary
+from agentloom.core.services import Services
 from agentloom.core.settings import Settings
-from agentloom.embeddings import EmbeddingService
 from agentloom.server.calls import LoomServer
 from agentloom.server.packs import LoadedPack, Pack, PackContext
 from agentloom.server.protocol import configure_protocol
@@ -60,8 +59,11 @@ class Host:
         instructions: str = INSTRUCTIONS,
     ) -> None:
         self.settings = settings
-        self.breakers = BreakerRegistry(settings.breakers.failure_threshold, settings.breakers.reset_timeout_seconds)
-        self.embeddings = EmbeddingService(settings, self.breakers)
+        # The same services a pack's command line builds for itself (core/services.py): a pack's
+        # ``open`` makes its state from them the same way in both.
+        services = Services.build(settings)
+        self.breakers = services.breakers
+        self.embeddings = services.embeddings
         self.server = LoomServer(
             name,
             version=__version__,

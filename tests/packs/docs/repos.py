@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +96,7 @@ class Repo:
         return self.bare.as_uri()
 
     def commit(
-        self, files: dict[str, bytes | str | Link], delete: tuple[str, ...] = (), message: str = "update"
+        self, files: Mapping[str, bytes | str | Link], delete: tuple[str, ...] = (), message: str = "update"
     ) -> None:
         for name, content in files.items():
             path = self.work / name

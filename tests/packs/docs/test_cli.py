@@ -1,4 +1,4 @@
-"""`agentic-knowledge init | refresh | status` through the real command (REQ-12, REQ-14)."""
+"""`agentic-knowledge init | refresh | status` through the real command."""
 
 from __future__ import annotations
 

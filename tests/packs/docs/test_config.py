@@ -1,4 +1,4 @@
-"""Reading .knowledge/config.yaml: discovery, validation, versions, aliases and paths (REQ-3 to REQ-5, REQ-11)."""
+"""Reading .knowledge/config.yaml: discovery, validation, versions, aliases and paths."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from agentloom.packs.docs.discovery import ConfigWatcher, find_config
 from tests.packs.docs.conftest import write_config
 
 
-def load(root: Path, text: str):  # type: ignore[no-untyped-def]
+def load(root: Path, text: str):
     return load_project(write_config(root, text))
 
 
@@ -127,7 +127,7 @@ def test_docsets_may_be_a_mapping_and_id_is_a_name(project: Path) -> None:
 def test_aliases_resolve_and_must_be_unique(project: Path) -> None:
     config = load(project, "docsets:\n  - name: react\n    aliases: [reactjs, r]\n  - name: vue\n    aliases: vuejs\n")
     assert config.get("reactjs") is config.get("react")
-    assert config.get("vuejs").name == "vue"  # type: ignore[union-attr]
+    assert config.get("vuejs").name == "vue"
     with pytest.raises(ConfigError, match="'react' is already used by docset 'react'"):
         load(project, "docsets:\n  - name: react\n  - name: vue\n    aliases: [react]\n")
 
@@ -220,14 +220,14 @@ def error_of(root: Path, text: str) -> str:
         ),
         (
             "docsets:\n  - name: a\n    aliases: ['ok', 'b/c']\n",
-            "invalid configuration:\n  - docsets[0].aliases: alias 'b/c' is not a valid docset name: use 1 to 100 letters, "
-            "digits, '.', '_' or '-' (no '/', '\\', spaces or '..')",
+            "invalid configuration:\n  - docsets[0].aliases: alias 'b/c' is not a valid docset name: "
+            "use 1 to 100 letters, digits, '.', '_' or '-' (no '/', '\\', spaces or '..')",
         ),
         (
             "docsets:\n  - name: ok\n  - name: 'a b'\n    version: [1]\n",
-            "invalid configuration:\n  - docsets[1].name: 'a b' is not a valid docset name: use 1 to 100 letters, digits, "
-            "'.', '_' or '-' (no '/', '\\', spaces or '..')\n  - docsets[1].version: must be text; quote it, for example "
-            "version: \"['1']\"",
+            "invalid configuration:\n  - docsets[1].name: 'a b' is not a valid docset name: "
+            "use 1 to 100 letters, digits, '.', '_' or '-' (no '/', '\\', spaces or '..')\n"
+            "  - docsets[1].version: must be text; quote it, for example version: \"['1']\"",
         ),  # numbers stay text
         (
             "docsets:\n  - name: a\n  - name: b\n    aliases: [c]\n  - name: c\n",
@@ -258,7 +258,10 @@ def test_configuration_errors_word_for_word(project: Path, text: str, message: s
     ],
 )
 def test_source_settings_are_refused_word_for_word(project: Path, source: str, message: str) -> None:
-    text = f"docsets:\n  - name: a\n    web_sources:\n      - type: git_repo\n        url: https://e.org/x.git\n        {source}\n"
+    text = (
+        "docsets:\n  - name: a\n    web_sources:\n      - type: git_repo\n        url: https://e.org/x.git\n"
+        f"        {source}\n"
+    )
     assert error_of(project, text) == f"invalid configuration:\n  - docsets[0].web_sources[0].{message}"
 
 

@@ -1,4 +1,4 @@
-"""The content loader against real git repositories (REQ-12, REQ-13, REQ-15, REQ-16, REQ-18)."""
+"""The content loader against real git repositories."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.packs.docs.conftest import write_config
 from tests.packs.docs.repos import COMMIT_TIME, PROJECT, SMART_SELECTION, Repo
 
 
-def project_with(root: Path, sources: str):  # type: ignore[no-untyped-def]
+def project_with(root: Path, sources: str):
     config = write_config(root, f"docsets:\n  - name: lib\n    web_sources:\n{sources}")
     project = load_project(config)
     return project, project.docsets[0]
@@ -64,7 +64,7 @@ def test_a_missing_path_lists_what_the_repository_has(tmp_path: Path) -> None:
     project, docset = project_with(tmp_path / "p", source(repo.url, "        paths: [manual]\n"))
     result = load_docset(project, docset)
     assert not result.ok
-    assert "not in the repository: manual. It has: README.md, docs/" in result.sources[0].error  # type: ignore[operator]
+    assert "not in the repository: manual. It has: README.md, docs/" in result.sources[0].error  # type: ignore[operator]  # the source failed: its error is set
 
 
 def test_a_missing_branch_lists_the_branches(tmp_path: Path) -> None:
@@ -92,9 +92,9 @@ def test_failures_name_their_cause_and_one_failure_does_not_stop_the_others(tmp_
         project, docset = project_with(tmp_path / "p", sources)
         result = load_docset(project, docset)
     errors = [s.error for s in result.sources]
-    assert "no repository at this URL" in errors[0]  # type: ignore[operator]
-    assert "Check your internet connection" in errors[1]  # type: ignore[operator]
-    assert "authentication failed. Check your git credentials" in errors[2]  # type: ignore[operator]
+    assert "no repository at this URL" in errors[0]  # type: ignore[operator]  # the source failed: its error is set
+    assert "Check your internet connection" in errors[1]  # type: ignore[operator]  # the source failed: its error is set
+    assert "authentication failed. Check your git credentials" in errors[2]  # type: ignore[operator]  # the source failed: its error is set
     assert errors[3] is None and (docset.path / "README.md").read_text() == "good"
     assert not result.ok
     statuses = docset_status(docset)
@@ -106,10 +106,11 @@ def test_not_enough_disk_space_is_reported_before_downloading(tmp_path: Path) ->
     repo = Repo(tmp_path / "repo", {"README.md": "x"})
     project, docset = project_with(tmp_path / "p", source(repo.url))
     result = load_docset(project, docset, min_free_bytes=2**62)
+    assert result.sources[0].error is not None
     assert (
         "not enough disk space" in result.sources[0].error
         and "AGENTIC_KNOWLEDGE_MIN_FREE_MB" in result.sources[0].error
-    )  # type: ignore[operator]
+    )
     assert files_under(docset.path) == []
 
 

@@ -23,7 +23,7 @@ def config_of(root: Path) -> Path:
     return root / ".knowledge" / "config.yaml"
 
 
-def text(result) -> str:  # type: ignore[no-untyped-def]
+def text(result) -> str:
     return "\n".join(block.text for block in result.content)
 
 
@@ -180,8 +180,8 @@ def test_help_names_new_and_what_init_does_without_a_docset() -> None:
     assert "Never replaces an existing file" in new and "--project-dir" in new
     init = help_text("init")
     assert (
-        "Without DOCSET, in a project with no .knowledge/config.yaml yet (here or above), write the commented starter one, as `new` does"
-        in init
+        "Without DOCSET, in a project with no .knowledge/config.yaml yet (here or above), "
+        "write the commented starter one, as `new` does" in init
     )
     assert "Without DOCSET in a project that has a configuration, list the docsets to choose from" in init
 

@@ -1,4 +1,4 @@
-"""search_docs and list_docsets through a real MCP client (REQ-1, REQ-2, REQ-6, REQ-7, REQ-9)."""
+"""search_docs and list_docsets through a real MCP client."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from mcp.client import Client
 
 from agentloom.packs.docs.names import MAX_KEYWORDS
+from agentloom.server.host import Host
 from tests.packs.docs.conftest import docs_host, write_config
 
 CONFIG = """\
@@ -19,11 +21,19 @@ docsets:
     aliases: [reactjs]
   - name: vue
     version: 3.4
-    template: "Look in {local_path} for {keywords} ({docset} {version}); else {generalized_keywords}. {unknown} {{keywords}}"
+    template: "Look in {local_path} for {keywords} ({docset} {version});
+      else {generalized_keywords}. {unknown} {{keywords}}"
 """
 
 
-def text(result) -> str:  # type: ignore[no-untyped-def]
+def _checks(host: Host) -> list[dict[str, Any]]:
+    """The health report's checks (Host.health types its values as object)."""
+    checks = host.health(check_model=False)["checks"]
+    assert isinstance(checks, list)
+    return checks
+
+
+def text(result) -> str:
     return "\n".join(block.text for block in result.content)
 
 
@@ -101,7 +111,7 @@ async def test_list_docsets_is_one_json_array(project: Path, tmp_path: Path) -> 
         "type": "string"
     }
     assert result.structured_content == {"docsets": docsets}
-    assert tools["list_docsets"].annotations.read_only_hint
+    assert tools["list_docsets"].annotations is not None and tools["list_docsets"].annotations.read_only_hint
     assert tools["search_docs"].input_schema["required"] == ["docset", "keywords"]
 
 
@@ -116,7 +126,7 @@ async def test_list_docsets_with_no_docsets_is_empty(project: Path, tmp_path: Pa
 async def test_without_a_config_the_tools_explain_how_to_create_one(project: Path, tmp_path: Path) -> None:
     host = docs_host(project, tmp_path / "data")
     assert [r.status for r in host.reports if r.name == "docs"] == ["loaded"]
-    check = next(c for c in host.health(check_model=False)["checks"] if c["name"] == "docs configuration")  # type: ignore[union-attr]
+    check = next(c for c in _checks(host) if c["name"] == "docs configuration")
     assert not check["ok"] and not check["required"]  # unconfigured: degraded, not fine
     assert "no .knowledge/config.yaml" in check["detail"] and "AGENTLOOM_DOCS__PROJECT_DIR" in check["detail"]
     async with Client(host.server) as client:
@@ -162,7 +172,7 @@ async def test_an_unreadable_config_is_a_file_access_error(project: Path, tmp_pa
 async def test_health_reports_the_configuration(project: Path, tmp_path: Path) -> None:
     write_config(project, CONFIG)
     host = docs_host(project, tmp_path / "data")
-    checks = {c["name"]: c for c in host.health(check_model=False)["checks"]}  # type: ignore[index]
+    checks = {c["name"]: c for c in _checks(host)}
     assert checks["docs configuration"]["ok"] and "2 docsets" in checks["docs configuration"]["detail"]
 
 

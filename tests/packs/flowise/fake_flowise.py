@@ -181,7 +181,7 @@ class FakeFlowise:
         self._failures: list[tuple[int, str | None]] = []
         self._lock = threading.Lock()
         self._port = port
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     # -- life cycle -------------------------------------------------------------------------------
@@ -488,6 +488,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeFlowise
+    _headers_buffer: list[bytes]  # BaseHTTPRequestHandler's own, written whole in _send
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # else every kept-alive answer waits ~40 ms for a delayed ACK
     server_version = "FakeFlowise/" + VERSION

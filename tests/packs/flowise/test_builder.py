@@ -80,7 +80,7 @@ def node(node_id: str, name: str, label: str | None = None, **data: Any) -> dict
 
 
 def test_credentials_name_each_node_that_needs_one() -> None:
-    catalog = {
+    catalog: dict[str, dict[str, Any]] = {
         "chatOpenAI": {"credential": {"credentialNames": ["openAIApi"]}},
         "pinecone": {"credential": {"credentialNames": ["pineconeApi", "pineconeEnv"]}},
         "redisCache": {"credential": {"credentialNames": ["redisCacheApi"], "optional": True}},
@@ -157,7 +157,8 @@ def flow_with_issues() -> dict[str, Any]:
 
 @pytest.fixture
 def served(fake_flowise: FakeFlowise, tmp_path: Path) -> Builder:
-    """A builder over a fresh catalog.json and a listening fake Flowise that knows ``keyedTool``, a tool needing a key."""
+    """A builder over a fresh catalog.json and a listening fake Flowise that knows ``keyedTool``, a tool
+    needing a key."""
     fake_flowise.nodes.append(
         {
             "name": "keyedTool",

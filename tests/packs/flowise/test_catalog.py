@@ -6,6 +6,7 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,6 +18,9 @@ from agentloom.embeddings import EmbeddingService
 from agentloom.packs.flowise.settings import FlowiseSettings
 from agentloom.packs.flowise.tools import Flowise
 from tests.packs.flowise.fake_flowise import FakeFlowise
+
+if TYPE_CHECKING:
+    from agentloom.packs.flowise.catalog import Catalog
 
 # A slice of the real catalog (embedding all 297 takes ~10 s): enough to search and build with.
 SUBSET = {
@@ -49,12 +53,12 @@ def trim(fake: FakeFlowise) -> FakeFlowise:
     return fake
 
 
-def open_flowise(fake: FakeFlowise, data: Path, breakers: BreakerRegistry | None = None, **settings: object) -> Flowise:
+def open_flowise(fake: FakeFlowise, data: Path, breakers: BreakerRegistry | None = None, **settings: Any) -> Flowise:
     breakers = breakers or BreakerRegistry()
     settings.setdefault("api_key", fake.api_key)
     folder = data / "flowise"
     folder.mkdir(parents=True, exist_ok=True)
-    config = FlowiseSettings(url=fake.url, **settings)  # type: ignore[arg-type]
+    config = FlowiseSettings(url=fake.url, **settings)
     return Flowise(config, folder, breakers, EmbeddingService(Settings(data_dir=data), breakers))
 
 
@@ -223,7 +227,7 @@ def saved_catalog(
         "documents": DOCUMENTS,
         **fields,
     }
-    state.catalog.path.write_text(json.dumps(asdict(CatalogState(**values))))  # type: ignore[arg-type]
+    state.catalog.path.write_text(json.dumps(asdict(CatalogState(**values))))
     return state
 
 
@@ -255,7 +259,7 @@ def test_fingerprint_ignores_file_paths_and_key_order_only() -> None:
 def test_newest_keeps_one_definition_per_name_the_highest_version() -> None:
     from agentloom.packs.flowise.catalog import _newest
 
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"label": "no name"},
         {"name": ""},
         {"name": 7},  # skipped, and what follows still counts
@@ -332,7 +336,7 @@ def test_templates_keep_readable_chatflows_only(caplog: pytest.LogCaptureFixture
         ["Chatbot"],
         ["chatOpenAI", "bufferMemory"],
         {
-            "nodes": json.loads(answer[5]["flowData"])["nodes"],  # type: ignore[arg-type]
+            "nodes": json.loads(answer[5]["flowData"])["nodes"],
             "edges": [{"source": "x", "target": "y"}],
         },
     )
@@ -356,14 +360,15 @@ def test_same_template_ignores_only_the_flowise_id() -> None:
     one = Template("t", "id-1", "T", "about", ["Chatbot"], ["llmChain"], {"nodes": [], "edges": []})
     assert _same_template(one, replace(one, flowise_id="id-2")) is True
     assert _same_template(None, one) is False
-    for change in (
+    changes: list[dict[str, Any]] = [
         {"name": "U"},
         {"description": "other"},
         {"usecases": []},
         {"nodes": ["chatOpenAI"]},
         {"flow_data": {"nodes": [{"id": "a"}], "edges": []}},
-    ):
-        assert _same_template(one, replace(one, **change)) is False, change  # type: ignore[arg-type]
+    ]
+    for change in changes:
+        assert _same_template(one, replace(one, **change)) is False, change
 
 
 def test_node_meta_is_what_chroma_stores_beside_a_node() -> None:
@@ -425,12 +430,13 @@ def test_saved_catalog_reads_back_whole(stopped: FakeFlowise, tmp_path: Path) ->
 
 
 def test_age_and_staleness(stopped: FakeFlowise, tmp_path: Path) -> None:
-    def catalog(**fields: object):  # type: ignore[no-untyped-def]
+    def catalog(**fields: Any) -> Catalog:
         return saved_catalog(stopped, tmp_path, **fields).catalog
 
     node = {"chatOpenAI": {"name": "chatOpenAI"}}
     young = catalog(refreshed_at=time.time() - 100, nodes=node)
-    assert 100 <= young.age_seconds() < 110 and young.is_stale() is False  # type: ignore[operator]
+    age = young.age_seconds()
+    assert age is not None and 100 <= age < 110 and young.is_stale() is False
     assert catalog(refreshed_at=time.time() + 500).age_seconds() == 0.0, "a clock set back: age 0, not negative"
     day = 24 * 3600
     assert catalog(refreshed_at=time.time() - day + 60, nodes=node).is_stale() is False
@@ -527,7 +533,7 @@ def test_forget_empties_what_was_reset_and_marks_the_catalog_never_refreshed(
     template = Template("llm-chain", "9a1b", "LLM Chain", "", [], ["llmChain"], {"nodes": [], "edges": []})
     nodes = {"llmChain": {"name": "llmChain"}}
     for forget_nodes, forget_templates in ((True, False), (False, True), (True, True)):
-        catalog = saved_catalog(stopped, tmp_path, nodes, {"llm-chain": template}, documents=1).catalog
+        catalog = saved_catalog(stopped, tmp_path, nodes, {"llm-chain": template}, documents="1").catalog
         catalog.forget(nodes=forget_nodes, templates=forget_templates)
         expected = CatalogState(
             None,
@@ -536,7 +542,7 @@ def test_forget_empties_what_was_reset_and_marks_the_catalog_never_refreshed(
             MODEL,
             {} if forget_nodes else nodes,
             {} if forget_templates else {"llm-chain": template},
-            1,
+            "1",
         )
         assert catalog.state() == expected
         assert open_flowise(stopped, tmp_path).catalog.state() == expected
@@ -597,7 +603,7 @@ def template_item(name: str, description: str, *node_names: str) -> dict:
     }
 
 
-def stored_ids(catalog, name: str) -> set[str]:  # type: ignore[no-untyped-def]
+def stored_ids(catalog, name: str) -> set[str]:
     model = catalog.state().model
     return set(catalog._collection(name, model).get()["ids"])
 
@@ -665,7 +671,7 @@ def test_refresh_writes_only_the_differences(
         == CatalogState(now.refreshed_at, "3.1.2", fake.url, MODEL, fetched, templates, DOCUMENTS)
     )
     assert all(len(t.flowise_id) == 36 for t in templates.values())
-    assert now.refreshed_at >= first.refreshed_at  # type: ignore[operator]
+    assert now.refreshed_at >= first.refreshed_at  # type: ignore[operator]  # both refreshed: set
 
     nodes = state.catalog._collection(NODES, MODEL).get(include=["metadatas"])
     assert set(nodes["ids"]) == set(fetched) and "csvFile" not in nodes["ids"]
@@ -751,7 +757,7 @@ SEARCHED = (
 )
 
 
-def searchable(fake: FakeFlowise, data: Path, **settings: object) -> Flowise:
+def searchable(fake: FakeFlowise, data: Path, **settings: Any) -> Flowise:
     fake.nodes = definitions(*SEARCHED)
     fake.templates = [
         template_item(
@@ -1062,7 +1068,7 @@ def test_search_skips_what_chroma_and_catalog_json_do_not_share(stopped: FakeFlo
     from agentloom.packs.flowise.documents import consumers, node_document
 
     seed = {d["name"]: d for d in definitions("bufferWindowMemory", "bufferMemory")}
-    flow = {"nodes": [], "edges": []}
+    flow: dict[str, Any] = {"nodes": [], "edges": []}
     templates = [
         Template(
             "memory-chat", "", "Memory Chat", "A chat that remembers the conversation", [], ["bufferMemory"], flow
@@ -1200,7 +1206,7 @@ def _missing(message: str) -> Exception:
 )
 def test_a_collection_missing_when_dropped_is_no_error(
     fake_flowise: FakeFlowise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from agentloom.packs.flowise.catalog import NODES
 
     fake = fake_flowise

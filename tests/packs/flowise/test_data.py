@@ -1,9 +1,10 @@
-"""Data management of the flowise pack (FR-026 to 030, 113, 114): real embedded Chroma, the real
+"""Data management of the flowise pack: real embedded Chroma, the real
 embedding model, and every `agentloom flowise data` command in a real process."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import time
@@ -22,6 +23,7 @@ from agentloom.packs.flowise.catalog import NODES, TEMPLATES
 from agentloom.packs.flowise.learning import ARTIFACTS, COLLECTIONS, FAILED, SESSIONS, check_design
 from agentloom.packs.flowise.settings import FlowiseSettings
 from agentloom.packs.flowise.tools import Flowise
+from agentloom.packs.vectors.columns import column
 from tests.conftest import PYTHON, REPO, TIMESTAMP, free_port
 from tests.packs.flowise.fake_flowise import FakeFlowise
 from tests.packs.flowise.test_catalog import SUBSET, open_flowise, trim
@@ -48,7 +50,7 @@ def local_state(data_dir: Path) -> Flowise:
     breakers = BreakerRegistry()
     folder = data_dir / "flowise"
     folder.mkdir(parents=True, exist_ok=True)
-    settings = FlowiseSettings(url=f"http://127.0.0.1:{free_port()}")  # type: ignore[call-arg]
+    settings = FlowiseSettings(url=f"http://127.0.0.1:{free_port()}")
     return Flowise(settings, folder, breakers, EmbeddingService(Settings(data_dir=data_dir), breakers))
 
 
@@ -114,6 +116,7 @@ def test_stats_of_empty_and_seeded_collections(tmp_path: Path) -> None:
     year_ago = time.time() - 366 * DAY
     for name in COLLECTIONS:
         oldest, newest = rows[name]["oldest"], rows[name]["newest"]
+        assert oldest is not None and newest is not None
         assert TIMESTAMP.fullmatch(oldest) and TIMESTAMP.fullmatch(newest) and oldest <= newest
         assert oldest > iso(year_ago), "samples are dated over the last year"
     # Size: documents and metadata, plus the vectors: the HNSW folder (allocated even when empty) and those
@@ -121,10 +124,12 @@ def test_stats_of_empty_and_seeded_collections(tmp_path: Path) -> None:
     vectors = data._vector_bytes(state)
     for name, row in rows.items():
         collection = data._open(state, name)
-        got = state.chroma.call(lambda c=collection: c.get(include=["documents", "metadatas"]))
+        assert collection is not None
+        got = state.chroma.call(functools.partial(collection.get, include=["documents", "metadatas"]))
+        documents, metadatas = column(got["documents"], "documents"), column(got["metadatas"], "metadatas")
         content = sum(
             len(d.encode()) + len(json.dumps(m, ensure_ascii=False).encode())
-            for d, m in zip(got["documents"], got["metadatas"], strict=True)
+            for d, m in zip(documents, metadatas, strict=True)
         )
         assert row["bytes"] == content + vectors[str(collection.id)]
         assert vectors[str(collection.id)] >= row["count"] * 384 * 4 + 100_000, name
@@ -165,8 +170,9 @@ def test_seed_uses_the_catalogs_node_names(fake_flowise: FakeFlowise, tmp_path: 
     assert catalog.refreshed_at == refreshed
     for name in (ARTIFACTS, FAILED):
         collection = state.learning.collection(name)
-        for metadata in state.chroma.call(lambda c=collection: c.get(include=["metadatas"]))["metadatas"]:
-            assert set(metadata["nodes"].split(",")) <= set(catalog.nodes)
+        got = state.chroma.call(functools.partial(collection.get, include=["metadatas"]))
+        for metadata in column(got["metadatas"], "metadatas"):
+            assert set(str(metadata["nodes"]).split(",")) <= set(catalog.nodes)
     assert state.catalog.refresh(force=True)["removed"] == 4, "a refresh mirrors Flowise: the sample nodes go"
 
 
@@ -325,7 +331,7 @@ def test_stats_seed_and_reset(server_env: dict[str, str]) -> None:
     assert everything.returncode == 0 and set(counts(server_env).values()) == {0}
 
 
-# -- agents read, people delete (FR-030) -----------------------------------------------------
+# -- agents read, people delete --------------------------------------------------------------------
 async def test_the_stats_tool_is_read_only(tmp_path: Path) -> None:
     from agentloom.packs.flowise.data_tools import flowise_data_stats
     from agentloom.packs.flowise.tools import pack
@@ -428,7 +434,7 @@ def test_the_catalog_deletes_only_from_its_own_collections() -> None:
                 assert isinstance(receiver, ast.Name), ast.unparse(call)
                 source = sources[receiver.id]
                 assert isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute)
-                assert source.func.attr == "_collection" and source.args[0].id in constants  # type: ignore[attr-defined]
+                assert source.func.attr == "_collection" and source.args[0].id in constants  # type: ignore[attr-defined]  # an ast.Name here: the call the test looks for
                 deletes += 1
     assert deletes >= 2
     assert not any(isinstance(n, ast.Constant) and n.value in COLLECTIONS for n in ast.walk(tree))

@@ -107,7 +107,7 @@ def test_several_outputs_become_one_options_anchor(catalog: dict[str, Any]) -> N
 
 
 def test_init_node_data_follows_javascript_defaults_and_drops_server_keys() -> None:
-    definition = {
+    definition: dict[str, Any] = {
         "name": "demo",
         "label": "Demo",
         "type": "Demo",

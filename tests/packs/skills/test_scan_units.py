@@ -14,17 +14,10 @@ from pathlib import Path
 import pytest
 
 from agentloom.core.errors import NotFoundError
-from agentloom.packs.skills.scan import (
-    compact_table,
-    ids_in,
-    inside,
-    now_ms,
-    read_marker,
-    skill_folders,
-    write_marker,
-)
+from agentloom.packs.skills.scan import inside, read_marker, skill_folders, write_marker
 from agentloom.packs.skills.skillfile import MARKER, file_digest, parse_skill
 from agentloom.packs.skills.store import SkillIndex
+from agentloom.packs.skills.table import compact_table, ids_in, now_ms
 from tests.packs.skills.conftest import SEED_SKILLS, make_index, write_skill
 
 E5 = "multilingual-e5-small"
@@ -120,7 +113,7 @@ def plain(tmp_path: Path, seed_root: Path) -> SkillIndex:
 
 
 def test_unchanged_needs_row_size_hash_path_model_and_marker(plain: SkillIndex, seed_root: Path) -> None:
-    scanner, record = plain._scanner, plain.model()
+    scanner, record = plain.scanner, plain.model()
     folder = seed_root / "calculate"
     data = (folder / "SKILL.md").read_bytes()
     size, digest = len(data), file_digest(data)
@@ -132,6 +125,7 @@ def test_unchanged_needs_row_size_hash_path_model_and_marker(plain: SkillIndex, 
     assert scanner._unchanged(folder, {**row, "path": str(seed_root / "elsewhere")}, size, digest, record) is False
     assert scanner._unchanged(folder, {**row, "model": "another-model"}, size, digest, record) is False
     marker = read_marker(folder)
+    assert marker is not None
     (folder / MARKER).write_text(json.dumps({**marker, "skillSize": size + 1}))
     assert scanner._unchanged(folder, row, size, digest, record) is False
     (folder / MARKER).write_text(json.dumps({**marker, "skillHash": "0" * 64}))
@@ -146,7 +140,7 @@ def test_unchanged_needs_row_size_hash_path_model_and_marker(plain: SkillIndex, 
 def test_check_counts_what_it_skips_word_for_word(
     plain: SkillIndex, tmp_path: Path, seed_root: Path, caplog_debug: pytest.LogCaptureFixture
 ) -> None:
-    scanner, record = plain._scanner, plain.model()
+    scanner, record = plain.scanner, plain.model()
     rows = plain.rows()
     counts: dict = {"added": 0, "updated": 0, "unchanged": 0, "removed": 0, "skipped": []}
     seen: dict[str, Path] = {}
@@ -213,6 +207,7 @@ def test_scan_counts_rows_markers_progress_and_log(
     # The skipped folder is done once checked; the batch's last skill (folders sorted) names the batch.
     assert calls == [(1, 5, "checked skill folders"), (5, 5, "5 of 5 skills indexed (last: git-commit)")]
     assert index.scan_progress == (5, 5)
+    assert index.last_scan is not None
     last = dict(index.last_scan)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", last.pop("at"))
     assert last == {**result, "seconds": seconds}

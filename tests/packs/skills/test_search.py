@@ -24,7 +24,7 @@ def scores(result: dict) -> dict[str, float]:
 
 def rank_rows(index: SkillIndex) -> dict[str, str]:
     """id -> SKILL.md hash of the rank model's table."""
-    rows = index._db.open_table(RANK_TABLE).to_arrow().select(["id", "hash"]).to_pylist()
+    rows = index.store.db().open_table(RANK_TABLE).to_arrow().select(["id", "hash"]).to_pylist()
     return {r["id"]: r["hash"] for r in rows}
 
 
@@ -144,10 +144,10 @@ def test_eval_set_top1_in_both_languages(bench_root: Path, tmp_path: Path) -> No
 def test_rank_model_of_another_size_makes_its_table_anew(
     tmp_path: Path, seed_index: SkillIndex, seed_root: Path
 ) -> None:
-    assert seed_index._db.open_table(RANK_TABLE).schema.field("vector").type.list_size == 512  # USE
+    assert seed_index.store.db().open_table(RANK_TABLE).schema.field("vector").type.list_size == 512  # USE
     other = make_index(tmp_path, [seed_root], rank_model="all-MiniLM-L6-v2")  # same store, 384-d rank model
     result = other.search("commit my staged changes", threshold=0)
     assert result["mode"] == "hybrid" and names(result)[0] == "git-commit"
-    table = other._db.open_table(RANK_TABLE)
+    table = other.store.db().open_table(RANK_TABLE)
     assert table.schema.field("vector").type.list_size == 384
     assert {r["id"] for r in table.to_arrow().select(["id"]).to_pylist()} == set(SEED_SKILLS)

@@ -13,12 +13,13 @@ import pyarrow as pa
 import pytest
 
 from agentloom.core.errors import AgentloomError
+from agentloom.embeddings import ModelRecord
 from agentloom.packs.skills import search as search_module
 from agentloom.packs.skills.keywords import keyword_score
-from agentloom.packs.skills.scan import compact_table
 from agentloom.packs.skills.search import (
     RANK_RETRY_SECONDS,
     RANK_TABLE,
+    SkillSearch,
     Snapshot,
     _cosines,
     _hit,
@@ -30,10 +31,18 @@ from agentloom.packs.skills.search import (
 )
 from agentloom.packs.skills.skillfile import MARKER, embedding_text
 from agentloom.packs.skills.store import SkillIndex
+from agentloom.packs.skills.table import compact_table
 from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_skill
 
 E5, USE = "multilingual-e5-small", "use-multilingual-v3"
 LOGGER = "agentloom.packs.skills"
+
+
+def _rank(searcher: SkillSearch) -> ModelRecord:
+    """The rank model in use (the test has set one up)."""
+    record = searcher.rank_record()
+    assert record is not None
+    return record
 
 
 def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -160,10 +169,10 @@ def test_rank_state_and_record(tmp_path: Path, seed_root: Path) -> None:
     assert searcher.rank_state() == "off" and searcher.rank_record() is None
     index.settings.rank_weight = 1.0
     assert searcher.rank_state() == "in use (weight 1)"
-    assert searcher.rank_record().key == USE
+    assert _rank(searcher).key == USE
     index.settings.rank_weight = 0.25
     assert searcher.rank_state() == "in use (weight 0.25)"
-    record = searcher.rank_record()
+    record = _rank(searcher)
     assert record.key == USE and record.dimensions == 512
     index.settings.rank_model = E5  # the scoring model itself: nothing to add
     assert searcher.rank_record() is None and searcher.rank_state() == "in use (weight 0.25)"
@@ -192,7 +201,7 @@ def test_unknown_rank_model_gives_up_with_the_reason(
     searcher._rank_failed_at = time.monotonic() - RANK_RETRY_SECONDS + 30
     assert searcher.rank_record() is None and searcher._rank_failed == reason
     searcher._rank_failed_at = time.monotonic() - RANK_RETRY_SECONDS
-    assert searcher.rank_record().key == USE and searcher._rank_failed is None
+    assert _rank(searcher).key == USE and searcher._rank_failed is None
 
 
 def test_give_up_rank_keeps_the_first_line_or_the_type(tmp_path: Path, seed_root: Path) -> None:
@@ -223,7 +232,7 @@ def test_rank_model_that_cannot_embed_orders_by_the_scoring_model(
 
 # -- the rank model's table ------------------------------------------------------------------------
 def rank_table(index: SkillIndex) -> dict[str, dict]:
-    rows = index._db.open_table(RANK_TABLE).to_arrow().to_pylist()
+    rows = index.store.db().open_table(RANK_TABLE).to_arrow().to_pylist()
     return {r["id"]: r for r in rows}
 
 
@@ -256,7 +265,7 @@ def test_sync_writes_each_skill_once_with_hash_fingerprint_and_vector(
         [embedding_text("calculate", "数学运算和统计", ["math", "stats"])], USE
     )[0]
     assert np.allclose(table["calculate"]["vector"], new, atol=1e-5)
-    versions = seed_index._db.open_table(RANK_TABLE).list_versions()
+    versions = seed_index.store.db().open_table(RANK_TABLE).list_versions()
     assert len(versions) <= 2  # compacted after the change
     caplog.clear()
     seed_index.scan()  # nothing changed: nothing embedded, nothing logged
@@ -264,7 +273,7 @@ def test_sync_writes_each_skill_once_with_hash_fingerprint_and_vector(
 
 
 def test_sync_is_skipped_while_the_table_version_is_the_same(seed_index: SkillIndex) -> None:
-    rank = seed_index._db.open_table(RANK_TABLE)
+    rank = seed_index.store.db().open_table(RANK_TABLE)
     rank.delete("id = 'calculate'")  # behind the searcher's back
     seed_index.searcher.sync()  # same skills version, same model: not even read
     assert set(rank_table(seed_index)) == set(SEED_SKILLS) - {"calculate"}
@@ -278,14 +287,15 @@ def test_sync_without_compaction_keeps_versions(tmp_path: Path, seed_root: Path)
     index.scan()
     write_skill(seed_root, "calculate", "数学运算")
     index.scan()
-    assert len(index._db.open_table(RANK_TABLE).list_versions()) >= 3
+    assert len(index.store.db().open_table(RANK_TABLE).list_versions()) >= 3
 
 
 def test_rank_matrix_follows_the_snapshot_order_with_zeros_for_a_missing_row(seed_index: SkillIndex) -> None:
     searcher = seed_index.searcher
-    record = searcher.rank_record()
+    record = _rank(searcher)
     snap = searcher.snapshot()
     matrix = searcher._rank_matrix(snap, record)
+    assert matrix is not None
     assert matrix.shape == (4, 512) and matrix.dtype == np.float32
     table = rank_table(seed_index)
     for row, name in enumerate(snap.names):
@@ -294,6 +304,7 @@ def test_rank_matrix_follows_the_snapshot_order_with_zeros_for_a_missing_row(see
     searcher._rank_table.delete("id = 'file-read'")
     searcher._rank_vectors = None  # forget the copy in memory; the table version of skills is unchanged
     again = searcher._rank_matrix(snap, record)
+    assert again is not None
     for row, name in enumerate(snap.names):
         if name == "file-read":
             assert not again[row].any()  # no rank vector: zeros, ranked by the scoring model
@@ -306,7 +317,7 @@ def test_rank_table_of_another_size_is_made_anew_with_a_warning(
 ) -> None:
     caplog.set_level(logging.WARNING, logger=LOGGER)
     other = make_index(tmp_path, [seed_root], rank_model="all-MiniLM-L6-v2")
-    record = other.searcher.rank_record()
+    record = _rank(other.searcher)
     other.table()
     table = other.searcher._open_rank_table(record)
     assert table.schema == _rank_schema(384) and table.count_rows() == 0
@@ -317,9 +328,9 @@ def test_rank_table_of_another_size_is_made_anew_with_a_warning(
 def test_rank_table_is_created_then_opened(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root], rank_model="")
     index.scan()  # no rank model: no rank table
-    assert RANK_TABLE not in set(index._db.list_tables().tables)
+    assert RANK_TABLE not in set(index.store.db().list_tables().tables)
     index.settings.rank_model = USE
-    record = index.searcher.rank_record()
+    record = _rank(index.searcher)
     table = index.searcher._open_rank_table(record)
     assert table.schema == _rank_schema(512)
     again = make_index(tmp_path, [seed_root])  # another process: the table exists
@@ -349,7 +360,9 @@ def test_order_by_cosine_alone_is_stable(plain_index: SkillIndex) -> None:
 
 def test_start_rank_query_embeds_with_the_rank_model(seed_index: SkillIndex, plain_index: SkillIndex) -> None:
     assert plain_index.searcher._start_rank_query("帮我提交代码") is None
-    record, future = seed_index.searcher._start_rank_query("帮我提交代码")
+    started = seed_index.searcher._start_rank_query("帮我提交代码")
+    assert started is not None
+    record, future = started
     assert record.key == USE
     assert np.array_equal(future.result(), seed_index.embeddings.embed_query("帮我提交代码", USE))
 
@@ -425,7 +438,7 @@ def test_argument_checks_word_for_word(plain_index: SkillIndex) -> None:
     empty = "query: it is empty; describe the task, e.g. 'commit my changes' or '帮我提交代码'."
     for query in ("", "  \n", None, 5):
         with pytest.raises(AgentloomError) as caught:
-            plain_index.search(query)  # type: ignore[arg-type]
+            plain_index.search(query)  # type: ignore[arg-type]  # a wrong type on purpose: the check under test
         assert str(caught.value) == empty
     for limit in (0, 101, -3):
         with pytest.raises(AgentloomError) as caught:
@@ -612,7 +625,7 @@ def test_a_rank_query_that_fails_orders_by_the_scoring_model(
     registry.add_model("broken-query", "local", dimensions=512, config={"model_path": str(tmp_path / "missing")})
     searcher = seed_index.searcher
     snap = searcher.snapshot()
-    record = searcher.rank_record()
+    record = _rank(searcher)
     failing = _pool().submit(seed_index.embeddings.embed_query, "帮我提交代码", "broken-query")
     caplog.set_level(logging.WARNING, logger=LOGGER)
     cosines = np.array([0.7, 0.9, 0.8, 0.6])
@@ -775,7 +788,7 @@ def test_a_stored_vector_with_a_null_scores_nothing(plain_index: SkillIndex, see
     table.delete("id = 'calculate'")
     table.add(
         pa.Table.from_pylist(
-            [stored_row("calculate", "数学计算", [None, *q[1:]], path=str(seed_root / "calculate"))],  # type: ignore[list-item]
+            [stored_row("calculate", "数学计算", [None, *q[1:]], path=str(seed_root / "calculate"))],  # type: ignore[list-item]  # a null in a vector on purpose, as another tool may write
             schema=table.schema,
         )
     )
@@ -807,7 +820,7 @@ def test_sync_embeds_a_row_without_description_as_empty_text(tmp_path: Path) -> 
 def test_sync_writes_one_merge_per_batch_of_64(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root], compact=False)
     index.scan()
-    rank = index._db.open_table(RANK_TABLE)
+    rank = index.store.db().open_table(RANK_TABLE)
     assert len(rank.list_versions()) == 2  # made, then the 4 skills in one merge
     for i in range(65):
         write_skill(seed_root, f"s{i:02d}", f"skill number {i}")
@@ -820,7 +833,7 @@ def test_sync_writes_one_merge_per_batch_of_64(tmp_path: Path, seed_root: Path) 
 def test_sync_compacts_after_embedding_alone_and_after_removing_alone(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root])  # compaction on
     index.scan()  # 4 embedded, none removed
-    rank = index._db.open_table(RANK_TABLE)
+    rank = index.store.db().open_table(RANK_TABLE)
     assert len(rank.list_versions()) == 1
     index.remove("calculate")  # none embedded, 1 removed
     index.searcher.sync()
@@ -831,7 +844,7 @@ def test_sync_compacts_after_embedding_alone_and_after_removing_alone(tmp_path: 
 def test_sync_with_nothing_to_write_does_not_compact(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root], compact=False)
     index.scan()
-    rank = index._db.open_table(RANK_TABLE)
+    rank = index.store.db().open_table(RANK_TABLE)
     assert len(rank.list_versions()) == 2
     index.settings.compact = True
     (
@@ -874,14 +887,14 @@ def test_the_rank_model_on_a_clock_started_seconds_ago(
     index = make_index(tmp_path, [seed_root], rank_model=USE, rank_weight=1.0)
     searcher = index.searcher
     assert searcher.rank_state() == "in use (weight 1)"
-    assert searcher.rank_record().key == USE
+    assert _rank(searcher).key == USE
     index.settings.rank_model = "no-such-model"
     assert searcher.rank_record() is None and searcher._rank_failed_at == 10.0
     index.settings.rank_model = USE
     clock[0] = 10.0 + RANK_RETRY_SECONDS - 0.5
     assert searcher.rank_record() is None
     clock[0] = 10.0 + RANK_RETRY_SECONDS
-    assert searcher.rank_record().key == USE, "tried again once RANK_RETRY_SECONDS have passed"
+    assert _rank(searcher).key == USE, "tried again once RANK_RETRY_SECONDS have passed"
 
 
 def test_a_registry_that_cannot_be_read_names_its_error_as_the_reason(tmp_path: Path, seed_root: Path) -> None:

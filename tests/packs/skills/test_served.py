@@ -8,11 +8,20 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from mcp.client import Client
+from mcp_types import CallToolResult, TextContent
 
 from agentloom.core.settings import Settings
 from agentloom.server.host import Host, discover_packs
 from tests.packs.skills.conftest import SKILLS_EP, write_skill
 from tests.server.clients import call, error, stdio_client_session
+
+
+def _text(result: CallToolResult) -> str:
+    """The reply's first content block, which the server sends as text."""
+    block = result.content[0]
+    assert isinstance(block, TextContent), block
+    return block.text
+
 
 TOOLS = {"skills_search", "skills_get", "skills_index", "skills_list", "skills_remove"}
 
@@ -30,15 +39,23 @@ async def test_tools_in_process(tmp_path: Path, seed_root: Path) -> None:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         for name in TOOLS:
             assert listed[name].output_schema is not None, name
-        assert listed["skills_search"].annotations.read_only_hint is True
-        assert listed["skills_remove"].annotations.destructive_hint is True
+        assert (
+            listed["skills_search"].annotations is not None
+            and listed["skills_search"].annotations.read_only_hint is True
+        )
+        assert (
+            listed["skills_remove"].annotations is not None
+            and listed["skills_remove"].annotations.destructive_hint is True
+        )
         updates: list[tuple[float, float | None, str | None]] = []
 
-        async def progress(done: float, total: float | None, message: str | None) -> None:
-            updates.append((done, total, message))
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            updates.append((progress, total, message))
 
-        result = await client.call_tool("skills_index", {}, progress_callback=progress)  # waits for the start-up scan
-        assert not result.is_error, result.content[0].text
+        result = await client.call_tool(
+            "skills_index", {}, progress_callback=on_progress
+        )  # waits for the start-up scan
+        assert not result.is_error, _text(result)
         counts = result.structured_content
         assert counts["added"] + counts["unchanged"] == 4 and counts["total"] == 4
         assert updates and updates[-1][0] == updates[-1][1] == 4

@@ -102,14 +102,14 @@ def test_the_warm_copy_answers_as_the_store_does_and_goes_stale_with_it(tmp_path
     assert warm.load(store, warm.stamp(store)) is not None
     again = make_index(tmp_path, [seed_root])
     assert [again.search(q) for q in queries] == expected
-    assert again._table is None  # answered from the copy: LanceDB never opened
+    assert not again.store.opened  # answered from the copy: LanceDB never opened
 
     write_skill(seed_root, "deploy", "把服务部署到生产环境", ["deploy"])
     index.scan()  # a write: the stamp changes and the copy no longer serves
     assert warm.load(store, warm.stamp(store)) is None
     later = make_index(tmp_path, [seed_root])
     result = later.search("部署服务到生产")
-    assert later._table is not None and names(result)[0] == "deploy"
+    assert later.store.opened and names(result)[0] == "deploy"
 
 
 def test_a_copy_made_by_another_model_is_not_used(tmp_path: Path, seed_root: Path) -> None:
@@ -118,4 +118,4 @@ def test_a_copy_made_by_another_model_is_not_used(tmp_path: Path, seed_root: Pat
     make_index(tmp_path, [seed_root]).search("帮我提交代码")  # writes the copy
     vector_only = make_index(tmp_path, [seed_root], rank_model="")
     result = vector_only.search("帮我提交代码")
-    assert result["mode"] == "vector" and vector_only._table is not None  # the copy has rank vectors it cannot use
+    assert result["mode"] == "vector" and vector_only.store.opened  # the copy has rank vectors it cannot use

@@ -197,22 +197,22 @@ async def test_a_bulk_add_checks_every_document_before_writing(vhost: Host, name
         )
         listed = await call(client, "vector_list_documents", collection=name)
         assert listed["documents"] == [] and listed["total"] == 0  # nothing was written
-        progress: list[float] = []
+        reported: list[float] = []
 
-        async def on_progress(p: float, total: float | None, message: str | None) -> None:
-            progress.append(p)
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            reported.append(progress)
 
         many = [{"text": f"Document number {i} about topic {i % 7}."} for i in range(300)]
         result = await client.call_tool(
             "vector_add_documents", {"collection": name, "documents": many}, progress_callback=on_progress
         )
         assert not result.is_error and result.structured_content["added"] == 300
-        assert progress[-1] == 300 and progress == sorted(progress)
+        assert reported[-1] == 300 and reported == sorted(reported)
 
 
 async def test_each_collection_searches_with_the_model_that_built_it(
     tmp_path: Path,
-    http_server: tuple[str, ServerState],  # noqa: F811
+    http_server: tuple[str, ServerState],
 ) -> None:
     url, state = http_server
     host = vectors_host(tmp_path)
@@ -231,6 +231,7 @@ async def test_each_collection_searches_with_the_model_that_built_it(
         new = await call(client, "vector_create_collection", name="new")
         assert (new["embedding_model"], new["embedding_dimensions"]) == ("small-8", 8)
         minilm = registry.get("all-MiniLM-L6-v2")
+        assert minilm is not None
         registry.update_model(minilm.id, enabled=False)
         message = await error(client, "vector_search", collection="old", query="kitten")
         assert "collection 'old' was built with embedding model 'all-MiniLM-L6-v2', which is disabled" in message

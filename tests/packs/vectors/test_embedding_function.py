@@ -116,7 +116,7 @@ def test_reopen_in_a_new_client_warns_nothing(path: Path, warned: Callable[[], l
     first = client(path)
     created = first.create_collection(
         "docs",
-        embedding_function=ServiceEmbeddingFunction(service, "m1"),  # type: ignore[arg-type]
+        embedding_function=ServiceEmbeddingFunction(service, "m1"),  # type: ignore[arg-type]  # chromadb annotates it for documents and images; ours takes documents
         configuration={"hnsw": {"space": "cosine"}},
     )
     created.add(ids=["a"], documents=["alpha"])  # embedded by our function
@@ -124,7 +124,7 @@ def test_reopen_in_a_new_client_warns_nothing(path: Path, warned: Callable[[], l
 
     # A new client, as at the next start; the store opens collections with its function.
     second = client(path)
-    reopened = second.get_collection("docs", embedding_function=ServiceEmbeddingFunction(service, "m1"))  # type: ignore[arg-type]
+    reopened = second.get_collection("docs", embedding_function=ServiceEmbeddingFunction(service, "m1"))  # type: ignore[arg-type]  # chromadb annotates it for documents and images; ours takes documents
     reopened.add(ids=["b"], embeddings=[[0.1] * DIMS], documents=["beta"])  # reads the stored schema
     assert reopened.query(query_texts=["alpha"], n_results=1)["ids"] == [["a"]]
     assert reopened.configuration["embedding_function"].name() == "agentloom"
@@ -146,7 +146,7 @@ def test_the_warning_check_sees_chroma_warnings(path: Path, warned: Callable[[],
         def name() -> str:
             return "agentloom-unregistered-test"
 
-    client(path).create_collection("docs", embedding_function=Unregistered(FakeService(), "m1"))  # type: ignore[arg-type]
+    client(path).create_collection("docs", embedding_function=Unregistered(FakeService(), "m1"))  # type: ignore[arg-type]  # chromadb annotates it for documents and images; ours takes documents
     known_embedding_functions.pop("agentloom-unregistered-test", None)  # as in a process that only opens it
     client(path).get_collection("docs").add(ids=["a"], embeddings=[[0.1] * DIMS])
     assert any("Could not reconstruct embedding function agentloom-unregistered-test" in m for m in warned())
@@ -160,7 +160,7 @@ def test_rebuilt_function_never_downloads(path: Path) -> None:
     first = client(path)
     first.create_collection(
         "docs",
-        embedding_function=ServiceEmbeddingFunction(FakeService(), "m1"),  # type: ignore[arg-type]
+        embedding_function=ServiceEmbeddingFunction(FakeService(), "m1"),  # type: ignore[arg-type]  # chromadb annotates it for documents and images; ours takes documents
         configuration={"hnsw": {"space": "cosine"}},
     )
     reopened = client(path).get_collection("docs")

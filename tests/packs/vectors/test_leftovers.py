@@ -19,10 +19,19 @@ from typing import Any
 import anyio
 import numpy as np
 from mcp.client import Client
+from mcp_types import CallToolResult, TextContent
 
 from agentloom.packs.vectors.store import VectorStore
 from tests.conftest import PYTHON, REPO
 from tests.packs.vectors.conftest import vectors_host
+
+
+def _text(result: CallToolResult) -> str:
+    """The reply's first content block, which the server sends as text."""
+    block = result.content[0]
+    assert isinstance(block, TextContent), block
+    return block.text
+
 
 QUERY = "How do I deploy the service to production?"
 GUIDE = "\n\n".join(
@@ -77,8 +86,8 @@ def seed(store: VectorStore, name: str) -> dict[str, set[str]]:
 
 async def search(client: Client, name: str, **args: Any) -> list[dict[str, Any]]:
     result = await client.call_tool("vector_search", {"collection": name, "query": QUERY, **args})
-    assert not result.is_error, result.content[0].text
-    return result.structured_content["results"]  # type: ignore[index]
+    assert not result.is_error, _text(result)
+    return result.structured_content["results"]
 
 
 async def test_leftovers_do_not_crowd_current_chunks_out_of_the_top_n(
@@ -203,7 +212,7 @@ async def test_kill_9_during_an_update(tmp_path: Path, store_settings: dict[str,
         found = await client.call_tool(
             "vector_search", {"collection": name, "query": "blue green canary rollout", "n": 5}
         )
-    results = found.structured_content["results"]  # type: ignore[index]
+    results = found.structured_content["results"]
     assert len(results) == 5 and {r["chunk_id"] for r in results} <= committed
     if store_settings["mode"] == "embedded":
         assert chunk_ids(store, name, "guide") == committed  # removed at the first use after the start

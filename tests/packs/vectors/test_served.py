@@ -19,8 +19,13 @@ async def test_vectors_over_stdio(server_env: dict[str, str]) -> None:
             "vector_delete_document",
             "vector_document_info",
         } <= set(tools)
-        assert tools["vector_search"].annotations.read_only_hint is True
-        assert tools["vector_delete_collection"].annotations.destructive_hint is True
+        assert (
+            tools["vector_search"].annotations is not None and tools["vector_search"].annotations.read_only_hint is True
+        )
+        assert (
+            tools["vector_delete_collection"].annotations is not None
+            and tools["vector_delete_collection"].annotations.destructive_hint is True
+        )
         assert all(t.output_schema for name, t in tools.items() if name.startswith("vector_"))
         await client.call_tool("vector_create_collection", {"name": "notes"})
         added = (

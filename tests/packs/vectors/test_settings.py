@@ -10,7 +10,7 @@ import pytest
 from tests.packs.vectors.conftest import vectors_host
 
 
-def settings_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str):  # type: ignore[no-untyped-def]
+def settings_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str):
     for key, value in env.items():
         monkeypatch.setenv(f"AGENTLOOM_VECTORS__{key}", value)
     host = vectors_host(tmp_path, file_roots=None)

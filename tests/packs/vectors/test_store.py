@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from mcp.client import Client
+from mcp_types import CallToolResult, TextContent
 
 from agentloom.core.breakers import State
 from agentloom.core.errors import AgentloomError
@@ -22,6 +23,13 @@ from agentloom.packs.vectors.records import (
 )
 from tests.conftest import free_port
 from tests.packs.vectors.conftest import vectors_host
+
+
+def _text(result: CallToolResult) -> str:
+    """The reply's first content block, which the server sends as text."""
+    block = result.content[0]
+    assert isinstance(block, TextContent), block
+    return block.text
 
 
 def collection_name() -> str:
@@ -73,8 +81,8 @@ async def test_dimension_mismatch_is_refused(tmp_path: Path) -> None:
     async with Client(host.server) as c:
         refused = await c.call_tool("vector_add_document", {"collection": wide, "text": "hello"})
         missing = await c.call_tool("vector_search", {"collection": unknown, "query": "hello"})
-    assert refused.is_error and "1536-dimensional" in refused.content[0].text and "384" in refused.content[0].text
-    assert missing.is_error and "'paraphrase-MiniLM', which is not configured" in missing.content[0].text
+    assert refused.is_error and "1536-dimensional" in _text(refused) and "384" in _text(refused)
+    assert missing.is_error and "'paraphrase-MiniLM', which is not configured" in _text(missing)
 
 
 async def test_unreachable_server_gives_a_short_error_and_opens_the_breaker(tmp_path: Path) -> None:
@@ -82,7 +90,7 @@ async def test_unreachable_server_gives_a_short_error_and_opens_the_breaker(tmp_
     host = vectors_host(tmp_path, mode="remote", host="127.0.0.1", port=port)
     assert host.packs["vectors"]  # configuration is fine: the pack loads, calls fail clearly
     async with Client(host.server) as c:
-        messages = [(await c.call_tool("vector_list_collections", {})).content[0].text for _ in range(4)]
+        messages = [_text(await c.call_tool("vector_list_collections", {})) for _ in range(4)]
     assert f"127.0.0.1:{port} is unreachable" in messages[0]
     assert "Traceback" not in messages[0] and len(messages[0]) < 400
     assert host.breakers.get("chroma").state is State.OPEN
@@ -92,7 +100,7 @@ async def test_unreachable_server_gives_a_short_error_and_opens_the_breaker(tmp_
 def test_broken_configuration_disables_only_this_pack(tmp_path: Path) -> None:
     host = vectors_host(tmp_path, mode="cloud", chunk_size=10)
     report = {r.name: r for r in host.reports}["vectors"]
-    assert report.status == "failed"
+    assert report.status == "failed" and report.reason is not None
     assert (
         "AGENTLOOM_VECTORS__MODE (mode in [pack_settings.vectors]): Input should be 'embedded' or 'remote'"
         in report.reason
@@ -204,19 +212,23 @@ def test_metadata_values_of_every_accepted_kind_pass_unchanged() -> None:
     [
         (
             {"": 1},
-            "metadata key '' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+            "metadata key '' is invalid: keys are non-empty strings not starting with '$' or '#' "
+            "(Chroma reserves those).",
         ),
         (
             {"$and": 1},
-            "metadata key '$and' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+            "metadata key '$and' is invalid: keys are non-empty strings not starting with '$' or '#' "
+            "(Chroma reserves those).",
         ),
         (
             {"#doc": 1},
-            "metadata key '#doc' is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+            "metadata key '#doc' is invalid: keys are non-empty strings not starting with '$' or '#' "
+            "(Chroma reserves those).",
         ),
         (
             {3: 1},
-            "metadata key 3 is invalid: keys are non-empty strings not starting with '$' or '#' (Chroma reserves those).",
+            "metadata key 3 is invalid: keys are non-empty strings not starting with '$' or '#' "
+            "(Chroma reserves those).",
         ),
         (
             {"generation": 1},
@@ -250,7 +262,7 @@ def test_metadata_values_of_every_accepted_kind_pass_unchanged() -> None:
         ),
     ],
 )
-def test_metadata_problems_are_refused_with_the_reason(metadata: dict, message: str) -> None:  # type: ignore[type-arg]
+def test_metadata_problems_are_refused_with_the_reason(metadata: dict, message: str) -> None:
     with pytest.raises(AgentloomError) as err:
         check_metadata(metadata)
     assert str(err.value) == message

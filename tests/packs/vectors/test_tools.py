@@ -170,10 +170,10 @@ async def test_add_files_and_folders(vhost: Host, name: str, tmp_path: Path) -> 
         (docs / "image.md").write_bytes(b"\x89PNG\x00\x00binary")
         (docs / "ignored.py").write_text("print('not indexed')")
         await call(client, "vector_create_collection", name=name)
-        progress: list[float] = []
+        reported: list[float] = []
 
-        async def on_progress(p: float, total: float | None, message: str | None) -> None:
-            progress.append(p)
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            reported.append(progress)
 
         result = await client.call_tool(
             "vector_add_files", {"collection": name, "paths": [str(docs)]}, progress_callback=on_progress

@@ -79,7 +79,8 @@ def from_folder(folder: Path) -> tuple[BertConfig, Weights]:
         from safetensors.numpy import load_file
     except ImportError as exc:
         raise ConfigError(
-            f"reading {path} needs the safetensors package ({exc}). Fix: pip install 'safetensors>=0.8' (agentloom depends on it)."
+            f"reading {path} needs the safetensors package ({exc}). "
+            "Fix: pip install 'safetensors>=0.8' (agentloom depends on it)."
         ) from exc
     try:
         raw = load_file(str(path))

@@ -7,9 +7,10 @@ costs nothing and a server that only uses an API model never loads onnxruntime.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from agentloom.core.errors import ConfigError
+from agentloom.embeddings.providers.normalise import l2_normalise
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,15 +70,6 @@ def make_provider(
     raise ConfigError(
         f"provider {provider_record.name!r} has kind {kind!r}: supported kinds are local, openai, ollama."
     )
-
-
-def l2_normalise(vectors: Any) -> np.ndarray:
-    """Row-wise L2 normalisation in float32 (a zero row stays zero rather than becoming NaN)."""
-    import numpy as np
-
-    arr = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    return (arr / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
 __all__ = ["Provider", "l2_normalise", "make_provider"]

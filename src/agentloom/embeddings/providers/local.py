@@ -229,7 +229,7 @@ class LocalProvider:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
-        from agentloom.embeddings.providers import l2_normalise
+        from agentloom.embeddings.providers.normalise import l2_normalise
 
         encoder, session = self._ready()  # local references: close() elsewhere cannot pull them away
         texts = list(texts)

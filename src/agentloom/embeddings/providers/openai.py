@@ -146,7 +146,7 @@ class HTTPEmbeddingProvider:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
-        from agentloom.embeddings.providers import l2_normalise
+        from agentloom.embeddings.providers.normalise import l2_normalise
 
         texts = list(texts)
         if not texts:
@@ -177,7 +177,8 @@ class HTTPEmbeddingProvider:
             raise ConfigError(
                 f"model {self.record.key!r} of provider {self.name!r} returned {got}-dimensional vectors, "
                 f"expected {self.dimensions} (the record's dimensions): register the model "
-                f"again with the right --dimensions (agentloom models remove {self.record.id}, then agentloom models add)."
+                f"again with the right --dimensions (agentloom models remove {self.record.id}, "
+                "then agentloom models add)."
             )
         return l2_normalise(np.asarray(vectors, dtype=np.float32))
 

@@ -147,7 +147,7 @@ class PackagedProvider:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
-        from agentloom.embeddings.providers import l2_normalise
+        from agentloom.embeddings.providers.normalise import l2_normalise
 
         texts = list(texts)
         if not texts:

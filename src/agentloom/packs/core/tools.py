@@ -50,7 +50,7 @@ class HealthResult(TypedDict):
     ]
 
 
-pack = Pack("core", "Server health and circuit breakers")
+pack: Pack[Core] = Pack("core", "Server health and circuit breakers")
 
 
 @dataclass(frozen=True)
@@ -72,11 +72,11 @@ async def health(core: Core, check_model: bool = True) -> HealthResult:
     each pack and its stores, circuit breakers."""
     # the first run may build the model: its messages become progress notifications
     report = await run_work("health", lambda: core.host.health(check_model=check_model, progress=current().note))
-    return report  # type: ignore[return-value]
+    return report  # type: ignore[return-value]  # Host.health builds the dict HealthResult describes
 
 
 @pack.tool(title="Reset a circuit breaker", idempotent=True)
 async def breaker_reset(core: Core, name: str) -> BreakerResult:
     """Close a dependency's circuit breaker now instead of waiting for its retry; `health` lists
     them."""
-    return core.breakers.reset(name).as_dict()  # type: ignore[return-value]
+    return core.breakers.reset(name).as_dict()  # type: ignore[return-value]  # as_dict has BreakerResult's keys

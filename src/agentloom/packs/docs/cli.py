@@ -2,7 +2,7 @@
 docsets' web sources, show their state.
 
 The CLI only chooses docsets and shows results; what is fetched, filtered and copied is
-decided by the content loader alone (REQ-19). Exit codes: 0 everything succeeded,
+decided by the content loader alone. Exit codes: 0 everything succeeded,
 1 a source failed or ``new`` refused to replace a file, 2 the configuration or the arguments
 are wrong.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypedDict
 
 import typer
 
@@ -19,6 +19,8 @@ from agentloom.cli.help import SuggestingGroup
 from agentloom.core.errors import AgentloomError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from agentloom.packs.docs.config import Docset, Project
     from agentloom.packs.docs.content import DocsetResult
 
@@ -88,7 +90,7 @@ def _docset(project: Project, name: str) -> Docset:
     return docset
 
 
-def _console():  # type: ignore[no-untyped-def]
+def _console() -> Console:
     from rich.console import Console
 
     return Console(stderr=False, highlight=False)
@@ -298,6 +300,25 @@ def refresh(
         raise typer.Exit(1)
 
 
+class SourceRow(TypedDict):
+    url: str
+    last_fetched: str | None
+    files: int
+    commit: str | None
+    content_hash: str | None
+    error: str | None
+
+
+class DocsetRow(TypedDict):
+    """One docset in ``status --json`` (and the table): its folder and each web source's last fetch."""
+
+    docset: str
+    version: str | None
+    local_path: str | None
+    exists: bool
+    sources: list[SourceRow]
+
+
 @app.command()
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
@@ -307,29 +328,29 @@ def status(
     from agentloom.packs.docs.content import docset_status
 
     project = _project(project_dir)
-    rows = []
+    rows: list[DocsetRow] = []
     fetched = False  # any time to show: its column is then never cut short
     for docset in project.docsets:
         sources = docset_status(docset) if docset.web_sources else []
         fetched = fetched or any(s.last_fetched for s in sources)
         rows.append(
-            {
-                "docset": docset.name,
-                "version": docset.version,
-                "local_path": docset.local_path,
-                "exists": docset.path.is_dir(),
-                "sources": [
-                    {
-                        "url": s.url,
-                        "last_fetched": s.last_fetched,
-                        "files": s.file_count,
-                        "commit": s.commit,
-                        "content_hash": s.content_hash,
-                        "error": s.error,
-                    }
+            DocsetRow(
+                docset=docset.name,
+                version=docset.version,
+                local_path=docset.local_path,
+                exists=docset.path.is_dir(),
+                sources=[
+                    SourceRow(
+                        url=s.url,
+                        last_fetched=s.last_fetched,
+                        files=s.file_count,
+                        commit=s.commit,
+                        content_hash=s.content_hash,
+                        error=s.error,
+                    )
                     for s in sources
                 ],
-            }
+            )
         )
     if as_json:
         typer.echo(json.dumps({"config": project.config_path.as_posix(), "docsets": rows}, indent=2))

@@ -60,12 +60,11 @@ def _loader() -> type:
     import yaml
 
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: about 10x faster
-    loader = type("VersionKeepingLoader", (base,), {})
-    loader.yaml_implicit_resolvers = {
-        first: [(tag, rx) for tag, rx in resolvers if tag not in _AS_WRITTEN]
-        for first, resolvers in base.yaml_implicit_resolvers.items()
+    resolvers = {
+        first: [(tag, rx) for tag, rx in listed if tag not in _AS_WRITTEN]
+        for first, listed in base.yaml_implicit_resolvers.items()
     }
-    return loader
+    return type("VersionKeepingLoader", (base,), {"yaml_implicit_resolvers": resolvers})
 
 
 class _Model(BaseModel):

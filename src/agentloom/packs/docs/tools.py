@@ -13,6 +13,8 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
 from agentloom.core.health import Check
+from agentloom.core.services import Services
+from agentloom.core.settings import Settings
 from agentloom.packs.docs.config import Project
 from agentloom.packs.docs.discovery import ConfigWatcher, find_config
 from agentloom.packs.docs.instructions import instruction
@@ -28,7 +30,7 @@ from agentloom.server.roots import client_roots
 
 log = logging.getLogger(__name__)
 
-pack = Pack(
+pack: Pack[Docsets] = Pack(
     "docs",
     "Documentation navigation: where to look for what, from .knowledge/config.yaml",
     requires=["yaml"],
@@ -91,10 +93,16 @@ class Docsets:
         return self._result
 
 
+def open(settings: Settings, services: Services | None = None) -> Docsets:
+    """The pack's state as a server opens it: the watcher of the configured project's
+    ``.knowledge/config.yaml``. ``services`` is taken as every pack's ``open`` takes it; docs embeds nothing."""
+    config = settings.for_pack(pack.name, DocsSettings)
+    return Docsets(ConfigWatcher(config.project_dir, config_path=config.config_file))
+
+
 @pack.setup
 def setup(ctx: PackContext) -> Docsets:
-    settings = ctx.config(DocsSettings)
-    docsets = Docsets(ConfigWatcher(settings.project_dir, config_path=settings.config_file))
+    docsets = open(ctx.settings, Services(ctx.breakers, ctx.embeddings))
     try:
         project = docsets.watcher.current()
         ctx.log.info("docs: %d docsets from %s", len(project.docsets), project.config_path)
@@ -131,7 +139,8 @@ async def search_docs(
     keywords: Annotated[
         list[str],
         Field(
-            description=f"The specific terms to look for, most specific first (1 to {MAX_KEYWORDS}, each under {MAX_KEYWORD_LENGTH + 1} characters)."
+            description=f"The specific terms to look for, most specific first (1 to {MAX_KEYWORDS}, "
+            f"each under {MAX_KEYWORD_LENGTH + 1} characters)."
         ),
     ],
     generalized_keywords: Annotated[

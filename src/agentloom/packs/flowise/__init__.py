@@ -3,6 +3,6 @@ and learn from past designs."""
 
 # Each module adds its tools to the one pack object when imported.
 from agentloom.packs.flowise import data_tools, learning_tools
-from agentloom.packs.flowise.tools import pack
+from agentloom.packs.flowise.tools import open, pack
 
-__all__ = ["data_tools", "learning_tools", "pack"]
+__all__ = ["data_tools", "learning_tools", "open", "pack"]

@@ -3,7 +3,7 @@
 Two stores, one commit point. ``catalog.json`` in the pack's folder holds every node
 definition and chatflow template as the server last gave them, with the refresh time,
 the server's version and the embedding model; the Chroma collections ``nodes`` and
-``templates`` hold one embedded text per entry for search (FR-001). A refresh diffs the
+``templates`` hold one embedded text per entry for search. A refresh diffs the
 server's answer against ``catalog.json`` (by name, version and definition), writes the
 changes to Chroma, and only then replaces ``catalog.json``; a refresh that fails halfway
 leaves the old file, so the next one finds the same differences and writes them again
@@ -11,12 +11,13 @@ leaves the old file, so the next one finds the same differences and writes them 
 know are dropped, so a half-written refresh is never visible.
 
 Deprecated nodes (``badge == "DEPRECATING"``) stay searchable but rank lower
-(``DEPRECATED_RANKS`` places down) and say so (FR-021, 022). Flowise serves one
-version per node name; were there several, the newest wins (FR-023).
+(``DEPRECATED_RANKS`` places down) and say so. Flowise serves one
+version per node name; were there several, the newest wins.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -146,7 +147,7 @@ class Catalog:
         self._keyword: tuple[CatalogState, LexicalIndex] | None = None
         self._lock = threading.RLock()
 
-    # -- state -----------------------------------------------------------------------
+    # -- state ------------------------------------------------------------------------------------
     def state(self) -> CatalogState:
         with self._lock:
             if self._state is None:
@@ -188,7 +189,7 @@ class Catalog:
         outdated = bool(state.nodes) and state.documents != DOCUMENTS  # written by an older release
         return age is None or outdated or age > self.settings.catalog_max_age_hours * 3600
 
-    # -- refresh (FR-012, 016 to 025) --------------------------------------------------
+    # -- refresh ----------------------------------------------------------------------------------
     def refresh(self, force: bool = False, progress: Progress | None = None) -> dict[str, Any]:
         with self._lock:
             old = self.state()
@@ -286,7 +287,7 @@ class Catalog:
             )
 
     def ensure(self, progress: Progress | None = None) -> str | None:
-        """A catalog to work with: refreshed when stale (FR-016); a warning when only a stale one is at hand."""
+        """A catalog to work with: refreshed when stale; a warning when only a stale one is at hand."""
         summary = self.refresh(progress=progress) if self.is_stale() else None
         return summary.get("message") if summary else None
 
@@ -358,7 +359,7 @@ class Catalog:
             vectors = self.embeddings.embed_documents(texts, model)
             metas = [_node_meta(nodes[n]) for n in batch]
             self.connection.call(
-                lambda: node_col.upsert(ids=batch, documents=texts, embeddings=vectors, metadatas=metas)
+                functools.partial(node_col.upsert, ids=batch, documents=texts, embeddings=vectors, metadatas=metas)
             )
             step(len(batch), f"embedded {start + len(batch)} of {len(names)} nodes")
         if removed:
@@ -381,7 +382,7 @@ class Catalog:
         if gone_templates:
             self.connection.call(lambda: template_col.delete(ids=gone_templates))
 
-    # -- search (FR-002, 003, 011, 014, 015) -------------------------------------------
+    # -- search -----------------------------------------------------------------------------------
     def categories(self) -> list[str]:
         return sorted({str(d.get("category")) for d in self.state().nodes.values()})
 

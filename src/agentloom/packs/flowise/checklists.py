@@ -1,17 +1,17 @@
 """The flowise pack's manual test checklists: read them, and record who ran one, when, and what passed.
 
 Why Markdown files in the repository (``docs/checklists/``, one per user story) rather than data in
-the package: a checklist is reviewed and changed in the same commit as the behaviour it checks
-(FR-112), and a tester reads it beside the running system. Why a parser at all: a recorded run
+the package: a checklist is reviewed and changed in the same commit as the behaviour it checks,
+and a tester reads it beside the running system. Why a parser at all: a recorded run
 must name scenarios that exist in that checklist, so ids are read from the file itself, and the
-test suite holds every checklist to the same shape (FR-106, 107): setup, test data, and per
+test suite holds every checklist to the same shape: setup, test data, and per
 scenario ``### S<n>. Title``, ``Steps:``, ``Expected:``, ``Actual:`` and a ``- [ ] pass`` box.
 
-A run (FR-110) is one JSON line appended to ``results/<story>.jsonl`` next to the checklists:
+A run is one JSON line appended to ``results/<story>.jsonl`` next to the checklists:
 ``{timestamp, tester, story, results: {S1: "pass" | "fail"}, notes, commit}`` (and
 ``scenario_notes`` when notes were given per scenario). ``commit`` is the checkout's short commit,
 so a result names the version of the checklist and the code it was made against. A story is
-complete when one run marks every scenario of its current checklist ``pass`` (FR-111).
+complete when one run marks every scenario of its current checklist ``pass``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Checklist:
         return [s.id for s in self.scenarios]
 
     def problems(self) -> list[str]:
-        """What keeps this file from being a usable checklist (FR-106, 107): empty when none."""
+        """What keeps this file from being a usable checklist: empty when none."""
         out = [f"no '## {name}' section" for name in ("Setup", "Test data", "Scenarios") if name not in self.sections]
         if not self.scenarios:
             out.append("no scenario ('### S1. Title')")
@@ -260,7 +260,7 @@ def runs(story: str, folder: Path) -> list[dict[str, Any]]:
 
 
 def complete(checklist: Checklist, run: Mapping[str, Any]) -> bool:
-    """Whether this run passes every scenario of the checklist as it is now (FR-111)."""
+    """Whether this run passes every scenario of the checklist as it is now."""
     results = run.get("results") or {}
     return bool(checklist.ids) and all(results.get(sid) == "pass" for sid in checklist.ids)
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 def open_collection(connection: ChromaConnection, embeddings: EmbeddingService, name: str, model: str) -> Any:
     """A collection of the pack's ChromaDB, created when missing: cosine space, its embedding model and
     dimensions recorded, searched through our embedding service. (Only the catalog ever drops one.)"""
-    from agentloom.packs.vectors.embedding_function import ServiceEmbeddingFunction
+    from agentloom.packs.vectors.embedding_function import for_collection
 
     client = connection.client()
     dimensions = embeddings.model(model).dimensions
@@ -20,7 +20,7 @@ def open_collection(connection: ChromaConnection, embeddings: EmbeddingService, 
     return connection.call(
         lambda: client.get_or_create_collection(
             name,
-            embedding_function=ServiceEmbeddingFunction(embeddings, model),
+            embedding_function=for_collection(embeddings, model),
             metadata={"embedding_model": model, "embedding_dimensions": dimensions},
             configuration={"hnsw": {"space": "cosine"}},
         )

@@ -7,9 +7,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentloom.cli.common import AsJson, DataDir, answer, pack_services
+from agentloom.cli.common import AsJson, DataDir, answer, open_pack
 from agentloom.cli.help import SuggestingGroup
 from agentloom.cli.progress import Quiet, with_progress
+from agentloom.packs.flowise.cli_checks import check_cmd, checklist_app
+from agentloom.packs.flowise.cli_data import app as data_app
+from agentloom.packs.flowise.tools import open as open_flowise
 
 if TYPE_CHECKING:
     from agentloom.packs.flowise.tools import Flowise
@@ -20,11 +23,7 @@ app = typer.Typer(
 
 
 def _state(data_dir: Path | None) -> Flowise:
-    from agentloom.packs.flowise.settings import FlowiseSettings
-    from agentloom.packs.flowise.tools import Flowise
-
-    config, services = pack_services("flowise", FlowiseSettings, data_dir)
-    return Flowise(config, services.folder, services.breakers, services.embeddings)
+    return open_pack(open_flowise, data_dir)
 
 
 @app.command("refresh")
@@ -116,10 +115,6 @@ def search_cmd(
             flag = "  (deprecated)" if hit.get("deprecated") else ""
             typer.echo(f"{hit['score']:.3f}  {hit['name']}  {hit['label']} [{hit['category']}]{flag}")
 
-
-# Commands kept in their own modules; they import _state from here, so they are mounted last.
-from agentloom.packs.flowise.cli_checks import check_cmd, checklist_app  # noqa: E402
-from agentloom.packs.flowise.cli_data import app as data_app  # noqa: E402
 
 app.add_typer(data_app, name="data")
 app.add_typer(checklist_app, name="checklist")

@@ -1,7 +1,7 @@
 """`agentloom flowise check` and `agentloom flowise checklist ...`: validating the pack, on demand and by hand.
 
 ``check_cmd`` runs the critical paths against the configured Flowise and says, step by step, what
-passed and why something failed (FR-108, 109, 115), so a person can trust a setup without reading
+passed and why something failed, so a person can trust a setup without reading
 test code: dependency health, a catalog refresh, node search relevance on the evaluation set
 (> 90 % top-3), every marketplace chatflow built by template id and deleted again (≥ 95 %), and the
 breaker's transitions (all of them). The breaker is exercised on a private breaker with a test
@@ -26,16 +26,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentloom.cli.common import AsJson, DataDir, fail
+from agentloom.cli.common import AsJson, DataDir, fail, open_pack
 from agentloom.cli.help import SuggestingGroup
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise import checklists
+from agentloom.packs.flowise.tools import open as open_flowise
 
 if TYPE_CHECKING:
     from agentloom.packs.flowise.tools import Flowise
 
-SEARCH_GOAL = 0.90  # top-3 rate must exceed this (FR-108)
-BUILD_GOAL = 0.95  # share of marketplace chatflows created (FR-108)
+SEARCH_GOAL = 0.90  # top-3 rate must exceed this
+BUILD_GOAL = 0.95  # share of marketplace chatflows created
 _ROOT = checklists.repo_root()
 NEEDS: Path | None = _ROOT / "benchmarks" / "data" / "flowise_node_needs.json" if _ROOT else None
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -59,7 +60,7 @@ class Step:
 
 # -- the steps ---------------------------------------------------------------------------
 def _health(state: Flowise) -> Step:
-    """Flowise answers, the API key works, the pack's ChromaDB opens (FR-115)."""
+    """Flowise answers, the API key works, the pack's ChromaDB opens."""
     url, good, bad = state.settings.url, [], []
     problem = state.client.ping()
     if problem:
@@ -217,7 +218,7 @@ def _closed_port() -> int:
 
 
 def _breaker(state: Flowise, threshold: int, timeout: float) -> Step:
-    """The breaker's transitions (FR-031 to 040), on a private breaker with a test clock."""
+    """The breaker's transitions, on a private breaker with a test clock."""
     from agentloom.core.breakers import BreakerRegistry, CircuitOpenError, State
     from agentloom.core.dependency import first_line
     from agentloom.core.errors import DependencyUnavailable
@@ -274,7 +275,8 @@ def _breaker(state: Flowise, threshold: int, timeout: float) -> Step:
             None
             if isinstance(raised, AgentloomError) and not isinstance(raised, DependencyUnavailable)
             else (
-                f"the configured server did not answer with a 4xx ({type(raised).__name__ if raised else 'it succeeded'})"
+                "the configured server did not answer with a 4xx "
+                f"({type(raised).__name__ if raised else 'it succeeded'})"
             )
         )
         expect(f"{threshold} 4xx answers of the configured server not counted", State.CLOSED, 0, raised, refused)
@@ -348,10 +350,8 @@ def check_cmd(
     """Check the critical paths against the configured Flowise: health, catalog refresh, node search
     relevance (> 90 % top-3), build_flow over the marketplace chatflows (≥ 95 %), breaker transitions.
     Chatflows it creates are deleted again. Exits 1 when a step fails."""
-    from agentloom.packs.flowise.cli import _state
-
-    state = _state(data_dir)
-    configured = state.client.dependency.breaker  # the registry pack_services built from the settings
+    state = open_pack(open_flowise, data_dir)
+    configured = state.client.dependency.breaker  # the registry the pack's open built from the settings
     assert configured is not None
     if not as_json:
         typer.echo(f"Flowise check against {state.settings.url}")

@@ -1,6 +1,6 @@
-"""`agentloom flowise data ...`: the pack's ChromaDB for the person who owns it (FR-026 to 030, 113, 114).
+"""`agentloom flowise data ...`: the pack's ChromaDB for the person who owns it.
 
-Deleting what the pack has learnt is never automatic (FR-030) and never an agent's call: these
+Deleting what the pack has learnt is never automatic and never an agent's call: these
 commands are the only way to it. Each one that deletes first prints what it will delete (the
 count and up to ten records), then asks; ``--yes`` skips the question, ``--dry-run`` only shows,
 and "no" (or no answer at all, e.g. stdin closed) deletes nothing. Exit codes follow
@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from agentloom.cli.common import AsJson, DataDir, answer, fail
+from agentloom.cli.common import AsJson, DataDir, answer, checked, fail, open_pack
 from agentloom.cli.help import SuggestingGroup
 from agentloom.core.errors import AgentloomError
+from agentloom.packs.flowise.tools import open as open_flowise
 
 if TYPE_CHECKING:
     from agentloom.packs.flowise.data import Item
@@ -39,9 +40,7 @@ AGE_HELP = "An age: 12h, 30d, 2w, 6m (months of 30 days) or 1y."
 
 
 def _state(data_dir: Path | None) -> Flowise:
-    from agentloom.packs.flowise.cli import _state as build  # here: cli.py imports this module to mount it
-
-    return build(data_dir)
+    return open_pack(open_flowise, data_dir)
 
 
 def _option(call: Callable[[], T]) -> T:
@@ -93,7 +92,7 @@ def _delete(state: Flowise, items: list[Item], what: str, yes: bool, dry_run: bo
     from agentloom.packs.flowise import data
 
     if _confirm(items, what, yes, dry_run):
-        deleted = answer(lambda: data.delete_items(state, items), False)
+        deleted = checked(lambda: data.delete_items(state, items))
         typer.echo(f"deleted {deleted} record(s).")
 
 
@@ -137,7 +136,7 @@ def prune_cmd(
     seconds = _option(lambda: data.parse_age(older_than))
     names = data.COLLECTIONS if collection is None else (_option(lambda: data.check_collection(collection)),)
     state = _state(data_dir)
-    items = answer(lambda: data.older_than(state, seconds, names), False)
+    items = checked(lambda: data.older_than(state, seconds, names))
     _delete(state, items, f"older than {older_than}", yes, dry_run)
 
 
@@ -162,7 +161,7 @@ def prune_failed_cmd(
     if pattern is not None:
         _option(lambda: data.pattern_regex(pattern))
     state = _state(data_dir)
-    items = answer(lambda: data.failed_matching(state, pattern), False)
+    items = checked(lambda: data.failed_matching(state, pattern))
     _delete(state, items, "of failed designs" + (f" matching {pattern!r}" if pattern else ""), yes, dry_run)
 
 
@@ -191,7 +190,7 @@ def sessions_clear_cmd(
         fail(f"--status {status!r} is not a session outcome.", f"use one of {', '.join(OUTCOMES)}.", code=2)
     seconds = None if older_than is None else _option(lambda: data.parse_age(older_than))
     state = _state(data_dir)
-    items = answer(lambda: data.sessions_matching(state, seconds, status), False)
+    items = checked(lambda: data.sessions_matching(state, seconds, status))
     what = " and ".join(
         p for p in (older_than and f"older than {older_than}", status and f"with outcome {status}") if p
     )
@@ -227,7 +226,7 @@ def seed_cmd(
         def progress(done: int, total: int, message: str) -> None:
             bar.update(task, completed=done, total=total, description=message)
 
-        answer(lambda: data.seed(state, nodes, templates, artifacts, progress), False)
+        checked(lambda: data.seed(state, nodes, templates, artifacts, progress))
     typer.echo(f"added {nodes} node(s), {templates} template(s), {artifacts} design(s) with their sessions.")
 
 
@@ -252,9 +251,9 @@ def reset_cmd(
     if collection is not None:
         _option(lambda: data.check_collection(collection, data.ALL))
     state = _state(data_dir)
-    items = answer(lambda: data.everything(state, collection), False)
+    items = checked(lambda: data.everything(state, collection))
     if _confirm(items, f"in {collection or 'all five collections'}", yes, dry_run):
-        counts = answer(lambda: data.reset(state, collection, items), False)
+        counts = checked(lambda: data.reset(state, collection, items))
         typer.echo(
             f"deleted {sum(counts.values())} record(s): "
             + ", ".join(f"{n} from {c}" for c, n in counts.items() if n)

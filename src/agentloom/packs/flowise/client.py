@@ -1,6 +1,6 @@
 """The Flowise REST API, each call guarded by the ``flowise`` circuit breaker.
 
-Only the server's own failures count towards opening the breaker (FR-039): no
+Only the server's own failures count towards opening the breaker: no
 connection, a timeout, a 5xx answer. A refused key (401/403), a missing chatflow (404)
 or another 4xx is the caller's problem and becomes an error naming the fix, uncounted.
 A page of HTML where JSON was expected means a wrong path setting (Flowise answers its

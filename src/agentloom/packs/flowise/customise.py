@@ -233,7 +233,8 @@ def _set_model(flow: Json, catalog: Mapping[str, Any], model: str) -> None:
         param = params.get("modelName") or params.get("model")
         if param is None:
             raise PlanError(f"model: {node['data']['name']} takes no model name; name a node instead, e.g. chatOpenAI")
-        offered = [o.get("name") for o in param.get("options") or [] if isinstance(o, dict)]
+        options = param.get("options") or []
+        offered = [o["name"] for o in options if isinstance(o, dict) and isinstance(o.get("name"), str)]
         if param["type"] == "options" and model not in offered:
             raise PlanError(f"model: {node['data']['name']} offers no {model!r}; try {', '.join(offered[:2])}")
         node["data"]["inputs"][param["name"]] = model

@@ -1,15 +1,15 @@
-"""The flowise pack's one data-management tool: read-only statistics of its ChromaDB (FR-029).
+"""The flowise pack's one data-management tool: read-only statistics of its ChromaDB.
 
 An agent may see how much the pack has stored, to tell the user or suggest a cleanup; deleting is
 left to the person at the terminal (``agentloom flowise data prune|prune-failed|sessions-clear|
-reset``), so there is deliberately no delete tool (FR-030).
+reset``), so there is deliberately no delete tool.
 """
 
 from __future__ import annotations
 
 from typing_extensions import TypedDict
 
-from agentloom.packs.flowise.tools import Flowise, _run, pack
+from agentloom.packs.flowise.tools import Flowise, pack, run_call
 
 
 class CollectionStats(TypedDict):
@@ -30,6 +30,6 @@ async def flowise_data_stats(state: Flowise) -> DataStats:
     from agentloom.packs.flowise.data import stats
 
     def collect() -> DataStats:
-        return {"collections": stats(state)}  # type: ignore[typeddict-item]
+        return {"collections": stats(state)}
 
-    return await _run(collect)  # type: ignore[no-any-return]
+    return await run_call(collect)

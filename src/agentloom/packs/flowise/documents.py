@@ -1,6 +1,6 @@
 """What the catalog embeds: one text per node and per template, written from its definition.
 
-A node's text says what it is, why one uses it, how it connects and an example (FR-004), so a
+A node's text says what it is, why one uses it, how it connects and an example, so a
 plain-language need ("remember the conversation") finds it even when the node's own
 description is one terse line ("Retrieve chat messages stored in database"). The "why"
 comes from the category; the "how" from the definition's class-typed inputs and output
@@ -59,7 +59,9 @@ WHY = {
     "Chat Models": "Use it as the chat model (LLM) that writes the answers of a chain or agent.",
     "LLMs": "Use it as a text-completion language model (LLM) in a chain.",
     "Embeddings": "Use it to turn text into embedding vectors for a vector store and semantic search.",
-    "Vector Stores": "Use it to store document embeddings and retrieve the relevant chunks (RAG, questions over documents).",
+    "Vector Stores": (
+        "Use it to store document embeddings and retrieve the relevant chunks (RAG, questions over documents)."
+    ),
     "Document Loaders": "Use it to load documents or data from a source, to split, embed and search them.",
     "Text Splitters": "Use it to split long documents into smaller chunks before embedding.",
     "Memory": "Use it to remember the conversation: earlier messages of the chat.",
@@ -123,7 +125,8 @@ def node_document(definition: Definition, takers: Mapping[str, Sequence[tuple[st
     anchors = [item for item in definition.get("inputs") or [] if is_anchor(item)]
     if anchors:
         needs = ", ".join(
-            f"{a.get('label')} ({a.get('type')}{', optional' if a.get('optional') else ''}{', several' if a.get('list') else ''})"
+            f"{a.get('label')} ({a.get('type')}"
+            f"{', optional' if a.get('optional') else ''}{', several' if a.get('list') else ''})"
             for a in anchors
         )
         parts.append(f"Takes: {needs}.")

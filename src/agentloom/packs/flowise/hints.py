@@ -3,266 +3,30 @@
 Flowise's definitions describe a node in one terse line ("Wrapper around Open Router Inference
 API", "Load data from webpages"). A user asks in their own terms: the model family a provider
 serves, a file format's long name, where the data lives, what a technique does. Those facts are
-general knowledge about the vendors and LangChain, not in the catalog, so they are written here
-once per node (by node name; a node the server lacks is simply never looked up) and added to the
+general knowledge about the vendors and LangChain, not in the catalog, so they are written once
+per node (by node name; a node the server lacks is simply never looked up) and added to the
 node's text for both the embedding and the keyword leg of search.
 
-Written from general knowledge of the vendors and LangChain for every commonly used node. The
-first evaluation set's misses were known when this was written, so that set no longer measures
-search fairly; the held-out set (benchmarks/data/flowise_node_needs_heldout.json, written by
-someone who saw neither these hints nor any search result) does.
+The facts are data, not code: ``node_hints.json`` beside this module holds each hint with the
+Flowise source file its node name was read from, and the Flowise version of those files.
+
+The first evaluation set's misses were known when the hints were written, so that set no longer
+measures search fairly; the held-out set (benchmarks/data/flowise_node_needs_heldout.json, written
+by someone who saw neither these hints nor any search result) does.
 """
 
 from __future__ import annotations
 
-HINTS: dict[str, str] = {
-    # -- chat models ------------------------------------------------------------------------
-    "chatOpenAI": "OpenAI's ChatGPT models: GPT-4o, GPT-4.1, GPT-5, o1, o3, o4-mini, gpt-3.5-turbo; needs an OpenAI API key.",
-    "azureChatOpenAI": "OpenAI's GPT models deployed in Microsoft Azure (Azure OpenAI Service, Azure AI Foundry), "
-    "by deployment name and instance; enterprise data stays in the Azure tenant.",
-    "chatAnthropic": "Anthropic's Claude models: Claude Opus, Sonnet, Haiku (Claude 3.5, Claude 4); long context, extended thinking.",
-    "awsChatBedrock": "Amazon Bedrock on AWS: Claude, Llama, Titan, Mistral, Nova models in your AWS account and region, IAM credentials.",
-    "chatGoogleGenerativeAI": "Google's Gemini models (Gemini 2.5 Pro, Flash) with an API key from Google AI Studio (makersuite).",
-    "chatGoogleVertexAI": "Gemini and other models through Google Cloud Vertex AI: a GCP project, region and service-account "
-    "credentials (JSON key file); enterprise Google Cloud.",
-    "chatMistralAI": "Mistral AI's hosted models: Mistral Large, Mistral Small, Codestral, Mixtral, Pixtral (la Plateforme).",
-    "chatOllama": "Open-source models such as Llama 3, Mistral, Qwen, Gemma, Phi, DeepSeek run locally on your own machine "
-    "with Ollama (localhost:11434); offline, private, no cloud API key.",
-    "chatLocalAI": "Self-hosted OpenAI-compatible LocalAI server running open models (llama.cpp, gpt4all, GGUF) on your own hardware.",
-    "chatOpenAICustom": "Any OpenAI-compatible chat API or a fine-tuned OpenAI model, with a custom base URL (vLLM, LM Studio, "
-    "text-generation-webui).",
-    "chatLitellm": "A LiteLLM proxy: one OpenAI-compatible gateway in front of 100+ providers, with routing, budgets and fallbacks.",
-    "chatOpenRouter": "OpenRouter: one API key and one bill for hundreds of models from many providers (OpenAI, Anthropic, "
-    "Google, Meta Llama, Mistral), a unified router.",
-    "chatHuggingFace": "Models hosted on the Hugging Face Hub through its Inference API or Inference Endpoints "
-    "(Zephyr, Falcon, Llama, Mistral).",
-    "chatCohere": "Cohere's Command models (Command R, Command R+, Command A), strong at RAG and tool use.",
-    "groqChat": "Groq's LPU chips: very fast, low-latency inference of Llama, Mixtral, Gemma and Qwen models.",
-    "chatCerebras": "Cerebras wafer-scale inference: very fast Llama and Qwen models.",
-    "chatFireworks": "Fireworks AI: fast hosted open-source models (Llama, Mixtral, DeepSeek, Qwen) and fine-tunes.",
-    "chatTogetherAI": "Together AI: hosted open-source models (Llama, Mixtral, Qwen, DeepSeek) at low cost.",
-    "chatDeepseek": "DeepSeek's models: DeepSeek-V3 chat and DeepSeek-R1 reasoning, from the Chinese lab DeepSeek.",
-    "chatXAI": "Elon Musk's xAI: the Grok models (Grok 3, Grok 4).",
-    "chatPerplexity": "Perplexity's Sonar models: answers grounded in live web search, with citations.",
-    "chatNvidiaNIM": "NVIDIA NIM inference microservices: optimized models on NVIDIA GPUs, hosted or self-hosted containers.",
-    "chatIBMWatsonx": "IBM watsonx.ai: IBM Granite and other foundation models for the enterprise.",
-    "chatAlibabaTongyi": "Alibaba Cloud's Qwen (Tongyi Qianwen) models through DashScope.",
-    "chatBaiduWenxin": "Baidu's ERNIE Bot (Wenxin Yiyan) models through Qianfan.",
-    "chatSambanova": "SambaNova Cloud: fast inference of Llama and DeepSeek models on RDU chips.",
-    "chatCloudflareWorkersAI": "Cloudflare Workers AI: serverless models at the edge on Cloudflare's network.",
-    "chatCometAPI": "CometAPI: one aggregated API for many commercial models.",
-    "chatNemoGuardrails": "NVIDIA NeMo Guardrails server: a model behind programmable safety rails (topics, jailbreak checks).",
-    # -- completion LLMs ----------------------------------------------------------------------
-    "openAI": "OpenAI's completions endpoint (not chat): gpt-3.5-turbo-instruct, davinci, babbage; text in, text out.",
-    "replicate": "Replicate: run open-source models on the cloud by model version, pay per second (Llama, Mistral).",
-    # -- embeddings ------------------------------------------------------------------------
-    "openAIEmbeddings": "OpenAI embedding models: text-embedding-3-small, text-embedding-3-large, text-embedding-ada-002.",
-    "azureOpenAIEmbeddings": "OpenAI embedding models (text-embedding-3, ada-002) deployed in Microsoft Azure OpenAI Service.",
-    "openAIEmbeddingsCustom": "Any OpenAI-compatible embeddings endpoint, with a custom base URL and model name.",
-    "ollamaEmbedding": "Embeddings computed locally with Ollama on your own machine: nomic-embed-text, mxbai-embed-large, "
-    "all-minilm, bge; private, offline, no data leaves the server.",
-    "localAIEmbeddings": "Embeddings from a self-hosted LocalAI server (bert, llama.cpp, GGUF models) on your own hardware.",
-    "huggingFaceInferenceEmbeddings": "Sentence-transformers and other embedding models on the Hugging Face Inference API "
-    "(all-MiniLM, bge, e5).",
-    "cohereEmbeddings": "Cohere's embed models: embed-english-v3, embed-multilingual-v3 (100+ languages).",
-    "googleGenerativeAiEmbeddings": "Google's Gemini embedding models (text-embedding-004, gemini-embedding) with a Google AI Studio key.",
-    "googlevertexaiEmbeddings": "Google Cloud Vertex AI embedding models (textembedding-gecko, text-embedding-005) in a GCP project.",
-    "AWSBedrockEmbeddings": "Amazon Titan and Cohere embedding models through AWS Bedrock.",
-    "mistralAIEmbeddings": "Mistral AI's mistral-embed model.",
-    "voyageAIEmbeddings": "Voyage AI embedding models (voyage-3, voyage-code, voyage-law, voyage-finance), recommended by Anthropic.",
-    "jinaEmbeddings": "Jina AI embeddings (jina-embeddings-v3), multilingual and long inputs (8k tokens).",
-    "togetherAIEmbedding": "Open-source embedding models (BGE, M2-BERT) hosted by Together AI.",
-    "ibmEmbedding": "IBM watsonx.ai embedding models (Slate).",
-    "baiduQianfanEmbeddings": "Baidu Qianfan embedding models (Embedding-V1, bge-large-zh) for Chinese text.",
-    # -- vector stores -----------------------------------------------------------------------
-    "pinecone": "Pinecone: fully managed serverless vector database in the cloud, by index name and namespace.",
-    "chroma": "Chroma (ChromaDB): open-source embedding database you run yourself, e.g. a Docker container on localhost:8000, "
-    "or Chroma Cloud; collections.",
-    "qdrant": "Qdrant: open-source vector database written in Rust, self-hosted in Docker (port 6333) or Qdrant Cloud; payload filters.",
-    "weaviate": "Weaviate: open-source vector database with hybrid search, self-hosted or Weaviate Cloud.",
-    "milvus": "Milvus (and Zilliz Cloud): open-source vector database for billions of vectors.",
-    "faiss": "Facebook AI Similarity Search (Meta FAISS) index saved to a folder on local disk and loaded again later; "
-    "a file, no database server.",
-    "memoryVectorStore": "Vectors kept only in RAM for quick tests and prototypes; lost when the app restarts; nothing to install.",
-    "postgres": "PostgreSQL with the pgvector extension, on your own Postgres server.",
-    "supabase": "Supabase: hosted Postgres backend-as-a-service with pgvector, a table and a match_documents query function.",
-    "redis": "Redis Stack / Redis vector search (RediSearch) index.",
-    "upstash": "Upstash Vector: serverless vector database, pay per request, REST API.",
-    "elasticsearch": "Elasticsearch (Elastic Cloud) dense-vector kNN search.",
-    "openSearch": "OpenSearch (the AWS fork of Elasticsearch, Amazon OpenSearch Service) k-NN vector search.",
-    "mongoDBAtlas": "MongoDB Atlas Vector Search on a MongoDB collection in the cloud.",
-    "Astra": "DataStax Astra DB: serverless vector database built on Apache Cassandra.",
-    "singlestore": "SingleStore (SingleStoreDB, formerly MemSQL) distributed SQL database with vectors.",
-    "couchbase": "Couchbase Capella / Couchbase Server vector search index.",
-    "meilisearch": "Meilisearch: open-source search engine with hybrid keyword and vector search.",
-    "vectara": "Vectara: RAG-as-a-service platform that stores, embeds and searches documents for you.",
-    "kendra": "Amazon Kendra: AWS's managed enterprise search index.",
-    "zep": "Zep open-source server's document collections.",
-    "zepCloud": "Zep Cloud's hosted document collections.",
-    "documentStoreVS": "A knowledge base already loaded, chunked and upserted in Flowise's own Document Stores page (in the UI); "
-    "reuse it without loaders or embeddings in the flow.",
-    # -- document loaders ------------------------------------------------------------------
-    "pdfFile": "PDF documents (.pdf files), one document per page or per file.",
-    "docxFile": "Microsoft Word .docx documents.",
-    "microsoftWord": "Microsoft Word documents (.docx, .doc).",
-    "microsoftExcel": "Microsoft Excel spreadsheets and workbooks (.xlsx, .xls).",
-    "microsoftPowerpoint": "Microsoft PowerPoint slide decks and presentations (.pptx, .ppt).",
-    "csvFile": "CSV: comma-separated values, a spreadsheet or table exported as text; each row becomes a document.",
-    "jsonFile": "JSON files (.json), with JSON pointers to pick fields.",
-    "jsonlinesFile": "JSON Lines / NDJSON files (.jsonl), one JSON object per line.",
-    "textFile": "Plain .txt text files (and other text formats such as .md, .html, .py).",
-    "plainText": "Text pasted directly into the node, no file.",
-    "epubFile": "EPUB e-books.",
-    "fileLoader": "Any uploaded file; picks the loader by file type (PDF, DOCX, CSV, TXT, JSON).",
-    "folderFiles": "Every file in a folder on the server's disk, recursively, by file extension.",
-    "unstructuredFileLoader": "Unstructured.io API: parses many formats (PDF, HTML, images with OCR, emails, PPT) into elements.",
-    "cheerioWebScraper": "Fetches static HTML pages and parses them with Cheerio (fast, no browser); can crawl links or "
-    "every URL in a website's sitemap.xml.",
-    "playwrightWebScraper": "Loads web pages in a real headless browser (Chromium) with Playwright, so JavaScript-rendered "
-    "pages and single-page apps work; crawl links or sitemap.",
-    "puppeteerWebScraper": "Loads web pages in headless Chrome with Puppeteer, so JavaScript-rendered pages work; crawl links or sitemap.",
-    "apifyWebsiteContentCrawler": "Apify's hosted Website Content Crawler actor: deep-crawls a whole website for you.",
-    "fireCrawl": "Firecrawl: scrape or crawl a website into clean markdown for LLMs.",
-    "spiderDocumentLoaders": "Spider (spider.cloud): fast scraping and crawling service.",
-    "oxylabs": "Oxylabs web scraper API with proxies.",
-    "github": "Files of a GitHub repository (code and docs), by repo URL and branch.",
-    "gitbook": "Documentation sites hosted on GitBook.",
-    "confluence": "Atlassian Confluence wiki pages and spaces.",
-    "jira": "Atlassian Jira issues as documents.",
-    "notionPage": "A Notion page and its child pages, through the Notion API.",
-    "notionDB": "A Notion database: each row becomes a document, properties as metadata.",
-    "notionFolder": "A Notion workspace exported as a zip and unzipped to a folder (markdown export).",
-    "googleDrive": "Files in Google Drive (Docs, Sheets, PDFs) as documents.",
-    "googleSheets": "Rows of a Google Sheets spreadsheet as documents.",
-    "airtable": "Records of an Airtable base and table.",
-    "figma": "Text and nodes of a Figma design file.",
-    "S3": "One file in an Amazon S3 bucket.",
-    "s3Directory": "Every file under a prefix of an Amazon S3 bucket.",
-    "apiLoader": "The JSON answer of an HTTP REST API call (GET or POST) as documents.",
-    "serpApi": "Google search results through SerpApi, as documents for a vector store.",
-    "searchApi": "Google search results through SearchApi.io, as documents.",
-    "braveSearchApiLoader": "Brave Search results as documents.",
-    "customDocumentLoader": "Your own JavaScript function that returns documents.",
-    "documentStore": "Chunks already prepared in Flowise's Document Stores page, as documents.",
-    "vectorStoreToDocument": "Turns a vector store's search hits (with scores) back into documents for another node.",
-    # -- text splitters ----------------------------------------------------------------------
-    "recursiveCharacterTextSplitter": "The default, general-purpose splitter: paragraphs, then lines, then words, to chunk size "
-    "and overlap.",
-    "characterTextSplitter": "Splits on one separator string you choose (a blank line by default).",
-    "tokenTextSplitter": "Chunks measured in tokens (tiktoken BPE, as the model counts them), not characters.",
-    "markdownTextSplitter": "Splits markdown (.md) by its headers and sections.",
-    "htmlToMarkdownTextSplitter": "Converts HTML web pages to markdown, then splits by headers.",
-    "codeTextSplitter": "Splits source code by the syntax of its programming language (Python, JavaScript, Java, Go...).",
-    # -- memory ----------------------------------------------------------------------------
-    "bufferMemory": "Remembers the conversation with the user: the whole chat history of the session, kept in Flowise's "
-    "database; the simplest memory.",
-    "bufferWindowMemory": "Remembers only the last k exchanges of the chat (a sliding window), so the prompt stays short.",
-    "conversationSummaryMemory": "Keeps an LLM-written running summary of the whole conversation instead of every message.",
-    "conversationSummaryBufferMemory": "Keeps recent messages verbatim and summarizes older ones once a token limit is reached.",
-    "RedisBackedChatMemory": "Chat history stored in a Redis server, shared across Flowise instances, with expiry (TTL).",
-    "upstashRedisBackedChatMemory": "Chat history stored in serverless Upstash Redis.",
-    "MongoDBAtlasChatMemory": "Chat history stored in a MongoDB Atlas collection.",
-    "DynamoDBChatMemory": "Chat history stored in an AWS DynamoDB table.",
-    "ZepMemory": "Long-term memory on a self-hosted Zep server: summaries, facts and search over past chats.",
-    "ZepMemoryCloud": "Long-term memory on Zep Cloud: summaries, facts and search over past chats.",
-    "mem0": "Mem0: long-term, personalized memory of facts about each user across sessions.",
-    # -- chains and agents -------------------------------------------------------------------
-    "conversationChain": "The simplest chatbot: a chat model answering the user turn by turn, no documents, no tools.",
-    "conversationalRetrievalQAChain": "Chat with your documents (RAG): answers questions over a vector store of your PDFs or "
-    "files, with follow-up questions and chat history, returns source documents.",
-    "llmChain": "Runs one prompt template through a model once and returns its output (translate, summarize, classify, "
-    "extract); optional output parser.",
-    "sqlDatabaseChain": "Text-to-SQL: asks questions in natural language over a SQL database (SQLite, Postgres, MySQL, MSSQL).",
-    "graphCypherQAChain": "Questions over a Neo4j knowledge graph, by generating Cypher queries.",
-    "vectaraQAChain": "Question answering with Vectara's own summarization over a Vectara corpus.",
-    "toolAgent": "The standard agent: a function-calling (tool-calling) model picks which tools to call, with memory; "
-    "works with OpenAI, Claude, Gemini, Mistral and Groq models.",
-    "xmlAgent": "An agent that writes its tool calls as XML, for models without native function calling (older Claude).",
-    "openAIAssistant": "An assistant you already built in OpenAI's Assistants API (platform.openai.com), with its threads, "
-    "file search and code interpreter.",
-    "supervisor": "A supervisor agent that routes work between worker agents (multi-agent team).",
-    "worker": "A worker agent with its own prompt and tools, managed by a supervisor.",
-    # -- tools -----------------------------------------------------------------------------
-    "calculator": "Arithmetic and math expressions, so the agent does not guess numbers.",
-    "currentDateTime": "Today's date, the current time and day of the week.",
-    "customTool": "A tool you wrote yourself in Flowise's Tools page: a JavaScript function with a schema.",
-    "ChatflowTool": "Calls another Flowise chatflow as a tool.",
-    "chainTool": "Wraps a chain (e.g. a QA chain) as a tool the agent may call.",
-    "retrieverTool": "Lets an agent search a vector store / knowledge base as a tool (agentic RAG), with a name and description.",
-    "webBrowser": "Lets the agent open a URL and read or summarize the page.",
-    "webScraperTool": "Lets an agent crawl and read web pages at run time (links or sitemap).",
-    "requestsGet": "HTTP GET calls to any REST API URL.",
-    "requestsPost": "HTTP POST calls with a JSON body to any REST API or webhook.",
-    "requestsPut": "HTTP PUT calls to update a resource of a REST API.",
-    "requestsDelete": "HTTP DELETE calls to a REST API.",
-    "openAPIToolkit": "Turns an OpenAPI / Swagger YAML or JSON spec into one tool per endpoint.",
-    "serpAPI": "Google web search through SerpAPI.",
-    "serper": "Google web search through Serper.dev (cheap).",
-    "googleCustomSearch": "Google Programmable Search Engine (Custom Search JSON API).",
-    "searchAPI": "Google search through SearchApi.io.",
-    "braveSearchAPI": "Private web search with the Brave Search API.",
-    "tavilyAPI": "Tavily: web search built for AI agents, returns clean answers and sources.",
-    "exaSearch": "Exa (formerly Metaphor): neural web search for LLMs.",
-    "searXNG": "SearXNG: self-hosted, free, privacy-respecting metasearch engine.",
-    "wolframAlpha": "Wolfram Alpha: math, science, units and facts computed exactly.",
-    "arxiv": "Scientific papers and preprints on arXiv.",
-    "codeInterpreterE2B": "Runs Python code the model writes in an E2B cloud sandbox (data analysis, charts).",
-    "gmail": "Google's Gmail: read, search, draft and send emails of the user's Google mail account.",
-    "googleCalendarTool": "Google Calendar: create and list events, meetings, check availability.",
-    "googleDocsTool": "Google Docs: create, read and edit documents.",
-    "googleDriveTool": "Google Drive: list, upload, share and search files at run time.",
-    "googleSheetsTool": "Google Sheets: read and write cells and rows of a spreadsheet at run time.",
-    "microsoftOutlook": "Microsoft Outlook / Office 365: emails and calendar events.",
-    "microsoftTeams": "Microsoft Teams: channels, chats and messages.",
-    "jiraTool": "Create and update Jira issues and comments.",
-    "composio": "Composio: 250+ app integrations (Slack, GitHub, Gmail, HubSpot) as agent tools.",
-    "stripeAgentTool": "Stripe payments: payment links, customers, invoices.",
-    "awsSNS": "Amazon SNS: publish notifications (SMS, email) to a topic.",
-    "awsDynamoDBKVStorage": "Key-value storage of text in AWS DynamoDB.",
-    "jsonPathExtractor": "Pick values out of JSON with JSONPath expressions.",
-    # -- MCP tools -------------------------------------------------------------------------
-    "customMCP": "Any Model Context Protocol server, by command (stdio) or URL (SSE / streamable HTTP), configured as JSON.",
-    "githubMCP": "GitHub's MCP server: repositories, issues, pull requests.",
-    "slackMCP": "Slack's MCP server: post and read channel messages.",
-    "postgreSQLMCP": "Read-only SQL queries over a PostgreSQL database through MCP.",
-    "braveSearchMCP": "Brave web search through its MCP server.",
-    "browserlessMCP": "Browserless hosted headless browsers through MCP: scrape, screenshot, PDF.",
-    "sequentialThinkingMCP": "Step-by-step reasoning tool through MCP.",
-    "pipedreamMCP": "Pipedream's thousands of app integrations through MCP.",
-    "supergatewayMCP": "Runs a stdio MCP server over SSE or WebSockets.",
-    # -- retrievers ------------------------------------------------------------------------
-    "HydeRetriever": "HyDE (Hypothetical Document Embeddings): the model first writes a hypothetical answer, and that "
-    "answer is embedded to search the vector store.",
-    "multiQueryRetriever": "The model rewrites the question into several variations and merges what each finds (better recall).",
-    "RRFRetriever": "Generates several queries and re-ranks their results with reciprocal rank fusion (RAG fusion).",
-    "cohereRerankRetriever": "Re-ranks retrieved chunks with Cohere's Rerank model (a cross-encoder) for precision.",
-    "JinaRerankRetriever": "Re-ranks retrieved chunks with Jina AI's reranker.",
-    "voyageAIRerankRetriever": "Re-ranks retrieved chunks with Voyage AI's reranker.",
-    "AzureRerankRetriever": "Re-ranks retrieved chunks with a reranker deployed on Azure.",
-    "similarityThresholdRetriever": "Returns only chunks above a minimum similarity score, not a fixed top k.",
-    "embeddingsFilterRetriever": "Contextual compression: drops retrieved chunks whose embedding is not similar to the query.",
-    "llmFilterRetriever": "Contextual compression with an LLM: keeps only the relevant part of each retrieved chunk.",
-    "extractMetadataRetriever": "Self-query: the model extracts metadata filters from the question before searching.",
-    "awsBedrockKBRetriever": "Amazon Bedrock Knowledge Bases managed RAG index on AWS.",
-    "customRetriever": "Formats the retrieved documents with your own template.",
-    # -- output parsers, prompts, moderation, cache, utilities -------------------------------
-    "structuredOutputParser": "Makes the model answer as JSON with the fields you list (name, type, description).",
-    "advancedStructuredOutputParser": "Makes the model answer as JSON validated by a Zod schema (nested objects, enums, arrays).",
-    "csvOutputParser": "Makes the model answer a comma-separated list.",
-    "customListOutputParser": "Makes the model answer a list with your own separator.",
-    "promptTemplate": "A text prompt with {variables} for completion models and LLM chains.",
-    "chatPromptTemplate": "A chat prompt with a system message and a human message template with {variables}.",
-    "fewShotPromptTemplate": "A prompt with worked input/output examples (few-shot learning).",
-    "inputModerationOpenAI": "OpenAI's moderation endpoint blocks hateful, violent, sexual or self-harm input.",
-    "inputModerationSimple": "Blocks input that contains words or phrases from your deny list.",
-    "inMemoryCache": "Caches identical LLM calls in memory to save cost and time.",
-    "redisCache": "Caches LLM answers in Redis, shared across servers, with a TTL.",
-    "customFunction": "Runs your own JavaScript code in the flow.",
-    "ifElseFunction": "Branches the flow on a JavaScript condition.",
-    "setVariable": "Saves a value under a name during the run.",
-    "getVariable": "Reads a value saved earlier with Set Variable.",
-    "stickyNote": "A comment on the canvas; does nothing at run time.",
-    "SQLiteRecordManager": "Tracks upserted documents in SQLite so re-indexing skips unchanged ones and deletes removed ones.",
-    "postgresRecordManager": "Tracks upserted documents in Postgres so re-indexing skips unchanged ones and deletes removed ones.",
-    "MySQLRecordManager": "Tracks upserted documents in MySQL so re-indexing skips unchanged ones and deletes removed ones.",
-}
+import json
+from importlib.resources import files
+
+FILE = "node_hints.json"
+
+
+def load_hints() -> dict[str, str]:
+    """Every hint by node name, from the package's data file."""
+    data = json.loads(files(__package__ or "agentloom.packs.flowise").joinpath(FILE).read_text(encoding="utf-8"))
+    return {name: entry["hint"] for group in data["groups"] for name, entry in group["nodes"].items()}
+
+
+HINTS: dict[str, str] = load_hints()

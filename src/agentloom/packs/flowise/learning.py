@@ -1,4 +1,4 @@
-"""Earlier designs, kept so an agent never designs the same chatflow twice (FR-041 to 055).
+"""Earlier designs, kept so an agent never designs the same chatflow twice.
 
 Three collections in the pack's ChromaDB, beside the catalog's:
 
@@ -13,7 +13,7 @@ version}``), ``bundle`` (JSON ``{spec, plan, tasks, design}``), ``reason`` (fail
 ``rejections`` and ``last_rejection``. Sessions: ``created_at``, ``outcome``, ``tokens``,
 ``seconds``, ``chatflow_id``, ``artifact_id``.
 
-Ranking (FR-051): a design is offered when its request's cosine similarity to the new one is
+Ranking: a design is offered when its request's cosine similarity to the new one is
 above ``MATCH`` (0.70). Among those, the order uses the similarity plus ``RATING_STEP`` (0.02)
 per star above or below 3 (a 5-star design gains 0.04, a 1-star one loses 0.04, unrated
 counts as 3), so a rating decides between close matches without lifting a poor match over a
@@ -23,6 +23,7 @@ designs rank within ``TIE`` (5 %) of the best, up to 3 are offered.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import threading
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.timestamps import iso
 from agentloom.packs.flowise.chroma import open_collection
+from agentloom.packs.vectors.columns import column
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService
@@ -184,10 +186,11 @@ class LearningStore:
         for name in (ARTIFACTS, FAILED):
             collection = self.collection(name)
             got = self.connection.call(
-                lambda c=collection: c.get(ids=[artifact_id], include=["documents", "metadatas"])
+                functools.partial(collection.get, ids=[artifact_id], include=["documents", "metadatas"])
             )
             if got["ids"]:
-                return got["documents"][0], {**got["metadatas"][0], "collection": name}
+                document = column(got["documents"], "documents")[0]
+                return document, {**column(got["metadatas"], "metadatas")[0], "collection": name}
         raise NotFoundError(f"artifact_id {artifact_id!r} not found; flowise_find_design returns the ids.")
 
     def update(self, artifact_id: str, changes: Mapping[str, Any], collection: str | None = None) -> None:
@@ -256,9 +259,10 @@ class LearningStore:
             offer["config"] = design["config"]
         if metadata.get("rating"):
             offer["rating"] = int(metadata["rating"])
+        known = catalog if catalog is not None else {}
         names = list(dict.fromkeys(design["nodes"])) if catalog is not None else []
-        missing = [n for n in names if n not in catalog]  # type: ignore[operator]
-        deprecated = [n for n in names if catalog.get(n, {}).get("badge") == "DEPRECATING"]  # type: ignore[union-attr]
+        missing = [n for n in names if n not in known]
+        deprecated = [n for n in names if known.get(n, {}).get("badge") == "DEPRECATING"]
         if missing:
             offer["missing"] = missing
         if deprecated:

@@ -18,7 +18,7 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise.learning import ARTIFACTS
-from agentloom.packs.flowise.tools import Flowise, _run, _session, pack
+from agentloom.packs.flowise.tools import Flowise, log_session, pack, run_call
 
 Bundle = str | dict[str, Any] | list[Any]
 
@@ -93,7 +93,7 @@ async def flowise_save_artifact(
         bundle = {"spec": spec, "plan": plan, "tasks": tasks}
         return {"artifact_id": state.learning.save(request, bundle, compact, chatflow_id, success, reason, catalog)}
 
-    return await _run(save)
+    return await run_call(save)
 
 
 @pack.tool(read_only=True)
@@ -105,12 +105,12 @@ async def flowise_find_design(state: Flowise, request: str) -> Found:
         catalog = state.catalog.state()
         # No catalog yet (Flowise never reached): offer the designs unchecked rather than all "missing".
         designs = state.learning.find(request, catalog.nodes if catalog.refreshed_at is not None else None)
-        reply: Found = {"designs": designs}  # type: ignore[typeddict-item]
+        reply: Found = {"designs": designs}  # type: ignore[typeddict-item]  # LearningStore.find answers plain dicts with the offer's keys
         if not designs:
             reply["message"] = "no earlier design above 0.70 similarity: go on with a full design."
         return reply
 
-    return await _run(find)
+    return await run_call(find)
 
 
 @pack.tool()
@@ -133,20 +133,20 @@ async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, 
                 ARTIFACTS,
             )
             reply: Reused = {"recorded": True, "next": "do a full design, then flowise_save_artifact."}
-            _session(state, request, "rejected", reply, started, None, artifact_id)
+            log_session(state, request, "rejected", reply, started, None, artifact_id)
             return reply
         design = json.loads(metadata["bundle"])["design"]
         built = state.builder.design(design, _name(request))
-        _session(state, request, "reused", built, started, built["chatflow_id"], artifact_id)
-        return built  # type: ignore[return-value]
+        log_session(state, request, "reused", built, started, built["chatflow_id"], artifact_id)
+        return built  # type: ignore[return-value]  # Builder answers a plain dict with the reply's keys
 
-    return await _run(reuse)
+    return await run_call(reuse)
 
 
 @pack.tool(idempotent=True)
 async def flowise_rate(state: Flowise, artifact_id: str, stars: int) -> Rated:
     """Rate a stored design 1-5 stars: flowise_find_design offers 4-5 first, 1-2 last."""
-    return await _run(state.learning.rate, artifact_id, stars)  # type: ignore[no-any-return]
+    return await run_call(state.learning.rate, artifact_id, stars)
 
 
 def _name(request: str) -> str:

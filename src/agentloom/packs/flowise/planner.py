@@ -27,6 +27,7 @@ the missing piece in one short sentence.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -240,6 +241,11 @@ def _unknown(names: Sequence[str], catalog: Mapping[str, Any]) -> None:
             raise PlanError(f"{name} is an Agentflow V2 node: chatflows cannot use it")
 
 
+def _feeds(slot: _Input, definition: Mapping[str, Any]) -> bool:
+    """Whether a node of this definition has an output that fits ``slot``."""
+    return any(edge_cost(o, slot) is not None for o in outputs_of(definition))
+
+
 def _example(catalog: Mapping[str, Any], fits: Any) -> tuple[str, str]:
     """A well-known, non-deprecated catalog node for which ``fits(definition)`` holds, and its kind."""
     pool = [
@@ -273,7 +279,7 @@ def _explain(
             if slot.required and not any(
                 edge_cost(o, slot) is not None for j, os in enumerate(outs) if j != node for o in os
             ):
-                example, kind = _example(catalog, lambda d: any(edge_cost(o, slot) is not None for o in outputs_of(d)))
+                example, kind = _example(catalog, functools.partial(_feeds, slot))
                 hint = f": add a {kind} such as {example}" if example else ""
                 raise PlanError(f"{names[node]} needs a {slot.type} ({slot.name}){hint}")
     takers = [
@@ -340,9 +346,9 @@ def plan_edges(names: Sequence[str], catalog: Mapping[str, Any]) -> list[tuple[i
         if names[ending] in tried:  # a twin of a tried ending gives the same wiring, relabelled
             continue
         tried.add(names[ending])
-        found = _Search(ending, candidates, every_input).run()
-        if found and (best is None or found[0] < best[0]):
-            best = found
+        wiring = _Search(ending, candidates, every_input).run()
+        if wiring and (best is None or wiring[0] < best[0]):
+            best = wiring
     if best is None:
         raise PlanError(_crowded(names, candidates, endings))
     order = {slot: k for k, slot in enumerate(every_input)}

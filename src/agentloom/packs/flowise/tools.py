@@ -11,6 +11,8 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.health import Check
+from agentloom.core.services import Services, pack_folder
+from agentloom.core.settings import Settings
 from agentloom.core.work import current_step
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.work import run_work
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentloom.packs.flowise")
 
-pack = Pack(
+pack: Pack[Flowise] = Pack(
     "flowise",
     "Build Flowise chatflows from a node catalog and templates, at a few tokens per call",
     requires=["chromadb", "tiktoken"],
@@ -158,11 +160,20 @@ class Flowise:
         return Builder(self.catalog, self.client)
 
 
-@pack.setup
-def setup(ctx: PackContext) -> Flowise:
+def open(settings: Settings, services: Services | None = None) -> Flowise:
+    """The pack's state as the server and ``agentloom flowise`` both open it: the pack's settings, its folder
+    under the data directory, the shared breakers and embedding service (built from ``settings`` when not given).
+    """
     from agentloom.packs.flowise.settings import FlowiseSettings
 
-    state = Flowise(ctx.config(FlowiseSettings), ctx.data_dir, ctx.breakers, ctx.embeddings)
+    services = services if services is not None else Services.build(settings)
+    config = settings.for_pack(pack.name, FlowiseSettings)
+    return Flowise(config, pack_folder(settings, pack.name), services.breakers, services.embeddings)
+
+
+@pack.setup
+def setup(ctx: PackContext) -> Flowise:
+    state = open(ctx.settings, Services(ctx.breakers, ctx.embeddings))
     ctx.log.info("flowise: server %s%s", state.settings.url, "" if state.settings.api_key else " (no API key set)")
     return state
 
@@ -180,7 +191,7 @@ def health(state: Flowise) -> list[Check]:
     return [Check(where, not key, f"answers; {catalog}{key}", required=False)]
 
 
-async def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+async def run_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     return await run_work(f"flowise {getattr(fn, '__name__', 'call')}", lambda: fn(*args, **kwargs))
 
 
@@ -207,14 +218,14 @@ async def flowise_search_nodes(state: Flowise, query: str, category: str | None 
     def search() -> NodeSearch:
         message = _ready(state)
         results = state.catalog.search_nodes(query, category, limit)
-        reply: NodeSearch = {"results": results}  # type: ignore[typeddict-item]
+        reply: NodeSearch = {"results": results}  # type: ignore[typeddict-item]  # search_nodes answers plain dicts with NodeHit's keys
         if not results:
             reply["message"] = "no node matches well; rephrase or drop category."
         elif message:
             reply["message"] = message
         return reply
 
-    return await _run(search)
+    return await run_call(search)
 
 
 @pack.tool(read_only=True)
@@ -235,7 +246,7 @@ async def flowise_search_templates(state: Flowise, query: str, limit: int = 5) -
             reply["message"] = message
         return reply
 
-    return await _run(search)
+    return await run_call(search)
 
 
 def _short_nodes(nodes: list[str], keep: int = 4) -> list[str]:
@@ -271,15 +282,15 @@ async def flowise_build_flow(
                 memory_type=memory_type,
             )
         except AgentloomError as exc:
-            _session(state, what, "failed", str(exc), started, None)
+            log_session(state, what, "failed", str(exc), started, None)
             raise
-        _session(state, what, "created", reply, started, reply["chatflow_id"])
-        return reply  # type: ignore[return-value]
+        log_session(state, what, "created", reply, started, reply["chatflow_id"])
+        return reply  # type: ignore[return-value]  # Builder answers a plain dict with the reply's keys
 
-    return await _run(build)
+    return await run_call(build)
 
 
-def _session(
+def log_session(
     state: Flowise,
     request: str,
     outcome: str,
@@ -305,7 +316,7 @@ async def flowise_refresh_catalog(state: Flowise, force: bool = False) -> Refres
     """Fetch and index Flowise's node catalog and templates if older than 24 h (or `force`); while
     Flowise is unreachable the cache stays (stale)."""
 
-    return await _run(state.catalog.refresh, force, current_step)
+    return await run_call(state.catalog.refresh, force, current_step)
 
 
 @pack.tool(read_only=True)
@@ -319,7 +330,7 @@ async def flowise_list_chatflows(state: Flowise) -> ChatflowList:
         ]
         return {"chatflows": lines, "count": len(lines)}
 
-    return await _run(listing)
+    return await run_call(listing)
 
 
 @pack.tool(destructive=True, idempotent=True)
@@ -342,4 +353,4 @@ async def flowise_delete_chatflow(state: Flowise, id: str) -> Deleted:
         state.client.delete_chatflow(id)
         return {"deleted": id}
 
-    return await _run(delete)
+    return await run_call(delete)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentloom.cli.common import AsJson, DataDir, answer, pack_services
+from agentloom.cli.common import AsJson, DataDir, answer, open_pack
 from agentloom.cli.help import SuggestingGroup
 from agentloom.cli.progress import Quiet, with_progress
 
@@ -22,11 +22,9 @@ app = typer.Typer(
 
 
 def _index(data_dir: Path | None) -> SkillIndex:
-    from agentloom.packs.skills.settings import SkillSettings
-    from agentloom.packs.skills.store import SkillIndex
+    from agentloom.packs import skills
 
-    config, services = pack_services("skills", SkillSettings, data_dir)
-    return SkillIndex.open(services.folder, services.embeddings, config)
+    return open_pack(skills.open, data_dir)
 
 
 @app.command("index")
@@ -96,7 +94,8 @@ def status_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
     typer.echo(f"store: {result['path']}")
     typer.echo(f"skills: {result['skills']}")
     typer.echo(
-        f"model: {result['model']} (in use: {result['model_in_use']}, default threshold {result['default_threshold']:g})"
+        f"model: {result['model']} (in use: {result['model_in_use']}, "
+        f"default threshold {result['default_threshold']:g})"
     )
     typer.echo(f"rank model: {result['rank_model'] or '-'} ({result['rank_model_state']})")
     typer.echo("roots: " + ", ".join(result["roots"]))

@@ -22,7 +22,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,34 +29,15 @@ from agentloom.core.errors import NotFoundError
 from agentloom.core.timestamps import iso
 from agentloom.core.work import Cancelled, count, current
 from agentloom.packs.skills.skillfile import MARKER, SKILL_FILE, Skill, SkillFormatError, file_digest, parse_skill
+from agentloom.packs.skills.table import SkillTable, compact_table, ids_in, now_ms
 
 if TYPE_CHECKING:
     from agentloom.embeddings import ModelRecord
-    from agentloom.packs.skills.store import SkillIndex
 
 log = logging.getLogger("agentloom.packs.skills")
 
 BATCH = 32  # skills embedded and written per LanceDB merge
 Progress = Callable[[int, int, str], None]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def ids_in(names: list[str]) -> str:
-    """A LanceDB predicate matching these ids (quotes doubled, as SQL wants)."""
-    return "id IN (" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + ")"
-
-
-def compact_table(table: Any) -> None:
-    """Merge the small files of each write and drop old versions (the folder would grow without bound)."""
-    import warnings
-
-    with warnings.catch_warnings():
-        # Readers in this process retry once on a vanished version; the scan lock keeps writers out.
-        warnings.simplefilter("ignore", UserWarning)
-        table.optimize(cleanup_older_than=timedelta(seconds=0))
 
 
 def read_marker(folder: Path) -> dict[str, Any] | None:
@@ -103,28 +83,28 @@ def inside(path: Path, root: Path) -> bool:
 
 
 class Scanner:
-    """Brings one SkillIndex's table in step with its roots; the caller holds the index's scan lock."""
+    """Brings one skills table in step with its roots; the caller holds the index's scan lock."""
 
-    def __init__(self, index: SkillIndex) -> None:
-        self.index = index
+    def __init__(self, store: SkillTable) -> None:
+        self.store = store
         self._readonly_told: set[str] = set()
 
     def run(self, record: ModelRecord, path: Path | None, progress: Progress | None) -> dict[str, Any]:
         """(Re)index every root, or one folder; returns the counts (added, updated, unchanged, removed, skipped)."""
-        index = self.index
+        store = self.store
         started = time.perf_counter()
-        roots = [path] if path is not None else list(index.roots)
+        roots = [path] if path is not None else list(store.roots)
         if path is not None and not path.is_dir():
             raise NotFoundError(
                 f"path: {path} is not a folder; give a skill folder (with SKILL.md) or a folder of skills."
             )
-        rows = dict(index.rows())
+        rows = dict(store.rows())
         counts: dict[str, Any] = {"added": 0, "updated": 0, "unchanged": 0, "removed": 0, "skipped": []}
         seen: dict[str, Path] = {}
         todo: list[Skill] = []
         folders = [f for root in roots for f in skill_folders(root)]
         total = len(folders)
-        index.scan_progress = (0, total)
+        store.scan_progress = (0, total)
         work = current()
         for checked, folder in enumerate(folders):
             if checked % 50 == 0:
@@ -133,7 +113,7 @@ class Scanner:
             if skill is not None:
                 todo.append(skill)
         done = total - len(todo)
-        index.scan_progress = (done, total)
+        store.scan_progress = (done, total)
         if progress is not None:
             progress(done, total, "checked skill folders")
         try:
@@ -148,13 +128,13 @@ class Scanner:
             raise Cancelled(message) from None
         gone = self._remove_gone(rows, seen, roots)
         counts["removed"] = len(gone)
-        if (todo or gone) and index.settings.compact:
-            with index._guard():
-                compact_table(index.table())
+        if (todo or gone) and store.settings.compact:
+            with store.guard():
+                compact_table(store.table())
         counts["seconds"] = round(time.perf_counter() - started, 3)
         counts["model"] = record.key
-        counts["total"] = len(index.rows())
-        index.last_scan = {**counts, "at": iso()}  # shown by status: the one timestamp format
+        counts["total"] = len(store.rows())
+        store.last_scan = {**counts, "at": iso()}  # shown by status: the one timestamp format
         log.info(
             "skills: scan done in %.2f s: %d added, %d updated, %d unchanged, %d removed, %d skipped",
             counts["seconds"],
@@ -229,11 +209,11 @@ class Scanner:
             return
         import pyarrow as pa
 
-        index = self.index
-        table = index.table()
+        store = self.store
+        table = store.table()
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
-            vectors = index.embeddings.embed_documents(
+            vectors = store.embeddings.embed_documents(
                 [s.embedding_text() for s in batch], record.key, lambda *_: current().check()
             )
             now = now_ms()
@@ -254,7 +234,7 @@ class Scanner:
                 }
                 for i, s in enumerate(batch)
             ]
-            with index._guard():
+            with store.guard():
                 table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
                     pa.Table.from_pylist(data, schema=table.schema)
                 )
@@ -265,7 +245,7 @@ class Scanner:
                 except OSError as exc:
                     self._tell_readonly(s.path, exc)
             done += len(batch)
-            index.scan_progress = (done, total)
+            store.scan_progress = (done, total)
             if progress is not None:
                 progress(done, total, f"{count(done)} of {count(total)} skills indexed (last: {batch[-1].name})")
 
@@ -280,8 +260,8 @@ class Scanner:
             if scanned or not (folder / SKILL_FILE).is_file():
                 gone.append(name)
         if gone:
-            with self.index._guard():
-                self.index.table().delete(ids_in(gone))
+            with self.store.guard():
+                self.store.table().delete(ids_in(gone))
             log.info("skills: removed %d skill(s) whose folder is gone: %s", len(gone), ", ".join(gone))
         return gone
 
@@ -289,7 +269,7 @@ class Scanner:
         return any(inside(folder, Path(r)) for r in self._readonly_told)
 
     def _tell_readonly(self, folder: Path, exc: OSError) -> None:
-        root = next((r for r in self.index.roots if inside(folder, r)), folder)
+        root = next((r for r in self.store.roots if inside(folder, r)), folder)
         if str(root) not in self._readonly_told:
             self._readonly_told.add(str(root))
             log.warning(

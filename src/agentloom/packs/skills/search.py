@@ -45,6 +45,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,14 +53,13 @@ from typing import TYPE_CHECKING, Any
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.skills import warm
 from agentloom.packs.skills.keywords import keyword_score
-from agentloom.packs.skills.scan import compact_table, ids_in
 from agentloom.packs.skills.skillfile import embedding_text
+from agentloom.packs.skills.table import LanceSearchError, SkillTable, compact_table, ids_in, table_names
 
 if TYPE_CHECKING:  # numpy is imported on first use: the server's start path stays light
     import numpy as np
 
     from agentloom.embeddings import ModelRecord
-    from agentloom.packs.skills.store import SkillIndex
 
 log = logging.getLogger("agentloom.packs.skills")
 
@@ -150,10 +150,14 @@ def _rank_schema(dimensions: int) -> Any:
 
 
 class SkillSearch:
-    """The search of one :class:`SkillIndex` (its in-memory vectors and its rank model's table)."""
+    """The search of one skills table (its in-memory vectors and its rank model's table).
 
-    def __init__(self, index: SkillIndex) -> None:
-        self.index = index
+    ``ensure_model`` answers the model in use after re-indexing the table if another model made it
+    (the index's scanner does that, under the index's scan lock)."""
+
+    def __init__(self, store: SkillTable, ensure_model: Callable[[], ModelRecord]) -> None:
+        self.store = store
+        self._ensure_model = ensure_model
         self._lock = threading.RLock()
         self._snapshot: Snapshot | None = None
         # Keys are (table object, version, rank model fingerprint): compared by identity and equality.
@@ -168,8 +172,8 @@ class SkillSearch:
     # -- the scoring model's vectors -------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """The table in memory, read again only when its version changed (a scan, a removal)."""
-        table = self.index.table()
-        with self.index._guard():
+        table = self.store.table()
+        with self.store.guard():
             version = int(table.version)
             current = self._snapshot
             if current is not None and current.table is table and current.version == version:
@@ -196,21 +200,21 @@ class SkillSearch:
     # -- the rank model ------------------------------------------------------------------------
     def rank_record(self) -> ModelRecord | None:
         """The second model, or None when it is off, the same as the scoring model, or broken."""
-        settings = self.index.settings
+        settings = self.store.settings
         key = settings.rank_model
         if self._rank_failed is not None and time.monotonic() - self._rank_failed_at >= RANK_RETRY_SECONDS:
             self._rank_failed = None  # installed or repaired meanwhile? One more try.
         if not key or settings.rank_weight <= 0 or self._rank_failed is not None:
             return None
         try:
-            record = self.index.embeddings.model(key)
+            record = self.store.embeddings.model(key)
         except Exception as exc:
             self._give_up_rank(exc)
             return None
         if record.key != key:  # the service answers an unknown key with its default model: not what was asked
             self._give_up_rank(LookupError(f"no embedding model {key!r} in the registry (got {record.key!r})"))
             return None
-        return None if record.key == self.index.model().key else record
+        return None if record.key == self.store.model().key else record
 
     def _give_up_rank(self, exc: BaseException) -> None:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -219,13 +223,13 @@ class SkillSearch:
         log.warning(
             "skills: rank model %r cannot be used (%s): results are ordered by the scoring model alone. "
             "Fix: install it, or set rank_model to '' in [pack_settings.skills].",
-            self.index.settings.rank_model,
+            self.store.settings.rank_model,
             detail,
         )
 
     def rank_state(self) -> str:
         """For ``skills status``: whether the rank model orders results, and if not, why."""
-        settings = self.index.settings
+        settings = self.store.settings
         if not settings.rank_model or settings.rank_weight <= 0:
             return "off"
         if self._rank_failed is not None:
@@ -233,10 +237,8 @@ class SkillSearch:
         return f"in use (weight {settings.rank_weight:g})"
 
     def _open_rank_table(self, record: ModelRecord) -> Any:
-        db = self.index._db
+        db = self.store.db()
         if self._rank_table is None:
-            from agentloom.packs.skills.store import table_names
-
             if RANK_TABLE in table_names(db):
                 self._rank_table = db.open_table(RANK_TABLE)
             else:
@@ -253,12 +255,12 @@ class SkillSearch:
         record = self.rank_record()
         if record is None:
             return
-        main = self.index.table()
-        with self._lock, self.index._guard():
+        main = self.store.table()
+        with self._lock, self.store.guard():
             key = (main, int(main.version), record.fingerprint)
             if _same(self._synced, key):
                 return
-            rows = self.index.rows()
+            rows = self.store.rows()
             table = self._open_rank_table(record)
             table.checkout_latest()
             have = {
@@ -271,7 +273,7 @@ class SkillSearch:
                 batch = todo[start : start + BATCH]
                 texts = [embedding_text(r["name"], r["description"] or "", list(r.get("tags") or [])) for r in batch]
                 try:
-                    vectors = self.index.embeddings.embed_documents(texts, record.key)
+                    vectors = self.store.embeddings.embed_documents(texts, record.key)
                 except Exception as exc:
                     self._give_up_rank(exc)
                     return
@@ -291,7 +293,7 @@ class SkillSearch:
                 )
             if gone:
                 table.delete(ids_in(gone))
-            if (todo or gone) and self.index.settings.compact:
+            if (todo or gone) and self.store.settings.compact:
                 compact_table(table)
             if todo or gone:
                 log.info("skills: rank model %s: %d embedded, %d removed", record.key, len(todo), len(gone))
@@ -315,7 +317,7 @@ class SkillSearch:
         self.sync()
         if self._rank_failed is not None:
             return None
-        with self._lock, self.index._guard():
+        with self._lock, self.store.guard():
             data = self._rank_table.to_arrow()
             ids = data.column("id").to_pylist()
             vectors = _matrix(data.column("vector"), data.num_rows)
@@ -334,7 +336,7 @@ class SkillSearch:
         record = self.rank_record()
         if record is None:
             return None
-        return record, _pool().submit(self.index.embeddings.embed_query, query, record.key)
+        return record, _pool().submit(self.store.embeddings.embed_query, query, record.key)
 
     def _order(
         self, pending: tuple[ModelRecord, Future[np.ndarray]] | None, cosines: np.ndarray, snap: Snapshot
@@ -349,7 +351,7 @@ class SkillSearch:
                 matrix = self._rank_matrix(snap, record)
                 if matrix is not None:
                     other = _cosines(matrix, future.result())
-                    weight = self.index.settings.rank_weight
+                    weight = self.store.settings.rank_weight
                     fused = (1 - weight) * _zscores(cosines) + weight * _zscores(other)
             except Exception as exc:
                 self._give_up_rank(exc)
@@ -365,24 +367,22 @@ class SkillSearch:
             raise AgentloomError(f"limit: {limit} is out of range; use 1 to 100.")
         if threshold is not None and not 0 <= threshold <= 1:
             raise AgentloomError(f"threshold: {threshold} is out of range; use a cosine similarity from 0 to 1.")
-        from agentloom.packs.skills.store import LanceSearchError
-
         query = query.strip()
-        index = self.index
+        store = self.store
         copy, before = self._warm()
         if copy is None:
-            index.table()
+            store.table()
         try:
-            record = index.ensure_model() if copy is None else index.model()
+            record = self._ensure_model() if copy is None else store.model()
             pending = self._start_rank_query(query)
-            vector = index.embeddings.embed_query(query, record.key)
+            vector = store.embeddings.embed_query(query, record.key)
         except LanceSearchError:
             raise
         except Exception as exc:
             return self._keyword_search(query, limit, exc)
         import numpy as np
 
-        cut = index.default_threshold(record) if threshold is None else threshold
+        cut = store.default_threshold(record) if threshold is None else threshold
         snap = self.snapshot() if copy is None else copy
         results = []
         mode = "vector"
@@ -400,7 +400,7 @@ class SkillSearch:
                     break
         if before is not None and copy is None:
             self._save_warm(before, record, snap)
-        notes = [m for m in (index._status_message(),) if m]
+        notes = [m for m in (store.status_message(),) if m]
         if not results:
             notes.append(
                 f"no skill scored {cut:g} or more (cosine, model {record.key}); lower threshold or rephrase"
@@ -423,17 +423,18 @@ class SkillSearch:
         The copy serves only when it was made at the store's current stamp by the models configured now;
         its rank vectors are put where ``_rank_matrix`` finds them. A stamp with no copy is returned so the
         search that reads the store can write one."""
-        index = self.index
-        if index._table is not None or index.scanning:
+        store = self.store
+        if store.opened or store.scanning:
             return None, None
-        current = warm.stamp(index.path)
+        current = warm.stamp(store.path)
         memo = self._warm_memo
         if memo is not None and memo[0].stamp == current:
             copy, snap = memo
         else:
-            copy = warm.load(index.path, current)
-            if copy is None:
+            loaded = warm.load(store.path, current)
+            if loaded is None:
                 return None, current
+            copy = loaded
             snap = Snapshot(
                 table=object(),
                 version=-1,
@@ -444,7 +445,7 @@ class SkillSearch:
             )  # no LanceDB table is ever this object
             self._warm_memo = (copy, snap)
         try:
-            record = index.model()
+            record = store.model()
             rank = self.rank_record()
         except Exception:
             return None, current
@@ -452,14 +453,14 @@ class SkillSearch:
             return None, current
         if copy.rank_model != (None if rank is None else (rank.key, rank.fingerprint)):
             return None, current
-        if rank is not None:
+        if rank is not None and copy.rank_vectors is not None:  # a copy with a rank model has its vectors
             with self._lock:
                 self._rank_vectors = ((snap.table, snap.version, rank.fingerprint), copy.rank_vectors)
         return snap, current
 
     def _save_warm(self, before: list[list[Any]], record: ModelRecord, snap: Snapshot) -> None:
         """Write the copy of what this search read, if nothing wrote to the store meanwhile."""
-        if warm.stamp(self.index.path) != before:
+        if warm.stamp(self.store.path) != before:
             return
         rank = self.rank_record()
         rank_vectors = None
@@ -469,7 +470,7 @@ class SkillSearch:
                 return  # the rank model's vectors were not read (one skill): no copy this time
             rank_vectors = cached[1]
         warm.save(
-            self.index.path,
+            self.store.path,
             warm.Warm(
                 stamp=before,
                 model=(record.key, record.fingerprint),
@@ -487,7 +488,7 @@ class SkillSearch:
             self._fallback_told = True
             log.warning("skills: embedding model failed (%s): answering by keyword matching", exc)
         scored = []
-        for row in self.index.rows().values():
+        for row in self.store.rows().values():
             score = keyword_score(query, row["name"], row["description"] or "", list(row.get("tags") or []))
             if score > 0:
                 scored.append((score, row))
@@ -498,7 +499,7 @@ class SkillSearch:
             f"fallback: the embedding model failed ({detail}); results come from keyword matching on name, "
             "description and tags, and scores are the share of query terms found, not cosine similarities"
         ]
-        if msg := self.index._status_message():
+        if msg := self.store.status_message():
             notes.append(msg)
         return {
             "results": results,

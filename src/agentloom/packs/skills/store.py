@@ -1,10 +1,8 @@
 """The skill index: a LanceDB table of skills, kept in step with the skill folders on disk.
 
-``<data_dir>/skills/skills.lance`` holds two tables: ``skills`` (id, name, description, tags,
-vector, metadata{path, size, hash, indexedAt, model}) and ``skills_model`` (the one model
-that made every vector of ``skills``: key, fingerprint, dimensions). When the model in use
-changes, ``skills`` is rebuilt with the new model: vectors of two models never mix.
-Scanning the roots (what counts as unchanged, new, changed or gone) lives in ``scan.py``.
+The table and its model record live in ``table.py``; scanning the roots (what counts as unchanged,
+new, changed or gone) in ``scan.py``; ranking in ``search.py``. This module ties them together and
+answers the pack's tools (get, list, remove, status).
 """
 
 from __future__ import annotations
@@ -14,63 +12,27 @@ import difflib
 import json
 import logging
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentloom.core.errors import AgentloomError, DependencyUnavailable, NotFoundError
+from agentloom.core.errors import NotFoundError
 from agentloom.core.timestamps import iso
-from agentloom.packs.skills.scan import Progress, Scanner, ids_in, now_ms
+from agentloom.packs.skills.scan import Progress, Scanner
 from agentloom.packs.skills.search import SkillSearch
-from agentloom.packs.skills.settings import FOLLOW_DEFAULT, SkillSettings, default_roots
+from agentloom.packs.skills.settings import SkillSettings, default_roots
 from agentloom.packs.skills.skillfile import MARKER, SKILL_FILE, SkillFormatError, parse_skill
+from agentloom.packs.skills.table import SkillTable, ids_in
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService, ModelRecord
 
 log = logging.getLogger("agentloom.packs.skills")
 
-TABLE = "skills"
-MODEL_TABLE = "skills_model"
-FALLBACK_THRESHOLD = 0.0
-
-
-class LanceSearchError(DependencyUnavailable):
-    """The LanceDB store cannot be opened or read."""
-
-    code = "LANCE_SEARCH_ERROR"
-
-
-def _schema(dimensions: int) -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            pa.field("id", pa.string(), nullable=False),
-            pa.field("name", pa.string(), nullable=False),
-            pa.field("description", pa.string()),
-            pa.field("tags", pa.list_(pa.string())),
-            pa.field("vector", pa.list_(pa.float32(), dimensions)),
-            pa.field(
-                "metadata",
-                pa.struct(
-                    [
-                        pa.field("path", pa.string()),
-                        pa.field("size", pa.int64()),
-                        pa.field("hash", pa.string()),
-                        pa.field("indexedAt", pa.int64()),
-                        pa.field("model", pa.string()),
-                    ]
-                ),
-            ),
-        ]
-    )
-
 
 class SkillIndex:
+    """The skill index: a :class:`SkillTable` kept in step with the roots by a :class:`Scanner`, searched by
+    a :class:`SkillSearch`. The three share the table object; this class holds the scan lock and thread."""
+
     @classmethod
     def open(cls, folder: Path, embeddings: EmbeddingService, settings: SkillSettings) -> SkillIndex:
         """The index in the pack's folder over the configured roots (or the defaults): for setup and the CLI."""
@@ -78,156 +40,79 @@ class SkillIndex:
         return cls(folder / "skills.lance", roots, embeddings, settings)
 
     def __init__(self, path: Path, roots: list[Path], embeddings: EmbeddingService, settings: SkillSettings) -> None:
-        self.path = path
-        self.roots = roots
-        self.embeddings = embeddings
-        self.settings = settings
-        self._open_lock = threading.RLock()
+        self.store = SkillTable(path, roots, embeddings, settings)
         self._scan_lock = threading.RLock()
-        self._db: Any = None
-        self._table: Any = None
-        self._rows: dict[str, dict[str, Any]] | None = None
-        self._rows_version: int | None = None
-        self._model_row: dict[str, Any] | None = None
-        self._scanner = Scanner(self)  # scan.py: the scanning rule and its code
-        self.searcher = SkillSearch(self)  # search.py: ranking, scores and the second model's table
-        self.scanning = False
-        self.scan_progress: tuple[int, int] = (0, 0)
-        self.last_scan: dict[str, Any] | None = None
+        self.scanner = Scanner(self.store)  # scan.py: the scanning rule and its code
+        # search.py: ranking, scores and the second model's table
+        self.searcher = SkillSearch(self.store, self.ensure_model)
         self.scan_error: str | None = None
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
 
-    # -- the store ---------------------------------------------------------------------------
-    def _failed(self, exc: BaseException) -> LanceSearchError:
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return LanceSearchError(
-            f"LANCE_SEARCH_ERROR: LanceDB connection failed at {self.path}: {detail}. Fix: make sure the folder "
-            "exists and is readable and writable (or delete it: `agentloom skills index` rebuilds it)."
-        )
+    # -- the table's state, read and set through the shared object ----------------------------------
+    @property
+    def path(self) -> Path:
+        return self.store.path
 
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
-        try:
-            yield
-        except AgentloomError:
-            raise
-        except Exception as exc:
-            raise self._failed(exc) from exc
+    @property
+    def roots(self) -> list[Path]:
+        return self.store.roots
+
+    @property
+    def embeddings(self) -> EmbeddingService:
+        return self.store.embeddings
+
+    @property
+    def settings(self) -> SkillSettings:
+        return self.store.settings
+
+    @property
+    def scanning(self) -> bool:
+        return self.store.scanning
+
+    @scanning.setter
+    def scanning(self, value: bool) -> None:
+        self.store.scanning = value
+
+    @property
+    def scan_progress(self) -> tuple[int, int]:
+        return self.store.scan_progress
+
+    @scan_progress.setter
+    def scan_progress(self, value: tuple[int, int]) -> None:
+        self.store.scan_progress = value
+
+    @property
+    def last_scan(self) -> dict[str, Any] | None:
+        return self.store.last_scan
 
     def table(self) -> Any:
-        """The ``skills`` table: opened if it exists (data untouched), created on the first run."""
-        with self._open_lock:
-            if self._table is not None:
-                return self._table
-            with self._guard():
-                started = time.perf_counter()
-                import lancedb
-
-                if self.path.exists() and not self.path.is_dir():
-                    raise NotADirectoryError(f"{self.path} is not a folder")
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                db = lancedb.connect(self.path, read_consistency_interval=timedelta(seconds=1))
-                if TABLE in table_names(db):
-                    table = db.open_table(TABLE)
-                    log.info(
-                        "LanceDB opened existing skills table (%d rows) in %.0f ms",
-                        table.count_rows(),
-                        (time.perf_counter() - started) * 1000,
-                    )
-                else:
-                    record = self.model()
-                    table = db.create_table(TABLE, schema=_schema(record.dimensions))
-                    self._write_model(db, record)
-                    log.info("LanceDB initialized with skills table (%s)", self.path)
-                self._db, self._table = db, table
-            return table
-
-    def _write_model(self, db: Any, record: ModelRecord) -> None:
-        import pyarrow as pa
-
-        row = {
-            "key": record.key,
-            "fingerprint": record.fingerprint,
-            "dimensions": record.dimensions,
-            "created_at": now_ms(),
-        }
-        data = pa.Table.from_pylist([row])
-        if MODEL_TABLE in table_names(db):
-            db.open_table(MODEL_TABLE).add(data, mode="overwrite")
-        else:
-            db.create_table(MODEL_TABLE, data=data)
-        self._model_row = row
+        """The ``skills`` table (opened or created on first use)."""
+        return self.store.table()
 
     def table_model(self) -> dict[str, Any] | None:
-        """The model that made the vectors of the table (None before the first run)."""
-        self.table()
-        if self._model_row is None:
-            with self._guard():
-                try:
-                    rows = self._db.open_table(MODEL_TABLE).to_arrow().to_pylist()
-                except ValueError:  # an older or damaged store without the record: rebuilt
-                    rows = []
-            self._model_row = rows[0] if rows else {}
-        return self._model_row or None
+        return self.store.table_model()
 
-    # -- the model ---------------------------------------------------------------------------
     def model(self) -> ModelRecord:
-        """The model skills use now (a built-in one, such as multilingual-e5-small, is registered on first use)."""
-        key = self.settings.embedding_model
-        return self.embeddings.model(None if key == FOLLOW_DEFAULT else key)
+        return self.store.model()
 
     def default_threshold(self, record: ModelRecord) -> float:
-        if self.settings.threshold is not None:
-            return self.settings.threshold
-        value = record.config.get("default_threshold")
-        return float(value) if isinstance(value, int | float) else FALLBACK_THRESHOLD
+        return self.store.default_threshold(record)
 
-    def _current(self, record: ModelRecord) -> bool:
-        made = self.table_model()
-        return bool(made) and made["key"] == record.key and made["fingerprint"] == record.fingerprint
-
-    def _rebuild(self, record: ModelRecord) -> None:
-        """Drop every vector of the old model: the table is made anew for ``record``."""
-        made = self.table_model()
-        # The new model must work before the old vectors go (a broken model keeps the keyword fallback useful).
-        self.embeddings.embed_query("skills", record.key)
-        with self._guard(), self._open_lock:
-            self._db.drop_table(TABLE)
-            self._table = self._db.create_table(TABLE, schema=_schema(record.dimensions))
-            self._write_model(self._db, record)
-            self._rows = None
-        log.warning(
-            "skills: the embedding model changed (%s -> %s): re-indexing every skill",
-            (made or {}).get("key"),
-            record.key,
-        )
+    def rows(self) -> dict[str, dict[str, Any]]:
+        return self.store.rows()
 
     def ensure_model(self) -> ModelRecord:
         """The model in use, with the table rebuilt and re-indexed when it was made by another one."""
-        record = self.model()
-        if self._current(record):
+        record = self.store.model()
+        if self.store.current(record):
             return record
         with self._scan_lock:
-            record = self.model()
-            if not self._current(record):
-                self._rebuild(record)
-                self._scanner.run(record, None, None)
+            record = self.store.model()
+            if not self.store.current(record):
+                self.store.rebuild(record)
+                self.scanner.run(record, None, None)
         return record
-
-    # -- rows (without vectors) ------------------------------------------------------------------
-    def rows(self) -> dict[str, dict[str, Any]]:
-        table = self.table()
-        with self._guard():
-            version = table.version
-            if self._rows is None or self._rows_version != version:
-                data = table.to_arrow().drop_columns(["vector"]).to_pylist()
-                rows = {}
-                for row in data:
-                    meta = row.pop("metadata") or {}
-                    rows[row["name"]] = {**row, **meta}
-                self._rows, self._rows_version = rows, version
-            return self._rows
 
     # -- scanning --------------------------------------------------------------------------------
     def start_background_scan(self, delay: float = 0.0) -> threading.Thread:
@@ -257,27 +142,22 @@ class SkillIndex:
 
     def scan(self, path: Path | None = None, progress: Progress | None = None) -> dict[str, Any]:
         """(Re)index every root, or one folder (a skill folder or a folder of skills)."""
+        path = path.expanduser() if path is not None else None
         with self._scan_lock:
             self.scanning = True
             try:
-                record = self.model()
-                self.table()
-                if not self._current(record):
-                    self._rebuild(record)
+                record = self.store.model()
+                self.store.table()
+                if not self.store.current(record):
+                    self.store.rebuild(record)
                     path = None  # everything must be indexed again
-                counts = self._scanner.run(record, path, progress)
+                counts = self.scanner.run(record, path, progress)
             finally:
                 self.scanning = False
         self.searcher.after_scan()  # the second model's vectors follow the table now, not at the next search
         return counts
 
     # -- reading -----------------------------------------------------------------------------------
-    def _status_message(self) -> str | None:
-        if self.scanning:
-            done, total = self.scan_progress
-            return f"indexing in progress ({done} of {total} skill folders done): results come from the skills indexed so far"
-        return None
-
     def search(self, query: str, limit: int = 5, threshold: float | None = None) -> dict[str, Any]:
         """Best skills first; each score is the scoring model's cosine (search.py explains the ranking)."""
         return self.searcher.search(query, limit, threshold)
@@ -325,11 +205,11 @@ class SkillIndex:
             if len(line) > 120:
                 line = line[:119].rstrip() + "…"
             skills.append({"name": name, "description": line})
-        return {"skills": skills, "count": len(skills), "message": self._status_message()}
+        return {"skills": skills, "count": len(skills), "message": self.store.status_message()}
 
     def remove(self, name: str) -> dict[str, Any]:
         row = self.row(name)
-        with self._scan_lock, self._guard():
+        with self._scan_lock, self.store.guard():
             self.table().delete(ids_in([name]))
         try:  # the folder is kept; without its marker the next scan indexes it again
             (Path(row["path"]) / MARKER).unlink(missing_ok=True)
@@ -346,7 +226,7 @@ class SkillIndex:
             "skills": len(self.rows()),
             "model": (made or {}).get("key"),
             "model_in_use": record.key,
-            "up_to_date_model": self._current(record),
+            "up_to_date_model": self.store.current(record),
             "default_threshold": self.default_threshold(record),
             "rank_model": self.settings.rank_model or None,
             "rank_model_state": self.searcher.rank_state(),
@@ -354,12 +234,6 @@ class SkillIndex:
             "scanning": self.scanning,
             "last_scan": self.last_scan,
         }
-
-
-def table_names(db: Any) -> set[str]:
-    """The tables of a LanceDB connection (list_tables answers an object with .tables in 0.40)."""
-    listed = db.list_tables()
-    return set(getattr(listed, "tables", listed))
 
 
 def _jsonable(value: Any) -> Any:

@@ -9,6 +9,8 @@ from typing import Any, Literal, NotRequired
 from typing_extensions import TypedDict
 
 from agentloom.core.health import Check
+from agentloom.core.services import Services, pack_folder
+from agentloom.core.settings import Settings
 from agentloom.core.work import current_step
 from agentloom.packs.skills.store import SkillIndex
 from agentloom.server.packs import Pack, PackContext
@@ -16,7 +18,7 @@ from agentloom.server.work import run_work
 
 log = logging.getLogger("agentloom.packs.skills")
 
-pack = Pack(
+pack: Pack[SkillIndex] = Pack(
     "skills",
     "Find the right Agent Skill (SKILL.md) for a request, in English or Chinese, on LanceDB",
     requires=["lancedb"],
@@ -84,15 +86,22 @@ class Removed(TypedDict):
     path: str
 
 
-@pack.setup
-def setup(ctx: PackContext) -> SkillIndex:
+def open(settings: Settings, services: Services | None = None) -> SkillIndex:
+    """The skill index as the server and ``agentloom skills`` both open it: the pack's settings, its folder
+    under the data directory and the shared embedding service (built from ``settings`` when not given)."""
     from agentloom.packs.skills.settings import SkillSettings
 
-    settings = ctx.config(SkillSettings)
-    index = SkillIndex.open(ctx.data_dir, ctx.embeddings, settings)
+    services = services if services is not None else Services.build(settings)
+    config = settings.for_pack(pack.name, SkillSettings)
+    return SkillIndex.open(pack_folder(settings, pack.name), services.embeddings, config)
+
+
+@pack.setup
+def setup(ctx: PackContext) -> SkillIndex:
+    index = open(ctx.settings, Services(ctx.breakers, ctx.embeddings))
     ctx.log.info("skills: LanceDB at %s, roots %s", index.path, ", ".join(map(str, index.roots)))
-    if settings.scan_on_start:
-        index.start_background_scan(settings.scan_delay_seconds)  # never delays the first tools/list
+    if index.settings.scan_on_start:
+        index.start_background_scan(index.settings.scan_delay_seconds)  # never delays the first tools/list
     return index
 
 
@@ -133,10 +142,17 @@ async def skills_get(index: SkillIndex, name: str) -> SkillDetail:
 async def skills_index(index: SkillIndex, path: str | None = None) -> IndexResult:
     """(Re)index every skills root, or one folder (a skill or a folder of skills); only changed
     skills are re-embedded."""
-
-    target = Path(path).expanduser() if path else None
-    result = await _run(index.scan, target, current_step)
-    return {k: result[k] for k in ("added", "updated", "unchanged", "removed", "skipped", "total", "model", "seconds")}  # type: ignore[return-value]
+    result = await _run(index.scan, Path(path) if path else None, current_step)  # scan expands a leading ~
+    return IndexResult(
+        added=result["added"],
+        updated=result["updated"],
+        unchanged=result["unchanged"],
+        removed=result["removed"],
+        skipped=result["skipped"],
+        total=result["total"],
+        model=result["model"],
+        seconds=result["seconds"],
+    )
 
 
 @pack.tool(read_only=True)

@@ -114,11 +114,12 @@ def save(store: Path, warm: Warm) -> None:
         "descriptions": warm.descriptions,
         "paths": warm.paths,
     }
-    arrays = {"meta": np.array(json.dumps(meta, ensure_ascii=False)), "vectors": warm.vectors}
-    if warm.rank_vectors is not None:
-        arrays["rank_vectors"] = warm.rank_vectors
+    header = np.array(json.dumps(meta, ensure_ascii=False))
     try:
         with written_atomically(warm_path(store), "the skills search copy") as tmp, tmp.open("wb") as out:
-            np.savez(out, **arrays)
+            if warm.rank_vectors is None:
+                np.savez(out, meta=header, vectors=warm.vectors)
+            else:
+                np.savez(out, meta=header, vectors=warm.vectors, rank_vectors=warm.rank_vectors)
     except Exception as exc:
         log.debug("skills: cannot write %s (%s)", warm_path(store), exc)

@@ -1,5 +1,5 @@
 """The vectors pack: ChromaDB collections, chunked documents, search and filters."""
 
-from agentloom.packs.vectors.tools import pack
+from agentloom.packs.vectors.tools import open, pack
 
-__all__ = ["pack"]
+__all__ = ["open", "pack"]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.timestamps import iso
+from agentloom.packs.vectors.columns import column, meta_str
 from agentloom.packs.vectors.filters import parse_filter
 from agentloom.packs.vectors.records import DocumentRecord
 from agentloom.packs.vectors.store import VectorStore
@@ -47,9 +48,13 @@ def list_documents(
         # same on every chunk of a document, so matching first chunks matches documents.
         plan = parse_filter(filter, None)
         first = {"chunk_index": 0}
-        where = first if plan.where is None else {"$and": [plan.where, first]}
+        where: dict[str, Any] = first if plan.where is None else {"$and": [plan.where, first]}
         got = store.connection.call(lambda: collection.get(where=where, include=["metadatas"]))
-        matching = {m["document_id"] for m in got["metadatas"] if _current(m, records) and plan.matches(m)}
+        matching = {
+            meta_str(m, "document_id")
+            for m in column(got["metadatas"], "metadatas")
+            if _current(m, records) and plan.matches(m)
+        }
         records = {d: r for d, r in records.items() if d in matching}
     ordered = sorted(d for d in records if after is None or d > after)
     page = ordered[:limit]
@@ -157,9 +162,11 @@ def _current_chunks(
             include=["metadatas", "documents"],
         )
     )
-    chunks = [
-        (text, {**meta, "id": i} if with_ids else dict(meta))
-        for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"])
+    chunks: list[tuple[str, dict[str, Any]]] = [
+        (chunk, {**meta, "id": i} if with_ids else dict(meta))
+        for i, chunk, meta in zip(
+            got["ids"], column(got["documents"], "documents"), column(got["metadatas"], "metadatas")
+        )
     ]
     chunks.sort(key=lambda c: c[1]["chunk_index"])
     return record, chunks
@@ -169,13 +176,14 @@ def _first_chunks(store: VectorStore, collection: Collection, records: list[Docu
     if not records:
         return {}
     current = {r.document_id: r for r in records}
-    where = {"$and": [{"chunk_index": 0}, {"document_id": {"$in": list(current)}}]}
+    where: dict[str, Any] = {"$and": [{"chunk_index": 0}, {"document_id": {"$in": list(current)}}]}
     got = store.connection.call(lambda: collection.get(where=where, include=["documents", "metadatas"]))
-    return {m["document_id"]: text for text, m in zip(got["documents"], got["metadatas"]) if _current(m, current)}
+    documents, metadatas = column(got["documents"], "documents"), column(got["metadatas"], "metadatas")
+    return {meta_str(m, "document_id"): chunk for chunk, m in zip(documents, metadatas) if _current(m, current)}
 
 
 def _current(meta: Mapping[str, Any], records: Mapping[str, DocumentRecord]) -> bool:
-    record = records.get(meta.get("document_id"))  # type: ignore[arg-type]
+    record = records.get(str(meta.get("document_id")))
     return record is not None and record.generation == meta.get("generation")
 
 

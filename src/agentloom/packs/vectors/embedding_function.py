@@ -17,9 +17,9 @@ and never loads or downloads a model: callers pass vectors, or open the collecti
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
+from chromadb.api.types import Documents, Embeddable, EmbeddingFunction, Embeddings, Space
 from chromadb.utils.embedding_functions import register_embedding_function
 
 from agentloom.embeddings import EmbeddingService
@@ -61,3 +61,10 @@ class ServiceEmbeddingFunction(EmbeddingFunction[Documents]):
         model_key = config.get("model_key")
         if model_key is not None and not isinstance(model_key, str):
             raise ValueError(f"agentloom embedding function: model_key must be a string or null, got {model_key!r}")
+
+
+def for_collection(service: EmbeddingService, model_key: str | None) -> EmbeddingFunction[Embeddable]:
+    """The function to open or create a collection with. Chroma's collection methods are annotated for a
+    function of documents *and* images (its own default value needs a type: ignore there); ours embeds
+    documents, all a text collection ever gives it, so it is passed as that type."""
+    return cast("EmbeddingFunction[Embeddable]", ServiceEmbeddingFunction(service, model_key))

@@ -23,7 +23,8 @@ from agentloom.core.timestamps import parse
 
 ACCEPTED = (
     'accepted: {"field": value}, {"field": {"$eq|$ne|$gt|$gte|$lt|$lte": v}}, '
-    '{"field": {"$in|$nin": [v, ...]}}, {"field": {"$contains": "text"}}, {"$and": [filter, ...]}, {"$or": [filter, ...]}'
+    '{"field": {"$in|$nin": [v, ...]}}, {"field": {"$contains": "text"}}, '
+    '{"$and": [filter, ...]}, {"$or": [filter, ...]}'
 )
 COMPARE = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"}
 RANGE = {"$gt", "$gte", "$lt", "$lte"}

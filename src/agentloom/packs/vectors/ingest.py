@@ -14,11 +14,12 @@ added from a file, is never overwritten: that file is skipped and the reply says
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError
+from agentloom.packs.vectors.columns import column, meta_str
 from agentloom.packs.vectors.files import LINK_OUT, Found, read_text
 from agentloom.packs.vectors.records import NewDocument
 from agentloom.packs.vectors.store import VectorStore
@@ -118,17 +119,21 @@ def stored_by_path(store: VectorStore, collection: Collection, paths: list[str])
     """For files already in the collection: source path -> the id of its current document."""
     if not paths:
         return {}
-    where = {"$and": [{"chunk_index": 0}, {"source_path": {"$in": paths}}]}
+    where: dict[str, Any] = {"$and": [{"chunk_index": 0}, {"source_path": {"$in": paths}}]}
     got = store.connection.call(lambda: collection.get(where=where, include=["metadatas"]))
-    found = {m["source_path"]: m for m in got["metadatas"]}
-    current = store.current_generations(collection.name, {m["document_id"] for m in found.values()})
-    return {p: m["document_id"] for p, m in found.items() if current.get(m["document_id"]) == m["generation"]}
+    found = {meta_str(m, "source_path"): m for m in column(got["metadatas"], "metadatas")}
+    current = store.current_generations(collection.name, {meta_str(m, "document_id") for m in found.values()})
+    return {
+        p: meta_str(m, "document_id")
+        for p, m in found.items()
+        if current.get(meta_str(m, "document_id")) == m["generation"]
+    }
 
 
 def text_windows(
     store: VectorStore,
     model_key: str,
-    items: list[Mapping[str, Any]],
+    items: Sequence[Mapping[str, Any]],
 ) -> list[list[NewDocument]]:
     """Check and chunk every document of a bulk add before anything is written; then windows."""
     if not items:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentloom.core.dependency import first_line
 from agentloom.core.errors import AgentloomError
+from agentloom.packs.vectors.columns import column
 from agentloom.packs.vectors.filters import ACCEPTED, FilterPlan, parse_filter
 from agentloom.packs.vectors.lexical import LexicalIndex, reciprocal_rank_fusion
 from agentloom.packs.vectors.records import public_metadata
@@ -26,14 +27,15 @@ from agentloom.packs.vectors.store import VectorStore, chroma_refused
 if TYPE_CHECKING:
     import numpy as np
     from chromadb.api.models.Collection import Collection
+    from chromadb.api.types import WhereDocument
 
 T = TypeVar("T")
 
 MAX_RESULTS = 100
 CANDIDATE_FACTOR = 5  # hybrid and per-document collapsing look deeper than n
 MAX_ROUNDS = 6  # queries per search when stale chunks keep surfacing (each round guards more documents)
-MAX_GUARDED = 300
-MAX_DEPTH = 1000  # how deep a search looks for n distinct results  # documents named in one guard: keeps the where clause far below SQLite's limits
+MAX_GUARDED = 300  # documents named in one guard: keeps the where clause far below SQLite's limits
+MAX_DEPTH = 1000  # how deep a search looks for n distinct results
 
 
 class Searcher:
@@ -152,7 +154,8 @@ class Searcher:
             lambda: collection.get(where=plan.where, where_document=_where_document(plan), include=["metadatas"])
         )
         current = self.store.generations(collection.name)
-        return [i for i, m in zip(got["ids"], got["metadatas"]) if plan.matches(m) and _is_current(m, current)]
+        metadatas = column(got["metadatas"], "metadatas")
+        return [i for i, m in zip(got["ids"], metadatas) if plan.matches(m) and _is_current(m, current)]
 
     def _vector_hits(
         self, collection: Collection, vector: np.ndarray, plan: FilterPlan, allowed: list[str] | None, depth: int
@@ -189,10 +192,10 @@ class Searcher:
         }
         kwargs.update({k: v for k, v in filters.items() if v is not None})
         got = self._filtered(lambda: collection.query(**kwargs))
-        return [
-            _hit(i, d, m, 1.0 - dist)
-            for i, d, m, dist in zip(got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0])
-        ]
+        documents = column(got["documents"], "documents")[0]
+        metadatas = column(got["metadatas"], "metadatas")[0]
+        distances = column(got["distances"], "distances")[0]
+        return [_hit(i, d, m, 1.0 - dist) for i, d, m, dist in zip(got["ids"][0], documents, metadatas, distances)]
 
     def _filtered(self, operation: Callable[[], T]) -> T:
         """A Chroma read with a where clause; Chroma's own refusal of it (beyond filters.py's checks) says why."""
@@ -211,10 +214,12 @@ class Searcher:
         got = self.store.connection.call(
             lambda: collection.get(ids=ids, include=["documents", "metadatas", "embeddings"])
         )
-        return [
-            _hit(i, d, m, float(vector @ e))
-            for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"])
-        ]
+        documents = column(got["documents"], "documents")
+        metadatas = column(got["metadatas"], "metadatas")
+        embeddings = got["embeddings"]
+        if embeddings is None:
+            raise AgentloomError("Chroma answered without the embeddings it was asked for; retry, or check the server.")
+        return [_hit(i, d, m, float(vector @ e)) for i, d, m, e in zip(got["ids"], documents, metadatas, embeddings)]
 
     def _current_only(self, collection_name: str, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Drop chunks of superseded or deleted generations (see store.py)."""
@@ -258,7 +263,7 @@ def _guard(dirty: set[str], current: Mapping[str, int]) -> dict[str, Any] | None
     return terms[0] if len(terms) == 1 else {"$or": terms}
 
 
-def _where_document(plan: FilterPlan) -> dict[str, Any] | None:
+def _where_document(plan: FilterPlan) -> WhereDocument | None:
     return {"$contains": plan.document_contains} if plan.document_contains else None
 
 

@@ -44,7 +44,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.dependency import first_line
@@ -67,6 +67,7 @@ from agentloom.packs.vectors.settings import VectorSettings
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
+    from chromadb.api.types import Embeddable, EmbeddingFunction, Metadata
 
     from agentloom.packs.vectors.chunking import Chunk
 
@@ -101,10 +102,10 @@ class VectorStore:
         record = self.embeddings.model(self.settings.embedding_model)
         return record.key, record.dimensions
 
-    def _ef(self) -> Any:
-        from agentloom.packs.vectors.embedding_function import ServiceEmbeddingFunction
+    def _ef(self) -> EmbeddingFunction[Embeddable]:
+        from agentloom.packs.vectors.embedding_function import for_collection
 
-        return ServiceEmbeddingFunction(self.embeddings, self.settings.embedding_model)
+        return for_collection(self.embeddings, self.settings.embedding_model)
 
     def collection_model(self, collection: Collection) -> str:
         """The key of the model that built the collection; a model that cannot be loaded is an error
@@ -273,8 +274,8 @@ class VectorStore:
     def prepare(
         self,
         model_key: str,
-        text: str,
-        document_id: str | None = None,
+        text: object,
+        document_id: object = None,
         metadata: Mapping[str, Any] | None = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
@@ -377,7 +378,7 @@ class VectorStore:
         try:
             try:
                 counts = self._add_chunks(collection, model_key, documents, generation, created, now, progress)
-                manifest = [
+                manifest: list[Metadata] = [
                     {
                         "collection": name,
                         "document_id": d.document_id,
@@ -390,13 +391,14 @@ class VectorStore:
                     }
                     for d in documents
                 ]
+                dummies: list[Sequence[float] | Sequence[int]] = [_DUMMY] * len(manifest)
                 current().check()  # the last moment a cancel keeps the previous versions
                 with self._write_lock:
                     # The commit point: one write flips every document of the call to the new generation.
                     self._on_manifest(
                         lambda m: m.upsert(
                             ids=[manifest_id(name, d) for d in ids_in_call],
-                            embeddings=[_DUMMY] * len(manifest),
+                            embeddings=dummies,
                             metadatas=manifest,
                         )
                     )
@@ -464,12 +466,14 @@ class VectorStore:
             batch = self.max_batch()
             for start in range(0, len(pending), batch):
                 part = pending[start : start + batch]
+                metadatas: list[Metadata] = [r[2] for r in part]
                 self.connection.call(
-                    lambda part=part, start=start: collection.add(
+                    functools.partial(
+                        collection.add,
                         ids=[r[0] for r in part],
                         embeddings=vectors[start : start + len(part)],
                         documents=[r[1] for r in part],
-                        metadatas=[r[2] for r in part],
+                        metadatas=metadatas,
                     )
                 )
             chunks += len(pending)
@@ -555,7 +559,7 @@ class VectorStore:
         batch = self.max_batch()
         for start in range(0, len(stale), batch):
             part: list[str] = stale[start : start + batch]
-            self.connection.call(lambda part=part: collection.delete(ids=part))  # type: ignore[misc]
+            self.connection.call(functools.partial(collection.delete, ids=part))
         return len(stale)
 
     def delete_document(self, collection_name: str, document_id: str) -> dict[str, Any]:
@@ -563,7 +567,8 @@ class VectorStore:
         with self._write_lock:
             if (collection_name, document_id) in self._writing:
                 raise AgentloomError(
-                    f"document {document_id!r} is being written by another call right now; delete it when that call ends."
+                    f"document {document_id!r} is being written by another call right now; "
+                    "delete it when that call ends."
                 )
             record = self.document(collection_name, document_id)
             if record is None:

@@ -15,6 +15,8 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
+from agentloom.core.services import Services, pack_folder
+from agentloom.core.settings import Settings
 from agentloom.core.work import Cancelled, Work, count, current
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.roots import client_roots
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-pack = Pack(
+pack: Pack[Vectors] = Pack(
     "vectors",
     "ChromaDB collections, chunked documents, semantic and hybrid search with filters",
     requires=["chromadb", "bm25s", "Stemmer"],
@@ -189,18 +191,27 @@ class Vectors:
             return self._searcher
 
 
-@pack.setup
-def setup(ctx: PackContext) -> Vectors:
+def open(settings: Settings, services: Services | None = None) -> Vectors:
+    """The pack's state as a server opens it (and any command would): the pack's settings, an embedded
+    ChromaDB in the pack's folder unless configured otherwise, the shared breakers and embedding service
+    (built from ``settings`` when not given)."""
     from agentloom.packs.vectors.connection import ChromaConnection
     from agentloom.packs.vectors.settings import VectorSettings
     from agentloom.packs.vectors.store import VectorStore
 
-    settings = ctx.config(VectorSettings)
-    if settings.mode == "embedded" and settings.path is None:
-        settings = settings.model_copy(update={"path": ctx.data_dir / "chroma"})
-    store = VectorStore(settings, ChromaConnection(settings, ctx.breakers), ctx.embeddings)
-    ctx.log.info("vectors: %s, chunks of %d tokens", settings.describe(), settings.chunk_size)
-    return Vectors(store)
+    services = services if services is not None else Services.build(settings)
+    config = settings.for_pack(pack.name, VectorSettings)
+    if config.mode == "embedded" and config.path is None:
+        config = config.model_copy(update={"path": pack_folder(settings, pack.name) / "chroma"})
+    return Vectors(VectorStore(config, ChromaConnection(config, services.breakers), services.embeddings))
+
+
+@pack.setup
+def setup(ctx: PackContext) -> Vectors:
+    vectors = open(ctx.settings, Services(ctx.breakers, ctx.embeddings))
+    config = vectors.store.settings
+    ctx.log.info("vectors: %s, chunks of %d tokens", config.describe(), config.chunk_size)
+    return vectors
 
 
 @pack.health
@@ -298,7 +309,7 @@ async def vector_add_document(
         )
 
     added = await run_work(f"vector_add_document into {collection!r}", add)
-    return compact(added, include_chunk_ids)  # type: ignore[return-value]
+    return compact(added, include_chunk_ids)  # type: ignore[return-value]  # compact keeps the keys of the reply type
 
 
 @pack.tool()
@@ -335,7 +346,7 @@ async def vector_add_documents(
                 )
 
             for result in store.write(target, key, window, progress=report):
-                written.append(compact(result, include_chunk_ids))  # type: ignore[arg-type]
+                written.append(compact(result, include_chunk_ids))  # type: ignore[arg-type]  # compact keeps the keys of AddedDocument
             work.step(len(written), len(items), f"{count(len(written))} of {count(len(items))} documents stored")
         return written
 
@@ -478,7 +489,7 @@ async def vector_update_document(
         )
 
     added = await run_work(f"vector_update_document {document_id!r}", update)
-    return compact(added, include_chunk_ids)  # type: ignore[return-value]
+    return compact(added, include_chunk_ids)  # type: ignore[return-value]  # compact keeps the keys of the reply type
 
 
 @pack.tool(destructive=True, idempotent=False)

@@ -229,7 +229,10 @@ def _load_source(
         report("failed", None)
         return SourceResult(source.url, False, list(entry.files), False, entry.error)
     except OSError as exc:
-        entry.error = f"{source.url}: could not write the docs into {target} ({exc.strerror or exc}); check the folder's permissions and free space"
+        entry.error = (
+            f"{source.url}: could not write the docs into {target} ({exc.strerror or exc}); "
+            "check the folder's permissions and free space"
+        )
         report("failed", None)
         return SourceResult(source.url, False, list(entry.files), False, entry.error)
     entry.files, entry.hashes, entry.content_hash, entry.commit, entry.error = (

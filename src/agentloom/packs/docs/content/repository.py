@@ -218,8 +218,9 @@ class GitRepoLoader:
         finally:
             if proc.returncode is None:  # an interrupt or an error above: never leave git behind
                 _kill_group(proc)
-            proc.stdout.close()  # type: ignore[union-attr]
-            proc.stderr.close()  # type: ignore[union-attr]
+            for pipe in (proc.stdout, proc.stderr):  # both opened as pipes above
+                if pipe is not None:
+                    pipe.close()
         if buffer.strip():
             seen.append(buffer.decode(errors="replace").strip())
         return proc.returncode, out.decode(errors="replace"), "\n".join(seen)

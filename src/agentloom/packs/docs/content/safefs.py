@@ -246,7 +246,10 @@ class Folder:
             except FileNotFoundError:
                 return None
             if stat.S_ISLNK(mode):
-                return f"it is a symbolic link (to {_readlink(fds[-1], leaf)}), which is never written here, so not ours to delete"
+                return (
+                    f"it is a symbolic link (to {_readlink(fds[-1], leaf)}), which is never written here, "
+                    "so not ours to delete"
+                )
             if not stat.S_ISREG(mode):
                 return "it is not a regular file, so not ours to delete"
             if written_hash is None:

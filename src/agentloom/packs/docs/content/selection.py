@@ -1,4 +1,4 @@
-"""Which files of a repository become documentation: the only place that decides (REQ-18, REQ-19).
+"""Which files of a repository become documentation: the only place that decides.
 
 Explicit ``paths`` take exactly those files and folders (``.git`` aside). Without paths the
 smart filter keeps, outside the excluded folders at any depth:

@@ -1,4 +1,4 @@
-"""``.agentic-metadata.json``: what each source of a docset last brought, and when (REQ-13).
+"""``.agentic-metadata.json``: what each source of a docset last brought, and when.
 
 A file that cannot be read as this shape is backed up beside itself and rebuilt: metadata
 describes the folder, so losing it costs one full refresh, never the docs.

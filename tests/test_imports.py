@@ -1,0 +1,218 @@
+"""No import circles inside agentloom.
+
+A circle means neither module can be read, changed or tested without the other; it also makes the
+import order matter. The graph is built from the source text, not by importing, so a module with
+optional dependencies still counts. Only imports that run when the module loads are edges: imports
+inside functions run later, and imports under ``if TYPE_CHECKING:`` never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = "agentloom"
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: Path
+    is_package: bool
+
+
+def find_modules(src: Path, package: str) -> dict[str, Module]:
+    modules: dict[str, Module] = {}
+    for path in sorted((src / package).rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        modules[".".join(parts)] = Module(".".join(parts), path, is_package)
+    return modules
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _load_time_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements that run when the module is loaded (not in functions or classes' methods)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        elif isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                found.extend(_load_time_imports(node.body))
+            found.extend(_load_time_imports(node.orelse))
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                found.extend(_load_time_imports(block))
+        elif isinstance(node, ast.With | ast.For | ast.While):
+            found.extend(_load_time_imports(node.body))
+        elif isinstance(node, ast.ClassDef):
+            found.extend(_load_time_imports(node.body))
+    return found
+
+
+def _resolve(module: Module, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.name.split(".")
+    if not module.is_package:
+        base = base[:-1]
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _owner(name: str, modules: dict[str, Module]) -> str | None:
+    """The module of ours that importing ``name`` loads last (its longest known prefix)."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def import_graph(modules: dict[str, Module]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for module in modules.values():
+        tree = ast.parse(module.path.read_text(encoding="utf-8"), filename=str(module.path))
+        for node in _load_time_imports(tree.body):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = _resolve(module, node)
+                # `from pkg import x` loads pkg.x when x is a submodule, else it reads a name of pkg.
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+                ]
+            for target in targets:
+                owner = _owner(target, modules)
+                if owner is not None and owner != module.name:
+                    graph[module.name].add(owner)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(root, sorted(graph[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            if children:
+                child = children.pop(0)
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, sorted(graph[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _path_within(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """One concrete circle through the component's first module, to show in the failure."""
+    members = set(component)
+    start = component[0]
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            for child in sorted(graph[node] & members):
+                if child == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [start, *reversed(path[:-1]), start] if node != start else [start, start]
+                if child not in previous:
+                    previous[child] = node
+                    following.append(child)
+        frontier = following
+    return component
+
+
+def test_no_import_circles() -> None:
+    modules = find_modules(SRC, PACKAGE)
+    graph = import_graph(modules)
+    found = cycles(graph)
+    described = [f"{' -> '.join(_path_within(graph, c))}  (component: {', '.join(c)})" for c in found]
+    assert not found, "import circles in src/agentloom:\n" + "\n".join(described)
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def test_a_planted_circle_is_found(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from . import b\n",
+            "pkg/b.py": "from pkg.c import thing\n",
+            "pkg/c.py": "from .a import other\n",
+            "pkg/d.py": "from . import a\n",
+        },
+    )
+    graph = import_graph(find_modules(tmp_path, "pkg"))
+    assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
+    assert _path_within(graph, ["pkg.a", "pkg.b", "pkg.c"]) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
+
+
+def test_deferred_and_type_only_imports_are_not_edges(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import b\n",
+            "pkg/b.py": "def f():\n    from . import a\n",
+            "pkg/c.py": "import typing\nif typing.TYPE_CHECKING:\n    from pkg import d\nelse:\n    x = 1\n",
+            "pkg/d.py": "from pkg.c import x\n",
+        },
+    )
+    graph = import_graph(find_modules(tmp_path, "pkg"))
+    assert graph["pkg.a"] == set()
+    assert graph["pkg.b"] == set()
+    assert graph["pkg.c"] == set()
+    assert cycles(graph) == []
