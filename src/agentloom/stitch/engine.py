@@ -384,6 +384,18 @@ class Engine:
                 ((status, s.run_id, s.key, s.attempt) for s, status in in_order if status is not None),
             )
 
+    def renew_leases(self, sendings: Sequence[Sending]) -> None:
+        """Webhooks this process is still sending (queued for a connection, waiting for the
+        worker, or between re-sends): their leases start again, so no reconciler sends them a
+        second time while their sender lives; a send with its re-sends may outlast one lease.
+        Rows are updated in the order :meth:`mark_sent` updates them, so the two never deadlock."""
+        if not sendings:
+            return
+        until = time.time() + self.lease_seconds
+        in_order = sorted(sendings, key=lambda s: (s.run_id, s.key, s.attempt))
+        with self.db.transaction() as conn:
+            self.db.hot.many(conn, "renew", ((until, s.outbox_id) for s in in_order))
+
     def claim_due(self, limit: int = 100, now: float | None = None) -> list[Sending]:
         """Dispatches whose sender died or never started: leased again to this process."""
         rows = self.db.claim_due(time.time() if now is None else now, self.lease_seconds, limit)

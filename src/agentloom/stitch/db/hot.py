@@ -78,6 +78,7 @@ _SQL = {
     # Leased to the process that commits it (tries 1): it sends the webhook right after.
     "outbox": _insert(outbox, _OUTBOX_COLUMNS, ["?", "?", "?", "?", "?", "'pending'", "?", "1", "?"])
     + " RETURNING run_id, node_key, attempt, id",
+    "renew": f"UPDATE {outbox.name} SET lease_until = ? WHERE {_where(outbox, ['id'])} AND state = 'pending'",
     "sent": f"UPDATE {outbox.name} SET state = 'sent' WHERE {_where(outbox, ['id'])} AND state = 'pending'",
     "worker_status": _update(attempts, ["worker_status"], ["run_id", "node_key", "attempt"]),
 }
