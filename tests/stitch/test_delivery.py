@@ -18,6 +18,8 @@ import pytest
 from agentloom.stitch.db import Database
 from agentloom.stitch.dispatcher import Dispatcher
 from agentloom.stitch.engine import Engine, Sending
+from agentloom.stitch.flows import Flows
+from agentloom.stitch.models import Graph
 from tests.conftest import free_port
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
@@ -92,7 +94,9 @@ def test_a_webhook_reset_every_time_fails_the_node_after_the_tries(stitch: Stitc
         assert run["status"] == "failed"
         error = run["node_states"]["w"]["error"]
         assert f"gave up after {TRIES} tries" in error and "is unreachable" in error and url in error
-        time.sleep(0.3)
+        # The failure is written after the last try, with the webhook's row: no longer pending,
+        # so no reconciler sends it again.
+        assert stitch.http.get("/health").json()["pending_dispatches"] == 0
         assert gate.accepted == TRIES  # nothing more after the node failed
     assert worker.keys() == []
 
@@ -117,7 +121,8 @@ def test_a_worker_that_answers_an_error_fails_the_node_at_once(
     assert run["status"] == "failed"
     error = run["node_states"]["w"]["error"]
     assert reason in error and "tries" not in error
-    time.sleep(0.5)  # longer than the first backoff step: a re-send would have arrived by now
+    # The node failed with its webhook's row, which is no longer pending: nothing sends it again.
+    assert stitch.http.get("/health").json()["pending_dispatches"] == 0
     assert worker.keys() == ([] if mode == "hop" else ["w"])  # /hop records nothing; /work exactly once
 
 
@@ -140,8 +145,10 @@ class HeldWorker:
     """A bare HTTP/1.1 server in the test's event loop that holds every request ``hold``
     seconds before answering 200, counting how many it holds at once."""
 
-    def __init__(self, hold: float) -> None:
+    def __init__(self, hold: float, expected: int) -> None:
         self.hold, self.now, self.most, self.served = hold, 0, 0, 0
+        self.expected = expected
+        self.all_served = asyncio.Event()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -154,6 +161,8 @@ class HeldWorker:
         await asyncio.sleep(self.hold)
         self.now -= 1
         self.served += 1
+        if self.served == self.expected:
+            self.all_served.set()
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
         await writer.drain()
         writer.close()
@@ -163,7 +172,7 @@ class HeldWorker:
 def test_concurrent_sends_to_one_worker_are_bounded(tmp_path: Path, sends_per_host: int) -> None:
     db = Database(f"sqlite:///{tmp_path / 'stitch.db'}")
     engine = Engine(db, "http://127.0.0.1:1")
-    held = HeldWorker(hold=0.1)
+    held = HeldWorker(hold=0.1, expected=8)
 
     async def main() -> None:
         server = await asyncio.start_server(held.handle, "127.0.0.1", 0)
@@ -174,8 +183,7 @@ def test_concurrent_sends_to_one_worker_are_bounded(tmp_path: Path, sends_per_ho
             # Outbox ids that do not exist: marking them sent changes nothing, sending is real.
             dispatcher.submit([Sending(i, str(uuid.uuid4()), f"w{i}", 1, url, {"n": i}) for i in range(8)])
             with anyio.fail_after(10):
-                while held.served < 8:
-                    await anyio.sleep(0.02)
+                await held.all_served.wait()
             tg.cancel_scope.cancel()
         server.close()
 
@@ -184,6 +192,36 @@ def test_concurrent_sends_to_one_worker_are_bounded(tmp_path: Path, sends_per_ho
     finally:
         db.dispose()
     assert held.served == 8 and held.most == sends_per_host
+
+
+def test_a_webhook_still_being_sent_keeps_its_lease(database_url: str) -> None:
+    """A worker that holds the webhook for several leases: the sender renews the lease, so the
+    reconciler (every 0.05 s) never sends it a second time while the first is still under way."""
+    db = Database(database_url)
+    engine = Engine(db, "http://127.0.0.1:1", lease_seconds=0.6)
+    held = HeldWorker(hold=2.0, expected=1)
+
+    async def main() -> None:
+        server = await asyncio.start_server(held.handle, "127.0.0.1", 0)
+        flow = Flows(db).create(
+            "held", Graph.model_validate(one_worker(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/work"))
+        )
+        dispatcher = Dispatcher(engine, timeout=10, poll_interval=0.05)
+        async with anyio.create_task_group() as tg:
+            await tg.start(dispatcher.run)
+            _, sendings = await anyio.to_thread.run_sync(engine.start_run, flow["id"], 1)
+            dispatcher.submit(sendings)
+            with anyio.fail_after(20):
+                await held.all_served.wait()
+            tg.cancel_scope.cancel()
+        server.close()
+
+    try:
+        anyio.run(main)
+    finally:
+        db.dispose()
+    # A re-send after the first lease ran out would have reached the worker while it held the first.
+    assert held.served == 1 and held.most == 1
 
 
 def test_the_pool_bound_must_be_positive(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from agentloom.stitch.execution import (
 )
 from agentloom.stitch.graph import Plan, analyse
 from agentloom.stitch.models import Graph
+from agentloom.stitch.state import RunState, node_states, node_states_json
 
 W = "http://127.0.0.1:9/w"
 NOW = "2026-11-26T12:00:00.000Z"
@@ -57,9 +58,8 @@ def new(
     at: float = 1000.0,
     node_timeout: float | None = None,
 ) -> Execution:
-    return Execution(
-        "r1", p, initial_states(p) if states is None else states, run_input, url, NOW, at=at, node_timeout=node_timeout
-    )
+    nodes = initial_states(p) if states is None else node_states(states)
+    return Execution(RunState("r1", run_input, nodes), p, url, NOW, at=at, node_timeout=node_timeout)
 
 
 def started(p: Plan, run_input: Any = None, *, at: float = 1000.0, node_timeout: float | None = None) -> Execution:
@@ -70,11 +70,16 @@ def started(p: Plan, run_input: Any = None, *, at: float = 1000.0, node_timeout:
 
 def then(ex: Execution, *, at: float = 1000.0) -> Execution:
     """The next event on the same run: the same states, nothing yet to write."""
-    return new(ex.plan, ex.states, ex.run_input, at=at, node_timeout=ex.node_timeout)
+    return Execution(ex.run, ex.plan, url, NOW, at=at, node_timeout=ex.node_timeout)
+
+
+def json_of(ex: Execution) -> States:
+    """The run's node states as stored (``stitch_runs.node_states``)."""
+    return node_states_json(ex.run.nodes)
 
 
 def statuses(ex: Execution) -> dict[str, str]:
-    return {key: state["status"] for key, state in ex.states.items()}
+    return {key: state.status for key, state in ex.run.nodes.items()}
 
 
 def payload(key: str, attempt: int, value: Any, **config: Any) -> dict[str, Any]:
@@ -161,13 +166,13 @@ def test_a_template_reads_the_worst_of_its_paths() -> None:
         states = {f"m_{j}": {"status": s, "node_id": "m", "path": [j]} for j, s in enumerate(reversed(order[i:]))}
         states["m"] = {"status": "completed", "node_id": "m", "path": None}  # the template itself is no path
         states["other_0"] = {"status": "running", "node_id": "other", "path": [0]}
-        assert template_summary(states, "m") == {"status": worst, "paths": {s: 1 for s in order[i:]}}
+        assert template_summary(node_states(states), "m") == {"status": worst, "paths": {s: 1 for s in order[i:]}}
     two = {
         "m_0": {"status": "failed", "node_id": "m", "path": [0]},
         "m_1": {"status": "failed", "node_id": "m", "path": [1]},
     }
-    assert template_summary(two, "m") == {"status": "failed", "paths": {"failed": 2}}
-    assert template_summary({"m_0": {"status": "odd", "node_id": "m", "path": [0]}}, "m") == {
+    assert template_summary(node_states(two), "m") == {"status": "failed", "paths": {"failed": 2}}
+    assert template_summary(node_states({"m_0": {"status": "odd", "node_id": "m", "path": [0]}}), "m") == {
         "status": "pending",
         "paths": {"odd": 1},
     }
@@ -185,7 +190,7 @@ def test_a_template_reads_the_worst_of_its_paths() -> None:
 )
 def test_a_template_without_paths_is_pending_unless_closed_or_cancelled(own: str | None, shown: str) -> None:
     states = {} if own is None else {"m": {"status": own, "node_id": "m", "path": None}}
-    assert template_summary(states, "m") == {"status": shown, "paths": {}}
+    assert template_summary(node_states(states), "m") == {"status": shown, "paths": {}}
 
 
 def test_initial_states_are_pending_and_fan_out_nodes_are_templates() -> None:
@@ -200,7 +205,7 @@ def test_initial_states_are_pending_and_fan_out_nodes_are_templates() -> None:
             "input": None,
         }
 
-    assert initial_states(fan()) == {
+    assert node_states_json(initial_states(fan())) == {
         "w": pending("w", []),
         "s": pending("s", []),
         "m": pending("m", None),
@@ -219,7 +224,7 @@ def test_start_fires_every_root_with_the_run_input() -> None:
     p = plan([worker("a", timeoutSeconds=30), node("u", "UX"), worker("b")], ("a", "b"), ("u", "b"))
     ex = started(p, {"q": 1}, node_timeout=60)
     assert statuses(ex) == {"a": "running", "u": "waiting_for_user", "b": "pending"}
-    assert ex.states["a"] == {
+    assert json_of(ex)["a"] == {
         "status": "running",
         "output": None,
         "error": None,
@@ -260,7 +265,7 @@ def test_the_merge_rule(a_out: Any, u_out: Any, merged: Any) -> None:
     p = plan([worker("a"), node("u", "UX"), worker("b")], ("a", "b"), ("u", "b"))
     ex = started(p)
     assert then(ex).complete("u", u_out) == Result(Outcome.APPLIED, "u completed")
-    assert ex.states["b"]["status"] == "pending"  # still waits for a
+    assert json_of(ex)["b"]["status"] == "pending"  # still waits for a
     last = then(ex)
     last.callback("a", 1, "completed", a_out, None)
     assert last.dispatches == [Dispatch("b", 1, W, payload("b", 1, merged))]
@@ -275,7 +280,7 @@ def test_a_completed_callback_ends_the_attempt_and_fires_downstream() -> None:
     answer = then(ex, at=1010)
     assert answer.callback("a", 1, "completed", {"v": 1}, None) == Result(Outcome.APPLIED, "a completed")
     assert answer.timers_done == [("a", 1, "timeout")]
-    assert ex.states["a"] == {
+    assert json_of(ex)["a"] == {
         "status": "completed",
         "output": {"v": 1},
         "error": None,
@@ -296,7 +301,7 @@ def test_a_completed_callback_ends_the_attempt_and_fires_downstream() -> None:
         Outcome.DUPLICATE, "a was already completed by this attempt; nothing changed"
     )
     assert replay.events == [] and replay.dispatches == [] and replay.timers_done == []
-    assert ex.states["a"]["output"] == {"v": 1}
+    assert json_of(ex)["a"]["output"] == {"v": 1}
     assert then(ex).callback("a", 1, "failed", None, "late") == Result(
         Outcome.CONFLICT, "node 'a' is completed, not running"
     )
@@ -308,7 +313,7 @@ def test_a_failed_callback_fails_the_node_for_good_without_a_policy() -> None:
     answer = then(ex)
     assert answer.callback("a", 1, "failed", {"partial": 1}, None) == Result(Outcome.APPLIED, "a failed")
     assert statuses(ex) == {"a": "failed", "b": "pending"} and ex.run_status() == "failed"
-    assert ex.states["a"]["error"] == "the worker reported a failure" and ex.states["a"]["output"] == {"partial": 1}
+    assert json_of(ex)["a"]["error"] == "the worker reported a failure" and json_of(ex)["a"]["output"] == {"partial": 1}
     assert answer.events == [Event("a", "failed", 1, "the worker reported a failure", None)]
     assert answer.attempts == {
         ("a", 1): AttemptChange(
@@ -335,7 +340,7 @@ def test_a_failed_callback_fails_the_node_for_good_without_a_policy() -> None:
     answer = then(long)
     answer.callback("a", 1, "failed", None, "x" * 499 + "yz")
     assert answer.events == [Event("a", "failed", 1, "x" * 499 + "y")]
-    assert long.states["a"]["error"] == "x" * 499 + "yz" and answer.attempts[("a", 1)].error == "x" * 499 + "yz"
+    assert json_of(long)["a"]["error"] == "x" * 499 + "yz" and answer.attempts[("a", 1)].error == "x" * 499 + "yz"
 
 
 def test_callbacks_that_are_refused() -> None:
@@ -349,7 +354,7 @@ def test_callbacks_that_are_refused() -> None:
     assert then(ex).callback("m_0", 2, "completed", None, None) == Result(
         Outcome.CONFLICT, "callback for attempt 2 of 'm_0', which is on attempt 1"
     )
-    assert ex.states["m_0"]["status"] == "running"
+    assert json_of(ex)["m_0"]["status"] == "running"
 
 
 def test_a_failed_dispatch_fails_the_attempt_it_was_for() -> None:
@@ -359,7 +364,7 @@ def test_a_failed_dispatch_fails_the_attempt_it_was_for() -> None:
     assert then(ex).dispatch_failed("a", 2, "refused") == moved_on
     answer = then(ex)
     assert answer.dispatch_failed("a", 1, "HTTP 500") == Result(Outcome.APPLIED, "a failed: HTTP 500")
-    assert ex.states["a"]["status"] == "failed" and ex.states["a"]["error"] == "HTTP 500"
+    assert json_of(ex)["a"]["status"] == "failed" and json_of(ex)["a"]["error"] == "HTTP 500"
     assert answer.timers_done == [("a", 1, "timeout")] and answer.events == [Event("a", "failed", 1, "HTTP 500")]
     assert then(ex).dispatch_failed("a", 1, "again") == moved_on
 
@@ -404,8 +409,8 @@ def test_a_fan_out_runs_each_element_on_its_own_path_and_collects_in_path_order(
         "m_0": "running",
         "m_1": "running",
     }
-    assert ex.states["s"]["fanout"] == 2 and ex.states["s"]["output"] == [{"k": 1}, "two"]
-    assert ex.states["m_1"] == {
+    assert json_of(ex)["s"]["fanout"] == 2 and json_of(ex)["s"]["output"] == [{"k": 1}, "two"]
+    assert json_of(ex)["m_1"] == {
         "status": "running",
         "output": None,
         "error": None,
@@ -425,13 +430,13 @@ def test_a_fan_out_runs_each_element_on_its_own_path_and_collects_in_path_order(
         Event("m_0", "running", 1),
         Event("m_1", "running", 1),
     ]
-    assert template_summary(ex.states, "m") == {"status": "running", "paths": {"running": 2}}
+    assert template_summary(ex.run.nodes, "m") == {"status": "running", "paths": {"running": 2}}
     then(ex).callback("m_1", 1, "completed", "B", None)
     then(ex).callback("m_0", 1, "completed", "A", None)
-    assert ex.states["n_0"]["input"] == "A" and ex.states["n_1"]["input"] == "B"
+    assert json_of(ex)["n_0"]["input"] == "A" and json_of(ex)["n_1"]["input"] == "B"
     assert then(ex).complete("n", 1) == Result(Outcome.NOT_FOUND, "run r1 has no node 'n'")  # a template
     then(ex).complete("n_1", "second")
-    assert ex.states["c"]["status"] == "pending"  # waits for every path
+    assert json_of(ex)["c"]["status"] == "pending"  # waits for every path
     last = then(ex)
     last.complete("n_0", "first")
     assert last.events == [
@@ -444,14 +449,14 @@ def test_a_fan_out_runs_each_element_on_its_own_path_and_collects_in_path_order(
         "c", 1, new=True, status="completed", output=gathered, finished=True
     )
     assert last.dispatches == [Dispatch("after", 1, W, payload("after", 1, ["first", "second"]))]
-    assert template_summary(ex.states, "m") == {"status": "completed", "paths": {"completed": 2}}
+    assert template_summary(ex.run.nodes, "m") == {"status": "completed", "paths": {"completed": 2}}
 
 
 def test_a_collector_right_after_its_splitter_gathers_the_array() -> None:
     ex = started(plan([node("s", "Splitter"), node("c", "Collector")], ("s", "c")), [3, 1, 2])
     assert statuses(ex) == {"s": "completed", "c": "completed"}
     assert ex.events == [Event("s", "completed", 1, None, "[3,1,2]"), Event("c", "completed", 1, None, "[3,1,2]")]
-    assert ex.states["c"]["output"] == [3, 1, 2]
+    assert json_of(ex)["c"]["output"] == [3, 1, 2]
 
 
 def test_a_collector_merges_its_upstreams_on_each_path() -> None:
@@ -465,7 +470,7 @@ def test_a_collector_merges_its_upstreams_on_each_path() -> None:
     ex = started(p, [0, 1])
     for key, out in (("a_0", {"a": 0}), ("b_0", 10), ("a_1", {"a": 1}), ("b_1", {"a": 9})):
         then(ex).callback(key, 1, "completed", out, None)
-    assert ex.states["c"]["output"] == [{"a": 0, "b": 10}, {"a": 9}]
+    assert json_of(ex)["c"]["output"] == [{"a": 0, "b": 10}, {"a": 9}]
 
 
 def test_an_empty_array_closes_the_templates_and_the_collector_gets_nothing() -> None:
@@ -480,10 +485,10 @@ def test_an_empty_array_closes_the_templates_and_the_collector_gets_nothing() ->
         "c": "completed",
         "after": "running",
     }
-    assert ex.states["m"]["updated_at"] == NOW and ex.states["s"]["fanout"] == 0
+    assert json_of(ex)["m"]["updated_at"] == NOW and json_of(ex)["s"]["fanout"] == 0
     assert [e.key for e in answer.events] == ["w", "s", "c", "after"]  # templates have no events
     assert answer.dispatches == [Dispatch("after", 1, W, payload("after", 1, []))]
-    assert template_summary(ex.states, "m") == {"status": "completed", "paths": {}}
+    assert template_summary(ex.run.nodes, "m") == {"status": "completed", "paths": {}}
 
 
 def test_an_empty_inner_array_closes_only_that_splitters_templates() -> None:
@@ -497,7 +502,7 @@ def test_an_empty_inner_array_closes_only_that_splitters_templates() -> None:
         "s2_0": "completed",
         "c2_0": "completed",
     }
-    assert ex.states["c2_0"]["output"] == [] and ex.states["c1"]["output"] == [[]]
+    assert json_of(ex)["c2_0"]["output"] == [] and json_of(ex)["c1"]["output"] == [[]]
 
 
 def test_a_splitter_without_its_array_fails() -> None:
@@ -505,7 +510,7 @@ def test_a_splitter_without_its_array_fails() -> None:
     answer = then(ex)
     answer.callback("w", 1, "completed", {"other": 1}, None)
     error = "Splitter 's': data.arrayPath 'items' does not exist in the input (stopped at 'items')"
-    assert ex.states["s"] == {
+    assert json_of(ex)["s"] == {
         "status": "failed",
         "output": None,
         "error": error,
@@ -516,7 +521,7 @@ def test_a_splitter_without_its_array_fails() -> None:
         "updated_at": NOW,
     }
     assert answer.events[1:] == [Event("s", "failed", 1, error)] and ex.run_status() == "failed"
-    assert ex.states["c"]["status"] == "pending"
+    assert json_of(ex)["c"]["status"] == "pending"
 
 
 def test_nested_fan_outs_fail_and_retry_per_path() -> None:
@@ -524,7 +529,7 @@ def test_nested_fan_outs_fail_and_retry_per_path() -> None:
     them pending again; they then gather in path order."""
     ex = started(nested(), [[1, 2], [3]])
     assert [(d.key, d.payload["input"]) for d in ex.dispatches] == [("x_0_0", 1), ("x_0_1", 2), ("x_1_0", 3)]
-    assert ex.states["x_0_1"]["path"] == [0, 1] and ex.states["s2_1"]["fanout"] == 1
+    assert json_of(ex)["x_0_1"]["path"] == [0, 1] and json_of(ex)["s2_1"]["fanout"] == 1
     failing = then(ex)
     failing.callback("x_1_0", 1, "failed", None, "boom")
     assert failing.events == [
@@ -535,7 +540,7 @@ def test_nested_fan_outs_fail_and_retry_per_path() -> None:
     assert failing.attempts[("c2_1", 1)] == AttemptChange(
         "c2_1", 1, new=True, status="failed", error="path x_1_0 failed: boom", finished=True
     )
-    assert ex.states["c2_1"] == {
+    assert json_of(ex)["c2_1"] == {
         "status": "failed",
         "output": None,
         "error": "path x_1_0 failed: boom",
@@ -553,7 +558,7 @@ def test_nested_fan_outs_fail_and_retry_per_path() -> None:
         Event("x_0_0", "completed", 1, None, "a"),
         Event("c2_0", "completed", 1, None, '["a","b"]'),
     ]
-    assert ex.states["c2_0"] == {
+    assert json_of(ex)["c2_0"] == {
         "status": "completed",
         "output": ["a", "b"],
         "error": None,
@@ -563,8 +568,8 @@ def test_nested_fan_outs_fail_and_retry_per_path() -> None:
         "input": None,
         "updated_at": NOW,
     }
-    assert template_summary(ex.states, "c2") == {"status": "failed", "paths": {"failed": 1, "completed": 1}}
-    assert ex.states["c1"]["attempt"] == 1 and ex.run_status() == "failed"
+    assert template_summary(ex.run.nodes, "c2") == {"status": "failed", "paths": {"failed": 1, "completed": 1}}
+    assert json_of(ex)["c1"]["attempt"] == 1 and ex.run_status() == "failed"
     retried = then(ex)
     assert retried.retry("x") == Result(Outcome.APPLIED, "x: 1 failed path(s) retried (x_1_0)")
     assert retried.events == [
@@ -579,7 +584,7 @@ def test_nested_fan_outs_fail_and_retry_per_path() -> None:
     )
     done = then(ex)
     done.callback("x_1_0", 2, "completed", "c", None)
-    assert ex.states["c1"]["output"] == [["a", "b"], ["c"]] and ex.run_status() == "completed"
+    assert json_of(ex)["c1"]["output"] == [["a", "b"], ["c"]] and ex.run_status() == "completed"
     assert done.attempts[("c2_1", 2)] == AttemptChange(
         "c2_1", 2, new=True, status="completed", output=["c"], finished=True
     )
@@ -597,7 +602,7 @@ def test_an_inner_splitter_failing_fails_the_outer_collector() -> None:
         Event("c1", "failed", 1, f"path s2_1 failed: {error}"),
         Event("s2_2", "failed", 1, error),
     ]
-    assert "fanout" not in ex.states["s2_1"]
+    assert "fanout" not in json_of(ex)["s2_1"]
     answer = then(ex)
     assert answer.retry("s2") == Result(Outcome.APPLIED, "s2: 2 failed path(s) retried (s2_1, s2_2)")
     c1_failed = AttemptChange("c1", 2, new=True, status="failed", error=f"path s2_1 failed: {error}", finished=True)
@@ -617,7 +622,7 @@ def test_an_inner_splitter_failing_later_fails_the_outer_collector_at_once() -> 
     )
     ex = started(p, ["p", "q"])
     then(ex).callback("w_0", 1, "completed", [1, 2], None)
-    assert ex.states["c2_0"]["output"] == [1, 2] and ex.states["c1"]["status"] == "pending"
+    assert json_of(ex)["c2_0"]["output"] == [1, 2] and json_of(ex)["c1"]["status"] == "pending"
     answer = then(ex)
     answer.callback("w_1", 1, "completed", 5, None)
     error = "Splitter 's2': the input is int, not an array"
@@ -648,12 +653,12 @@ def test_retrying_a_template_retries_its_failed_paths_naming_ten(paths: int, sho
     )
     for i in range(paths):
         then(ex).callback(f"m_{i}", 1, "failed", None, "no")
-    assert ex.states["c"]["error"] == "path m_0 failed: no"
+    assert json_of(ex)["c"]["error"] == "path m_0 failed: no"
     answer = then(ex)
     assert answer.retry("m") == Result(
         Outcome.APPLIED, f"m: {paths} failed path(s) retried (m_0, m_1, m_2, m_3, m_4, m_5, m_6, m_7, m_8, m_9{shown})"
     )
-    assert len(answer.dispatches) == paths and ex.states["c"]["status"] == "pending"
+    assert len(answer.dispatches) == paths and json_of(ex)["c"]["status"] == "pending"
     assert then(ex).retry("m") == Result(Outcome.BAD_REQUEST, "node 'm' has no failed paths to retry")
 
 
@@ -684,9 +689,9 @@ def test_retrying_one_path_resets_the_failed_collector_once() -> None:
     second.retry("m_1")
     assert second.events == [Event("m_1", "pending", 1), Event("m_1", "running", 2)]  # c is pending already
     then(ex).callback("m_0", 2, "completed", "A", None)
-    assert ex.states["c"]["status"] == "pending"  # m_1 is running again: c waits for it
+    assert json_of(ex)["c"]["status"] == "pending"  # m_1 is running again: c waits for it
     then(ex).callback("m_1", 2, "completed", "B", None)
-    assert ex.states["c"]["output"] == ["A", "B"] and ex.states["c"]["attempt"] == 2
+    assert json_of(ex)["c"]["output"] == ["A", "B"] and json_of(ex)["c"]["attempt"] == 2
 
 
 def test_only_failed_nodes_can_be_retried() -> None:
@@ -701,7 +706,7 @@ def test_only_failed_nodes_can_be_retried() -> None:
     answer = then(ex)
     assert answer.retry("a") == Result(Outcome.APPLIED, "a retried")
     assert answer.events == [Event("a", "pending", 1), Event("a", "running", 2)]
-    assert "budget_from" not in ex.states["a"] and ex.states["a"]["error"] is None
+    assert "budget_from" not in json_of(ex)["a"] and json_of(ex)["a"]["error"] is None
 
 
 # -- the retry policy and deadlines -------------------------------------------------------------
@@ -715,11 +720,13 @@ def fail(ex: Execution, attempt: int, error: str, at: float) -> Execution:
 
 def test_a_policy_retries_automatically_with_growing_delays_until_its_budget_is_spent() -> None:
     ex = started(plan([worker("a", retry=RETRY, timeoutSeconds=30)]), "in")
-    assert ex.states["a"]["budget_from"] == 1
+    assert json_of(ex)["a"]["budget_from"] == 1
     first = then(ex, at=1010)
     assert first.callback("a", 1, "failed", {"partial": 1}, "e1") == Result(Outcome.APPLIED, "a failed")
-    assert ex.states["a"]["status"] == "retrying" and ex.states["a"]["error"] == "e1" and ex.run_status() == "running"
-    assert ex.states["a"]["output"] == {"partial": 1}
+    assert (
+        json_of(ex)["a"]["status"] == "retrying" and json_of(ex)["a"]["error"] == "e1" and ex.run_status() == "running"
+    )
+    assert json_of(ex)["a"]["output"] == {"partial": 1}
     assert first.timers == [Timer("a", 1, "retry", 1015.0)] and first.timers_done == [("a", 1, "timeout")]
     assert first.events == [Event("a", "retrying", 1, "e1")]
     assert first.attempts == {
@@ -735,27 +742,27 @@ def test_a_policy_retries_automatically_with_growing_delays_until_its_budget_is_
     assert due.dispatches == [Dispatch("a", 2, W, payload("a", 2, "in", retry=RETRY, timeoutSeconds=30))]
     assert due.timers == [Timer("a", 2, "timeout", 1045.0)]
     assert due.attempts == {("a", 2): AttemptChange("a", 2, new=True, input="in")}
-    assert ex.states["a"]["budget_from"] == 1 and ex.states["a"]["input"] == "in"
+    assert json_of(ex)["a"]["budget_from"] == 1 and json_of(ex)["a"]["input"] == "in"
     assert then(ex).fire_timer("a", 1, "retry") == Result(
         Outcome.DUPLICATE, "a has moved on from attempt 1; nothing changed"
     )
     assert fail(ex, 2, "e2", at=1020).timers == [Timer("a", 2, "retry", 1035.0)]  # 5 s * 3
     then(ex, at=1035).fire_timer("a", 2, "retry")
     last = fail(ex, 3, "e3", at=1040)
-    assert last.timers == [] and ex.states["a"]["status"] == "failed" and ex.run_status() == "failed"
+    assert last.timers == [] and json_of(ex)["a"]["status"] == "failed" and ex.run_status() == "failed"
     assert last.attempts[("a", 3)].status == "failed"
     assert then(ex).fire_timer("a", 3, "retry") == Result(Outcome.DUPLICATE, "a is failed; nothing changed")
     assert then(ex).callback("a", 3, "failed", None, "e3").outcome is Outcome.DUPLICATE
 
     manual = then(ex, at=1100)  # a manual retry starts a new budget at its own attempt
     assert manual.retry("a") == Result(Outcome.APPLIED, "a retried")
-    assert ex.states["a"]["budget_from"] == 4 and manual.timers == [Timer("a", 4, "timeout", 1130.0)]
+    assert json_of(ex)["a"]["budget_from"] == 4 and manual.timers == [Timer("a", 4, "timeout", 1130.0)]
     assert fail(ex, 4, "e4", at=1110).timers == [Timer("a", 4, "retry", 1115.0)]
 
 
 def test_a_run_stored_before_budgets_counts_from_the_first_attempt() -> None:
     p = plan([worker("a", retry={"maxAttempts": 3, "backoffSeconds": 2})])
-    states = initial_states(p)
+    states = node_states_json(initial_states(p))
     states["a"].update(status="running", attempt=2)  # no budget_from
     answer = fail(new(p, states), 2, "e", at=1000)
     assert answer.timers == [Timer("a", 2, "retry", 1004.0)]  # the second failure: 2 s * 2
@@ -767,7 +774,7 @@ def test_a_deadline_fails_the_attempt_naming_its_limit() -> None:
     answer = then(ex, at=1002.5)
     assert answer.fire_timer("a", 1, "timeout") == Result(Outcome.APPLIED, "a timed out")
     error = "timeout: no callback within 2.5 s (attempt 1)"
-    assert ex.states["a"]["error"] == error and answer.events == [Event("a", "failed", 1, error)]
+    assert json_of(ex)["a"]["error"] == error and answer.events == [Event("a", "failed", 1, error)]
     assert then(ex).callback("a", 1, "completed", 1, None) == Result(
         Outcome.CONFLICT, "node 'a' is failed, not running"
     )
@@ -779,10 +786,10 @@ def test_a_deadline_fails_the_attempt_naming_its_limit() -> None:
 
     default = started(plan([worker("a")]), node_timeout=60)
     then(default).fire_timer("a", 1, "timeout")
-    assert default.states["a"]["error"] == "timeout: no callback within 60 s (attempt 1)"
+    assert json_of(default)["a"]["error"] == "timeout: no callback within 60 s (attempt 1)"
     unset = started(plan([worker("a")]))
     then(unset).fire_timer("a", 1, "timeout")
-    assert unset.states["a"]["error"] == "timeout: no callback before its deadline (attempt 1)"
+    assert json_of(unset)["a"]["error"] == "timeout: no callback before its deadline (attempt 1)"
 
 
 def test_timers_of_templates_and_answered_attempts_change_nothing() -> None:
@@ -815,7 +822,7 @@ def test_cancel_ends_every_unfinished_path_and_refuses_what_follows() -> None:
         "m_1": "completed",
         "n_1": "cancelled",
     }
-    assert ex.states["m"] == {
+    assert json_of(ex)["m"] == {
         "status": "cancelled",
         "output": None,
         "error": None,
@@ -825,7 +832,7 @@ def test_cancel_ends_every_unfinished_path_and_refuses_what_follows() -> None:
         "input": None,
         "updated_at": NOW,
     }
-    assert ex.states["m_0"]["error"] == CANCELLED_ERROR == "the run was cancelled"
+    assert json_of(ex)["m_0"]["error"] == CANCELLED_ERROR == "the run was cancelled"
     assert answer.events == [
         Event("c", "cancelled", 0, CANCELLED_ERROR),
         Event("after", "cancelled", 0, CANCELLED_ERROR),
@@ -837,7 +844,7 @@ def test_cancel_ends_every_unfinished_path_and_refuses_what_follows() -> None:
         ("n_1", 1): AttemptChange("n_1", 1, new=False, status="cancelled", error=CANCELLED_ERROR, finished=True),
     }
     assert ex.run_status() == "cancelled" and ex.cancelled()
-    assert template_summary(ex.states, "m") == {"status": "cancelled", "paths": {"cancelled": 1, "completed": 1}}
+    assert template_summary(ex.run.nodes, "m") == {"status": "cancelled", "paths": {"cancelled": 1, "completed": 1}}
     refused = Result(Outcome.CONFLICT, "run r1 is cancelled; start a new run instead")
     assert then(ex).cancel() == Result(Outcome.DUPLICATE, "run r1 was already cancelled; nothing changed")
     assert (
@@ -861,10 +868,13 @@ def test_cancel_keeps_failed_nodes_and_ends_a_scheduled_retry() -> None:
 
 def test_states_stored_without_an_attempt_count_start_from_zero() -> None:
     p = plan([worker("a"), worker("b")], ("a", "b"))
-    states = {key: {k: v for k, v in state.items() if k != "attempt"} for key, state in initial_states(p).items()}
+    states = {
+        key: {k: v for k, v in state.items() if k != "attempt"}
+        for key, state in node_states_json(initial_states(p)).items()
+    }
     ex = new(p, states)
     ex.start()
-    assert ex.states["a"]["attempt"] == 1 and ex.events == [Event("a", "running", 1)]
+    assert json_of(ex)["a"]["attempt"] == 1 and ex.events == [Event("a", "running", 1)]
     cancelling = then(ex)
     cancelling.cancel()
     assert cancelling.events == [

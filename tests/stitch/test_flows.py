@@ -3,7 +3,6 @@ with its refusal while runs are under way and ``?force=true``, on SQLite and Pos
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -124,6 +123,6 @@ def test_deleting_a_flow_over_http(stitch: StitchServer, worker: Worker) -> None
     finished = start(stitch, idle)
     stitch.wait_for(finished, ("waiting_for_user",))
     assert stitch.http.post(f"/complete/{finished}/gate", json={}).status_code == 200
-    time.sleep(0.05)
+    stitch.wait_for(finished)
     plain = stitch.http.delete(f"/flows/{idle}")
     assert plain.status_code == 200 and plain.json()["cancelled_runs"] == 0

@@ -101,7 +101,8 @@ def test_rules_checked_when_a_flow_is_saved() -> None:
         ),
         (
             "worker_retry",
-            "Worker 'w': data.retry.maxAttempts must be a whole number >= 1, the attempts before the node fails (got 0)",
+            "Worker 'w': data.retry.maxAttempts must be a whole number >= 1, the attempts before the node fails "
+            "(got 0)",
         ),
         (
             "worker_retry",
@@ -115,7 +116,8 @@ def test_rules_checked_when_a_flow_is_saved() -> None:
         ("worker_only", "UX node 'u': data.retry applies to Worker nodes only; remove it"),
         (
             "node_id",
-            "node id 'bad id' may contain only letters, digits, '_', '-', '.' and ':' (it is a segment of the callback URL)",
+            "node id 'bad id' may contain only letters, digits, '_', '-', '.' and ':' "
+            "(it is a segment of the callback URL)",
         ),
         (
             "webhook_target",
@@ -133,7 +135,8 @@ def test_rules_checked_when_a_flow_is_saved() -> None:
         ),
         (
             "worker_retry",
-            "Worker 't': data.retry.maxAttempts must be a whole number >= 1, the attempts before the node fails (got 2.5)",
+            "Worker 't': data.retry.maxAttempts must be a whole number >= 1, the attempts before the node fails "
+            "(got 2.5)",
         ),
     ]
     # A stored flow is planned again without the policy: what it cannot use is ignored, not refused.
@@ -222,7 +225,8 @@ def test_unknown_retry_keys_are_all_named_in_order() -> None:
     assert problems(graph([worker("w", retry={"maxAttempts": 1, "zeta": 1, "alpha": 2})]), WebhookPolicy()) == [
         (
             "worker_retry",
-            "Worker 'w': data.retry has unknown keys 'alpha', 'zeta'; it takes backoffFactor, backoffSeconds, maxAttempts",
+            "Worker 'w': data.retry has unknown keys 'alpha', 'zeta'; "
+            "it takes backoffFactor, backoffSeconds, maxAttempts",
         )
     ]
 

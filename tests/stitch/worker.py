@@ -47,6 +47,10 @@ class Worker:
                 port=self.port,
                 log_level="warning",
                 lifespan="off",
+                # Longer than any pause in a test: a loaded machine runs uvicorn's keep-alive timers
+                # late, and a connection it closes just as Stitch reuses it is reset, which a test
+                # would see as an unreachable worker.
+                timeout_keep_alive=120,
             )
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)

@@ -32,7 +32,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from agentloom.stitch import console, queries
-from agentloom.stitch.callbacks import CallbackFastPath
+from agentloom.stitch.callbacks import CallbackFastPath, Callbacks, NotSigned
 from agentloom.stitch.db import Database
 from agentloom.stitch.dispatcher import Dispatcher
 from agentloom.stitch.engine import Engine, Sending
@@ -183,7 +183,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         )
         dispatcher = Dispatcher(engine, timeout=settings.worker_timeout, poll_interval=settings.poll_interval)
         app.state.engine, app.state.dispatcher, app.state.flows = engine, dispatcher, Flows(db, webhooks)
-        app.state.commits = GroupCommit(engine)
+        app.state.callbacks = Callbacks(engine, GroupCommit(engine), dispatcher)
         app.state.feed = EventFeed(db)
         async with anyio.create_task_group() as tg:
             await tg.start(dispatcher.run)  # its first reconciler round resumes what a restart interrupted
@@ -431,13 +431,14 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     ) -> JSONResponse:
         """A worker's answer, posted to the signed callbackUrl it was given. A repeat is a
         harmless 200 (``duplicate``); an answer for an attempt that has moved on is 409."""
-        engine = engine_of(request)
-        if attempt is None or sig is None or not engine.signer.verify(run_id, node_id, attempt, sig):
-            raise HTTPException(
-                403, "callback URL is not signed by this server: post to the callbackUrl you were given, unchanged"
-            )
-        result, sendings = await call(engine.callback, run_id, node_id, attempt, body.status, body.output, body.error)
-        return answer(request, result, sendings)
+        callbacks: Callbacks = request.app.state.callbacks
+        try:
+            if attempt is None or sig is None:
+                raise NotSigned
+            result = await callbacks.receive(run_id, node_id, attempt, sig, body)
+        except NotSigned as exc:
+            raise HTTPException(403, str(exc)) from None
+        return JSONResponse(result.reply(), status_code=result.outcome.http_status)
 
     @app.post(
         f"{PREFIX}/complete/{{run_id}}/{{node_id}}",

@@ -1,5 +1,10 @@
-"""The worker callback's fast path: the one request every completion makes, answered below
-the framework.
+"""The worker callback: what it means (:class:`Callbacks`, the one implementation), and its
+fast path, the one request every completion makes, answered below the framework.
+
+A callback is signed for its run, node path and attempt; it is committed with the other
+callbacks waiting at that moment (:mod:`groupcommit`), and the webhooks it leads to are sent
+once that commit is done. The documented route in :mod:`api` and the fast path both answer
+through :meth:`Callbacks.receive`.
 
 A callback through FastAPI costs more CPU than the whole database transaction it leads to
 (routing over every route, the middleware stack, dependency solving, body model). This
@@ -24,12 +29,45 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentloom.stitch.dispatcher import Dispatcher
+from agentloom.stitch.engine import Engine
+from agentloom.stitch.execution import Result
+from agentloom.stitch.groupcommit import GroupCommit
 from agentloom.stitch.middleware import PREFIX
 from agentloom.stitch.models import Callback
 from agentloom.stitch.values import BadJson, decode
 
 CALLBACK_PREFIX = f"{PREFIX}/callback/"
+NOT_SIGNED = "callback URL is not signed by this server: post to the callbackUrl you were given, unchanged"
 _HEADERS = [(b"content-type", b"application/json")]
+
+
+class NotSigned(Exception):
+    """The callback URL's signature does not match: not a URL this server gave out."""
+
+    def __init__(self) -> None:
+        super().__init__(NOT_SIGNED)
+
+
+class Callbacks:
+    """What a worker's callback means, for the route and the fast path alike."""
+
+    def __init__(self, engine: Engine, commits: GroupCommit, dispatcher: Dispatcher) -> None:
+        self.engine = engine
+        self.commits = commits
+        self.dispatcher = dispatcher
+
+    async def receive(self, run_id: str, key: str, attempt: int, sig: str, callback: Callback) -> Result:
+        """Apply the callback of ``attempt`` of node path ``key``; returns once it is committed
+        and its webhooks are on their way. Raises :class:`NotSigned` for a URL this server did
+        not sign, and the database's error when the commit failed (nothing of it was kept)."""
+        if not self.engine.signer.verify(run_id, key, attempt, sig):
+            raise NotSigned
+        result, sendings = await self.commits.callback(
+            run_id, key, attempt, callback.status, callback.output, callback.error
+        )
+        self.dispatcher.submit(sendings)
+        return result
 
 
 class CallbackFastPath:
@@ -54,25 +92,19 @@ class CallbackFastPath:
             return False
         run_id, key = segments
         attempt = params["attempt"]
-        state = scope["app"].state
-        engine = state.engine
-        if (
-            not attempt.isascii()
-            or not attempt.isdigit()
-            or not engine.signer.verify(run_id, key, int(attempt), params["sig"])
-        ):
+        if not attempt.isascii() or not attempt.isdigit():
             return False
         try:
             callback = Callback.model_validate(decode(body))
         except (BadJson, ValidationError):
             return False
+        callbacks: Callbacks = scope["app"].state.callbacks
         try:
-            result, sendings = await state.commits.callback(
-                run_id, key, int(attempt), callback.status, callback.output, callback.error
-            )
+            result = await callbacks.receive(run_id, key, int(attempt), params["sig"], callback)
+        except NotSigned:
+            return False
         except (DBAPIError, PoolTimeout):
             return False  # rolled back: the documented route tries once more and answers the failure
-        state.dispatcher.submit(sendings)
         payload = json.dumps(result.reply(), ensure_ascii=False, separators=(",", ":")).encode()
         await send(
             {

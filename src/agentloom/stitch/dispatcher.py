@@ -11,12 +11,18 @@ refuses fails the node at once: trying again would get the same answer. At most
 Targets follow :mod:`webhooks`: address literals are checked before sending, host names by
 the resolver the connection uses; redirects are not followed; of an error answer only a
 short excerpt without control characters is kept (it becomes the node's error).
+
+A webhook's outbox row is leased to the process sending it. While this process still sends
+it (waiting for a connection, for the worker's answer, or between re-sends), the reconciler
+renews that lease once half of it has passed, so the reconciler of another process re-sends
+only what a dead (or stalled for half a lease) sender left behind.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -65,6 +71,7 @@ class Dispatcher:
         self.timeout = timeout
         self.poll_interval = poll_interval
         self._sent: list[tuple[Sending, int | None]] = []  # with the HTTP status the worker answered
+        self._sending: dict[int, tuple[Sending, float]] = {}  # outbox id -> (being sent, renew its lease at)
         self._flush_due = anyio.Event()
         self._tasks: TaskGroup | None = None
         self._client: aiohttp.ClientSession | None = None
@@ -97,7 +104,9 @@ class Dispatcher:
             self._tasks.start_soon(self._send, sending)
 
     async def reconcile_once(self) -> int:
-        """One round: re-send expired leases, then fire due timers (deadlines, retry backoffs)."""
+        """One round: renew the leases of webhooks still being sent, re-send expired leases,
+        then fire due timers (deadlines, retry backoffs)."""
+        await self._renew_leases()
         due = await anyio.to_thread.run_sync(self.engine.claim_due)
         for sending in due:
             log.info("re-sending %s/%s attempt %d (its lease ran out)", sending.run_id, sending.key, sending.attempt)
@@ -105,6 +114,21 @@ class Dispatcher:
         fired = await anyio.to_thread.run_sync(self.engine.fire_due)
         self.submit(fired)
         return len(due) + len(fired)
+
+    async def _renew_leases(self) -> None:
+        now = time.time()
+        due = [sending for sending, renew_at in self._sending.values() if renew_at <= now]
+        if not due:
+            return
+        try:
+            await anyio.to_thread.run_sync(self.engine.renew_leases, due)
+        except Exception:  # tried again next round; a lease that runs out meanwhile means a repeat
+            log.warning("could not renew the leases of %d webhooks being sent", len(due), exc_info=True)
+            return
+        renew_at = now + self.engine.lease_seconds / 2
+        for sending in due:
+            if sending.outbox_id in self._sending:
+                self._sending[sending.outbox_id] = (sending, renew_at)
 
     async def _reconcile_forever(self) -> None:
         while True:
@@ -129,6 +153,14 @@ class Dispatcher:
                 log.exception("could not mark %d dispatches sent", len(batch))
 
     async def _send(self, sending: Sending) -> None:
+        # Its lease was taken when it was committed or claimed, just before this.
+        self._sending[sending.outbox_id] = (sending, time.time() + self.engine.lease_seconds / 2)
+        try:
+            await self._deliver(sending)
+        finally:
+            self._sending.pop(sending.outbox_id, None)
+
+    async def _deliver(self, sending: Sending) -> None:
         tries = 0
         while True:
             tries += 1

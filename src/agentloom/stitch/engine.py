@@ -37,6 +37,7 @@ from agentloom.stitch.graph import Plan, analyse
 from agentloom.stitch.ids import is_uuid, missing
 from agentloom.stitch.models import Graph
 from agentloom.stitch.signing import Signer
+from agentloom.stitch.state import RunState, node_states, node_states_json
 from agentloom.stitch.webhooks import WebhookPolicy
 
 log = logging.getLogger(__name__)
@@ -95,15 +96,16 @@ class Engine:
             plan, graph = _plan(flow_id, version, lambda: hot.read_flow_graph(conn, flow_id))
             run_id = str(uuid.uuid4())
             stamp = now()
-            execution = self._execution(run_id, plan, initial_states(plan), run_input)
+            execution = self._execution(RunState(run_id, run_input, initial_states(plan)), plan)
             execution.start()
+            states = node_states_json(execution.run.nodes)
             row = {
                 "id": run_id,
                 "flow_id": flow_id,
                 "flow_version": version,
                 "graph": graph,
                 "input": run_input,
-                "node_states": execution.states,
+                "node_states": states,
                 "status": execution.run_status(),
                 "created_at": stamp,
                 "updated_at": stamp,
@@ -115,7 +117,7 @@ class Engine:
                 (
                     run_id,
                     hot.json_in(run_input),
-                    hot.json_in(execution.states),
+                    hot.json_in(states),
                     row["status"],
                     hot.stamp(stamp),
                     hot.stamp(stamp),
@@ -264,9 +266,8 @@ class Engine:
         if not is_uuid(run_id):
             return _no_run(run_id), []
         with self.db.transaction() as conn:
-            row = self.db.hot.read_runs(conn, [run_id]).get(
-                run_id
-            )  # locks the run (FOR UPDATE; SQLite: BEGIN IMMEDIATE)
+            # Locks the run (FOR UPDATE; SQLite: BEGIN IMMEDIATE).
+            row = self.db.hot.read_runs(conn, [run_id]).get(run_id)
             if row is None:
                 return _no_run(run_id), []
             execution = self._load(conn, run_id, row)
@@ -276,16 +277,13 @@ class Engine:
             return result, self._write(conn, [(run_id, execution)])[0]
 
     def _load(self, conn: Connection, run_id: str, row: RunRow) -> Execution:
-        flow_id, version, states, run_input = row
-        plan, _ = _plan(flow_id, version, lambda: self.db.hot.read_graph(conn, run_id))
-        return self._execution(run_id, plan, states, run_input)
+        plan, _ = _plan(row.flow_id, row.flow_version, lambda: self.db.hot.read_graph(conn, run_id))
+        return self._execution(RunState(run_id, row.input, node_states(row.node_states)), plan)
 
-    def _execution(self, run_id: str, plan: Plan, states: dict[str, Any], run_input: Any) -> Execution:
+    def _execution(self, run: RunState, plan: Plan) -> Execution:
         return Execution(
-            run_id,
+            run,
             plan,
-            states,
-            run_input,
             self.signer.callback_url,
             iso(now()),
             at=self.clock(),
@@ -303,7 +301,9 @@ class Engine:
         with hot.pipeline(conn):  # PostgreSQL: one round trip for all of it
             if stamp is None:
                 hot.many(
-                    conn, "update_run", ((json_in(ex.states), ex.run_status(), at, run_id) for run_id, ex in changed)
+                    conn,
+                    "update_run",
+                    ((json_in(node_states_json(ex.run.nodes)), ex.run_status(), at, run_id) for run_id, ex in changed),
                 )
             hot.many(
                 conn,
@@ -383,6 +383,18 @@ class Engine:
                 "worker_status",
                 ((status, s.run_id, s.key, s.attempt) for s, status in in_order if status is not None),
             )
+
+    def renew_leases(self, sendings: Sequence[Sending]) -> None:
+        """Webhooks this process is still sending (queued for a connection, waiting for the
+        worker, or between re-sends): their leases start again, so no reconciler sends them a
+        second time while their sender lives; a send with its re-sends may outlast one lease.
+        Rows are updated in the order :meth:`mark_sent` updates them, so the two never deadlock."""
+        if not sendings:
+            return
+        until = time.time() + self.lease_seconds
+        in_order = sorted(sendings, key=lambda s: (s.run_id, s.key, s.attempt))
+        with self.db.transaction() as conn:
+            self.db.hot.many(conn, "renew", ((until, s.outbox_id) for s in in_order))
 
     def claim_due(self, limit: int = 100, now: float | None = None) -> list[Sending]:
         """Dispatches whose sender died or never started: leased again to this process."""

@@ -1,4 +1,4 @@
-"""What one event does to one run: pure logic over ``node_states``, no I/O.
+"""What one event does to one run: pure logic over its node states (:mod:`state`), no I/O.
 
 The database layer loads a run under a lock, applies one event here, and commits the new
 states together with the webhooks to send (the outbox). Every decision is made from the
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 from agentloom.stitch.graph import Plan, instance_key
 from agentloom.stitch.inputs import extract_array, merge
 from agentloom.stitch.models import NodeType, Status
+from agentloom.stitch.state import NodeState, RunState
 
 CallbackUrl = Callable[[str, str, int], str]  # (run_id, key, attempt) -> signed URL
 
@@ -117,10 +118,8 @@ class Timer:
 
 @dataclass
 class Execution:
-    run_id: str
+    run: RunState
     plan: Plan
-    states: dict[str, dict[str, Any]]
-    run_input: Any
     callback_url: CallbackUrl
     now: str
     at: float = 0.0  # the event's moment in epoch seconds (timers are due relative to it)
@@ -137,91 +136,89 @@ class Execution:
             self._try_fire(node_id, ())
 
     def callback(self, key: str, attempt: int, status: str, output: Any, error: str | None) -> Result:
-        state = self.states.get(key)
-        if state is None or state.get("path") is None:
-            return Result(Outcome.NOT_FOUND, f"run {self.run_id} has no node {key!r}")
-        if self.plan.kind(state["node_id"]) is not NodeType.WORKER:
-            return Result(Outcome.CONFLICT, f"node {key!r} is a {self.plan.kind(state['node_id'])} node, not a Worker")
-        if attempt != state["attempt"]:
+        state = self.run.nodes.get(key)
+        if state is None or state.path is None:
+            return Result(Outcome.NOT_FOUND, f"run {self.run.id} has no node {key!r}")
+        if self.plan.kind(state.node_id) is not NodeType.WORKER:
+            return Result(Outcome.CONFLICT, f"node {key!r} is a {self.plan.kind(state.node_id)} node, not a Worker")
+        if attempt != state.attempt:
             return Result(
-                Outcome.CONFLICT, f"callback for attempt {attempt} of {key!r}, which is on attempt {state['attempt']}"
+                Outcome.CONFLICT, f"callback for attempt {attempt} of {key!r}, which is on attempt {state.attempt}"
             )
         error = error or "the worker reported a failure"
-        if state["status"] == Status.RUNNING:
+        if state.status == Status.RUNNING:
             self._end_deadline(key, state)
             if status == Status.COMPLETED:
                 self._set(key, state, Status.COMPLETED, output=output)
-                self._walk(state["node_id"], tuple(state["path"]))
+                self._walk(state.node_id, state.fan_path)
             else:
                 self._fail(key, state, error, output=output)
             return Result(Outcome.APPLIED, f"{key} {status}")
-        if state["status"] == status == Status.COMPLETED or (
+        if state.status == status == Status.COMPLETED or (
             # a repeat of the failure this attempt reported (not a late answer after its deadline)
-            status == Status.FAILED
-            and state["status"] in (Status.FAILED, Status.RETRYING)
-            and state.get("error") == error
+            status == Status.FAILED and state.status in (Status.FAILED, Status.RETRYING) and state.error == error
         ):
             return Result(Outcome.DUPLICATE, f"{key} was already {status} by this attempt; nothing changed")
-        return Result(Outcome.CONFLICT, f"node {key!r} is {state['status']}, not running")
+        return Result(Outcome.CONFLICT, f"node {key!r} is {state.status}, not running")
 
     def complete(self, key: str, output: Any) -> Result:
-        state = self.states.get(key)
-        if state is None or state.get("path") is None:
-            return Result(Outcome.NOT_FOUND, f"run {self.run_id} has no node {key!r}")
-        if self.plan.kind(state["node_id"]) is not NodeType.UX:
+        state = self.run.nodes.get(key)
+        if state is None or state.path is None:
+            return Result(Outcome.NOT_FOUND, f"run {self.run.id} has no node {key!r}")
+        if self.plan.kind(state.node_id) is not NodeType.UX:
             return Result(
                 Outcome.BAD_REQUEST,
-                f"node {key!r} is a {self.plan.kind(state['node_id'])} node; only UX nodes are completed by hand",
+                f"node {key!r} is a {self.plan.kind(state.node_id)} node; only UX nodes are completed by hand",
             )
         if self.cancelled():
             return self._refused_cancelled()
-        if state["status"] != Status.WAITING_FOR_USER:
-            return Result(Outcome.CONFLICT, f"node {key!r} is {state['status']}, not waiting_for_user")
+        if state.status != Status.WAITING_FOR_USER:
+            return Result(Outcome.CONFLICT, f"node {key!r} is {state.status}, not waiting_for_user")
         self._set(key, state, Status.COMPLETED, output=output)
-        self._walk(state["node_id"], tuple(state["path"]))
+        self._walk(state.node_id, state.fan_path)
         return Result(Outcome.APPLIED, f"{key} completed")
 
     def retry(self, key: str) -> Result:
         """Fire a failed node path again (a new attempt, a new retry budget). On a fan-out
         template key (``sq`` for ``sq_0``, ``sq_1``, ...) every failed path of it."""
-        state = self.states.get(key)
-        if state is None or (state.get("path") is None and not self.plan.scope.get(key)):
-            return Result(Outcome.NOT_FOUND, f"run {self.run_id} has no node {key!r}")
+        state = self.run.nodes.get(key)
+        if state is None or (state.path is None and not self.plan.scope.get(key)):
+            return Result(Outcome.NOT_FOUND, f"run {self.run.id} has no node {key!r}")
         if self.cancelled():
             return self._refused_cancelled()
-        if state.get("path") is None:
+        if state.path is None:
             failed = [
                 k
-                for k, s in self.states.items()
-                if s.get("node_id") == key and s.get("path") is not None and s["status"] == Status.FAILED
+                for k, s in self.run.nodes.items()
+                if s.node_id == key and s.path is not None and s.status == Status.FAILED
             ]
             if not failed:
                 return Result(Outcome.BAD_REQUEST, f"node {key!r} has no failed paths to retry")
             for path_key in failed:
-                self._retry_path(path_key, self.states[path_key])
+                self._retry_path(path_key, self.run.nodes[path_key])
             shown_keys = ", ".join(failed[:10]) + (", ..." if len(failed) > 10 else "")
             return Result(Outcome.APPLIED, f"{key}: {len(failed)} failed path(s) retried ({shown_keys})")
-        if state["status"] != Status.FAILED:
-            hint = " (an automatic retry is scheduled)" if state["status"] == Status.RETRYING else ""
+        if state.status != Status.FAILED:
+            hint = " (an automatic retry is scheduled)" if state.status == Status.RETRYING else ""
             return Result(
-                Outcome.BAD_REQUEST, f"node {key!r} is {state['status']}{hint}; only failed nodes can be retried"
+                Outcome.BAD_REQUEST, f"node {key!r} is {state.status}{hint}; only failed nodes can be retried"
             )
         self._retry_path(key, state)
         return Result(Outcome.APPLIED, f"{key} retried")
 
-    def _retry_path(self, key: str, state: dict[str, Any]) -> None:
-        node_id, path = state["node_id"], tuple(state["path"])
+    def _retry_path(self, key: str, state: NodeState) -> None:
+        node_id, path = state.node_id, state.fan_path
         self._set(key, state, Status.PENDING)
         for collector in self.plan.collectors_over(node_id):  # they failed because of this path
             outer = path[: len(self.plan.scope[collector])]
-            gathered = self.states.get(instance_key(collector, outer))
-            if gathered is not None and gathered["status"] == Status.FAILED:
+            gathered = self.run.nodes.get(instance_key(collector, outer))
+            if gathered is not None and gathered.status == Status.FAILED:
                 self._set(instance_key(collector, outer), gathered, Status.PENDING)
         self._try_fire(node_id, path)
 
     def dispatch_failed(self, key: str, attempt: int, reason: str) -> Result:
-        state = self.states.get(key)
-        if state is None or state["attempt"] != attempt or state["status"] != Status.RUNNING:
+        state = self.run.nodes.get(key)
+        if state is None or state.attempt != attempt or state.status != Status.RUNNING:
             return Result(Outcome.DUPLICATE, "the node has moved on; nothing changed")
         self._end_deadline(key, state)
         self._fail(key, state, reason)
@@ -230,46 +227,46 @@ class Execution:
     def fire_timer(self, key: str, attempt: int, kind: str) -> Result:
         """A timer came due: a deadline passed, or an automatic retry is to start. A timer
         whose attempt has moved on (answered in time, cancelled, retried) changes nothing."""
-        state = self.states.get(key)
-        if state is None or state.get("attempt") != attempt or state.get("path") is None:
+        state = self.run.nodes.get(key)
+        if state is None or state.attempt != attempt or state.path is None:
             return Result(Outcome.DUPLICATE, f"{key} has moved on from attempt {attempt}; nothing changed")
-        if kind == "timeout" and state["status"] == Status.RUNNING:
-            limit = self._deadline(state["node_id"])
+        if kind == "timeout" and state.status == Status.RUNNING:
+            limit = self._deadline(state.node_id)
             within = f"within {limit:g} s" if limit else "before its deadline"
             self._fail(key, state, f"timeout: no callback {within} (attempt {attempt})")
             return Result(Outcome.APPLIED, f"{key} timed out")
-        if kind == "retry" and state["status"] == Status.RETRYING:
-            self._fire(state["node_id"], tuple(state["path"]), key, state, state.get("input"), automatic=True)
-            return Result(Outcome.APPLIED, f"{key} retried automatically (attempt {state['attempt']})")
-        return Result(Outcome.DUPLICATE, f"{key} is {state['status']}; nothing changed")
+        if kind == "retry" and state.status == Status.RETRYING:
+            self._fire(state.node_id, state.fan_path, key, state, state.input, automatic=True)
+            return Result(Outcome.APPLIED, f"{key} retried automatically (attempt {state.attempt})")
+        return Result(Outcome.DUPLICATE, f"{key} is {state.status}; nothing changed")
 
     def cancel(self) -> Result:
         """Every node path not finished becomes cancelled; the engine drops the run's unsent
         webhooks and timers in the same transaction."""
         status = self.run_status()
         if status == "cancelled":
-            return Result(Outcome.DUPLICATE, f"run {self.run_id} was already cancelled; nothing changed")
+            return Result(Outcome.DUPLICATE, f"run {self.run.id} was already cancelled; nothing changed")
         if status not in ("running", "waiting_for_user"):
             return Result(
-                Outcome.CONFLICT, f"run {self.run_id} is {status}; only running or waiting runs can be cancelled"
+                Outcome.CONFLICT, f"run {self.run.id} is {status}; only running or waiting runs can be cancelled"
             )
-        for key, state in list(self.states.items()):
-            if state["status"] not in CANCELLABLE:
+        for key, state in list(self.run.nodes.items()):
+            if state.status not in CANCELLABLE:
                 continue
-            if state.get("path") is None:  # a fan-out template: no event of its own
-                state.update(status=Status.CANCELLED.value, updated_at=self.now)
+            if state.path is None:  # a fan-out template: no event of its own
+                state.status, state.updated_at = Status.CANCELLED.value, self.now
             else:
                 self._set(key, state, Status.CANCELLED, error=CANCELLED_ERROR)
-        return Result(Outcome.APPLIED, f"run {self.run_id} cancelled")
+        return Result(Outcome.APPLIED, f"run {self.run.id} cancelled")
 
     def cancelled(self) -> bool:
-        return any(s["status"] == Status.CANCELLED for s in self.states.values())
+        return any(s.status == Status.CANCELLED for s in self.run.nodes.values())
 
     def _refused_cancelled(self) -> Result:
-        return Result(Outcome.CONFLICT, f"run {self.run_id} is cancelled; start a new run instead")
+        return Result(Outcome.CONFLICT, f"run {self.run.id} is cancelled; start a new run instead")
 
     def run_status(self) -> str:
-        seen = {s["status"] for s in self.states.values()}
+        seen = {s.status for s in self.run.nodes.values()}
         if Status.CANCELLED in seen:
             return "cancelled"
         if Status.RUNNING in seen or Status.RETRYING in seen:  # a retrying node is still under way
@@ -280,30 +277,30 @@ class Execution:
         return "completed"
 
     # -- failures, deadlines -------------------------------------------------------
-    def _fail(self, key: str, state: dict[str, Any], error: str, output: Any = None) -> None:
+    def _fail(self, key: str, state: NodeState, error: str, output: Any = None) -> None:
         """A Worker's attempt failed: retried later under its policy, or failed for good."""
-        node_id = state["node_id"]
+        node_id = state.node_id
         policy = self.plan.retries.get(node_id)
-        failures = state["attempt"] - state.get("budget_from", 1) + 1
+        failures = state.attempt - (state.budget_from or 1) + 1
         if policy is not None and failures < policy.max_attempts:
             self._set(key, state, Status.RETRYING, output=output, error=error)
-            self.timers.append(Timer(key, state["attempt"], "retry", self.at + policy.delay(failures)))
+            self.timers.append(Timer(key, state.attempt, "retry", self.at + policy.delay(failures)))
             return
         self._set(key, state, Status.FAILED, output=output, error=error)
-        self._failed(node_id, tuple(state["path"]))
+        self._failed(node_id, state.fan_path)
 
     def _deadline(self, node_id: str) -> float | None:
         return self.plan.timeouts.get(node_id, self.node_timeout)
 
-    def _end_deadline(self, key: str, state: dict[str, Any]) -> None:
-        if self._deadline(state["node_id"]):
-            self.timers_done.append((key, state["attempt"], "timeout"))
+    def _end_deadline(self, key: str, state: NodeState) -> None:
+        if self._deadline(state.node_id):
+            self.timers_done.append((key, state.attempt, "timeout"))
 
     # -- edge walking ------------------------------------------------------------
     def _walk(self, node_id: str, path: tuple[int, ...]) -> None:
         plan = self.plan
         if plan.kind(node_id) is NodeType.SPLITTER:
-            fanout = self.states[instance_key(node_id, path)]["fanout"]
+            fanout = self.run.nodes[instance_key(node_id, path)].fanout or 0
             for target in plan.downstream[node_id]:
                 if plan.closes.get(target) != node_id:
                     for i in range(fanout):
@@ -320,9 +317,9 @@ class Execution:
         """A Splitter opened no paths: the templates of its nodes read completed, not pending
         forever (paths opened elsewhere, in a nested fan-out, still decide their summary)."""
         for node_id, scope in self.plan.scope.items():
-            template = self.states.get(node_id) if splitter in scope else None
-            if template is not None and template.get("path") is None and template["status"] == Status.PENDING:
-                template.update(status=Status.COMPLETED.value, updated_at=self.now)
+            template = self.run.nodes.get(node_id) if splitter in scope else None
+            if template is not None and template.path is None and template.status == Status.PENDING:
+                template.status, template.updated_at = Status.COMPLETED.value, self.now
 
     def _failed(self, node_id: str, path: tuple[int, ...]) -> None:
         for collector in self.plan.collectors_over(node_id):
@@ -330,8 +327,8 @@ class Execution:
 
     def _try_fire(self, node_id: str, path: tuple[int, ...]) -> None:
         key = instance_key(node_id, path)
-        state = self.states.get(key)
-        if state is not None and state["status"] != Status.PENDING:
+        state = self.run.nodes.get(key)
+        if state is not None and state.status != Status.PENDING:
             return  # fired already: a replayed event must not fire it twice
         if self.plan.kind(node_id) is NodeType.COLLECTOR:
             self._try_collect(node_id, path, key, state)
@@ -344,41 +341,41 @@ class Execution:
         """The merged upstream outputs at ``path`` (a Collector reads each of its inner paths)."""
         upstream = self.plan.upstream[node_id]
         if not upstream:
-            return self.run_input
+            return self.run.input
         parts = []
         for source in upstream:
             if self.plan.kind(source) is NodeType.SPLITTER:  # a path reads its element of the array
-                split = self.states.get(instance_key(source, path[:-1]))
-                if split is None or split["status"] != Status.COMPLETED:
+                split = self.run.nodes.get(instance_key(source, path[:-1]))
+                if split is None or split.status != Status.COMPLETED:
                     return _WAIT
-                parts.append((source, split["output"][path[-1]]))
+                parts.append((source, split.output[path[-1]]))
                 continue
-            done = self.states.get(instance_key(source, path))
-            if done is None or done["status"] != Status.COMPLETED:
+            done = self.run.nodes.get(instance_key(source, path))
+            if done is None or done.status != Status.COMPLETED:
                 return _WAIT
-            parts.append((source, done["output"]))
+            parts.append((source, done.output))
         return merge(parts)
 
-    def _try_collect(self, node_id: str, path: tuple[int, ...], key: str, state: dict[str, Any] | None) -> None:
+    def _try_collect(self, node_id: str, path: tuple[int, ...], key: str, state: NodeState | None) -> None:
         splitter = self.plan.closes[node_id]
-        split = self.states.get(instance_key(splitter, path))
-        if split is None or split["status"] != Status.COMPLETED:
+        split = self.run.nodes.get(instance_key(splitter, path))
+        if split is None or split.status != Status.COMPLETED:
             return
         members = self.plan.inside[node_id]
         depth = len(path)
-        for other_key, other in self.states.items():
-            other_path = other.get("path")
+        for other_key, other in self.run.nodes.items():
+            other_path = other.path
             if (
-                other["status"] == Status.FAILED
-                and other["node_id"] in members
+                other.status == Status.FAILED
+                and other.node_id in members
                 and other_path is not None
                 and tuple(other_path[:depth]) == path
             ):
                 failed = self._begin(key, state or self._new(node_id, path), None)
-                self._set(key, failed, Status.FAILED, error=f"path {other_key} failed: {other.get('error')}")
+                self._set(key, failed, Status.FAILED, error=f"path {other_key} failed: {other.error}")
                 return
         gathered = []
-        for i in range(split["fanout"]):
+        for i in range(split.fanout or 0):
             value = self._input(node_id, (*path, i))
             if value is _WAIT:
                 return
@@ -387,10 +384,10 @@ class Execution:
         self._set(key, fresh, Status.COMPLETED, output=gathered)
         self._walk(node_id, path)
 
-    def _begin(self, key: str, state: dict[str, Any], value: Any) -> dict[str, Any]:
+    def _begin(self, key: str, state: NodeState, value: Any) -> NodeState:
         """A new attempt of a node path: numbered, and a new row in the history."""
-        state["attempt"] = state.get("attempt", 0) + 1
-        self.attempts[(key, state["attempt"])] = AttemptChange(key, state["attempt"], new=True, input=value)
+        state.attempt += 1
+        self.attempts[(key, state.attempt)] = AttemptChange(key, state.attempt, new=True, input=value)
         return state
 
     def _fire(
@@ -398,24 +395,24 @@ class Execution:
         node_id: str,
         path: tuple[int, ...],
         key: str,
-        state: dict[str, Any] | None,
+        state: NodeState | None,
         value: Any,
         *,
         automatic: bool = False,
     ) -> None:
         node = self.plan.nodes[node_id]
         fresh = self._begin(key, state or self._new(node_id, path), value)
-        fresh["input"] = value
+        fresh.input = value
         if not automatic and node_id in self.plan.retries:
-            fresh["budget_from"] = fresh["attempt"]
+            fresh.budget_from = fresh.attempt
         if node.type is NodeType.WORKER:
             self._set(key, fresh, Status.RUNNING)
-            url = self.callback_url(self.run_id, key, fresh["attempt"])
-            payload = {"runId": self.run_id, "nodeId": key, "config": node.data, "input": value, "callbackUrl": url}
-            self.dispatches.append(Dispatch(key, fresh["attempt"], node.data["webhookUrl"], payload))
+            url = self.callback_url(self.run.id, key, fresh.attempt)
+            payload = {"runId": self.run.id, "nodeId": key, "config": node.data, "input": value, "callbackUrl": url}
+            self.dispatches.append(Dispatch(key, fresh.attempt, node.data["webhookUrl"], payload))
             deadline = self._deadline(node_id)
             if deadline:
-                self.timers.append(Timer(key, fresh["attempt"], "timeout", self.at + deadline))
+                self.timers.append(Timer(key, fresh.attempt, "timeout", self.at + deadline))
         elif node.type is NodeType.UX:
             self._set(key, fresh, Status.WAITING_FOR_USER)
         elif node.type is NodeType.SPLITTER:
@@ -424,28 +421,18 @@ class Execution:
                 self._set(key, fresh, Status.FAILED, error=f"Splitter {node_id!r}: {problem}")
                 self._failed(node_id, path)
                 return
-            fresh["fanout"] = len(items)
+            fresh.fanout = len(items)
             self._set(key, fresh, Status.COMPLETED, output=items)
             self._walk(node_id, path)
 
-    def _new(self, node_id: str, path: tuple[int, ...]) -> dict[str, Any]:
-        return {
-            "status": Status.PENDING.value,
-            "output": None,
-            "error": None,
-            "node_id": node_id,
-            "path": list(path),
-            "attempt": 0,
-            "input": None,
-        }
+    def _new(self, node_id: str, path: tuple[int, ...]) -> NodeState:
+        return NodeState(node_id, list(path))
 
-    def _set(
-        self, key: str, state: dict[str, Any], status: Status, *, output: Any = None, error: str | None = None
-    ) -> None:
-        before = state.get("status")
-        state.update(status=status.value, output=output, error=error, updated_at=self.now)
-        self.states[key] = state
-        attempt = state.get("attempt", 0)
+    def _set(self, key: str, state: NodeState, status: Status, *, output: Any = None, error: str | None = None) -> None:
+        before = state.status
+        state.status, state.output, state.error, state.updated_at = status.value, output, error, self.now
+        self.run.nodes[key] = state
+        attempt = state.attempt
         self.events.append(
             Event(
                 key,
@@ -481,30 +468,20 @@ def summary(output: Any) -> str | None:
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 3] + "..."
 
 
-def template_summary(states: dict[str, dict[str, Any]], node_id: str) -> dict[str, Any]:
+def template_summary(states: Mapping[str, NodeState], node_id: str) -> dict[str, Any]:
     """How a node on fan-out paths stands, from its paths (``sq_0``, ``sq_1``, ... of ``sq``):
     the worst of their statuses and a count per status. With no paths it is pending until
     its Splitter opened none (completed) or the run was cancelled."""
-    counts = Counter(s["status"] for s in states.values() if s.get("node_id") == node_id and s.get("path") is not None)
+    counts = Counter(s.status for s in states.values() if s.node_id == node_id and s.path is not None)
     if not counts:
-        own = (states.get(node_id) or {}).get("status", Status.PENDING.value)
+        template = states.get(node_id)
+        own = Status.PENDING.value if template is None else template.status
         return {"status": own if own in (Status.COMPLETED, Status.CANCELLED) else Status.PENDING.value, "paths": {}}
     worst = next((s.value for s in TEMPLATE_ORDER if s.value in counts), Status.PENDING.value)
     return {"status": worst, "paths": dict(counts)}
 
 
-def initial_states(plan: Plan) -> dict[str, dict[str, Any]]:
-    """Every node pending (REQ-2.6). Nodes on fan-out paths get one entry per path when they fire;
-    their plain entry stays a pending template (``path`` null)."""
-    return {
-        node_id: {
-            "status": Status.PENDING.value,
-            "output": None,
-            "error": None,
-            "node_id": node_id,
-            "path": [] if not plan.scope[node_id] else None,
-            "attempt": 0,
-            "input": None,
-        }
-        for node_id in plan.nodes
-    }
+def initial_states(plan: Plan) -> dict[str, NodeState]:
+    """Every node pending. Nodes on fan-out paths get one entry per path when they fire; their
+    plain entry stays a pending template (``path`` None)."""
+    return {node_id: NodeState(node_id, [] if not plan.scope[node_id] else None) for node_id in plan.nodes}

@@ -10,7 +10,7 @@ cancelled first, each in its own transaction like any cancel.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -153,6 +153,6 @@ class Flows:
         return dict(row)
 
     @staticmethod
-    def _under_way(conn: Connection, flow_id: str) -> list[str]:
+    def _under_way(conn: Connection, flow_id: str) -> Sequence[str]:  # (``list`` here is Flows.list)
         query = select(runs.c.id).where(runs.c.flow_id == flow_id, runs.c.status.in_(UNDER_WAY))
         return list(conn.execute(query).scalars())

@@ -13,6 +13,7 @@ import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TypeGuard
 from urllib.parse import urlsplit
 
 from agentloom.stitch.ids import node_id_problem, shown
@@ -242,14 +243,17 @@ def _is_http_url(url: object) -> bool:
         return False
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _timeout_problem(node_id: str, value: object) -> str | None:
-    if _number(value) and value > 0:  # type: ignore[operator]
+    if _number(value) and value > 0:
         return None
-    return f"Worker {shown(node_id)}: data.timeoutSeconds must be a positive number of seconds such as 30 (got {shown(value)})"
+    return (
+        f"Worker {shown(node_id)}: data.timeoutSeconds must be a positive number of seconds such as 30 "
+        f"(got {shown(value)})"
+    )
 
 
 def _retry_problems(node_id: str, policy: object) -> list[str]:

@@ -42,6 +42,7 @@ BUFFER = 2000  # messages a slow subscriber may lag behind before it is dropped
 BATCH = 2000  # event rows read per poll at most
 KEEPALIVE = 15.0  # seconds between comments on an idle stream (proxies close silent connections)
 MAX_GAPS = 10_000
+STARTED_WITHIN = 10.0  # seconds a new stream waits for the poller to run before answering 503
 
 _EVENT_COLUMNS = (
     events.c.id,
@@ -151,11 +152,11 @@ class EventFeed:
         subscription.send.close()
         subscription.receive.close()
 
-    async def started(self, timeout: float = 10.0) -> None:
+    async def started(self) -> None:
         """Wait until the poller runs for the subscriptions there are (call it after subscribing):
         from then on an event it has not delivered is one a replay read now includes, or one it
-        will deliver. TimeoutError when the database cannot be read."""
-        with anyio.fail_after(timeout):
+        will deliver. TimeoutError when the database cannot be read within STARTED_WITHIN seconds."""
+        with anyio.fail_after(STARTED_WITHIN):
             await self.primed.wait()
 
     def replay(self, run_id: str, after: int) -> list[Message]:

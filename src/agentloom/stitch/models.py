@@ -1,4 +1,4 @@
-"""Typed shapes of Stitch: the React Flow graph, node states, runs, and the worker protocol.
+"""Typed shapes of Stitch: the React Flow graph, statuses, and the worker's callback.
 
 The request shapes carry in their JSON Schema every rule of the graph and of Stitch's values
 that JSON Schema can say (what a client or a fuzzer can know before sending): no NUL in any
@@ -14,8 +14,6 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
-
-from agentloom.core.timestamps import Timestamp
 
 NO_NUL = "^[^\\u0000]*$"
 # ids.node_id_problem: the URL-safe alphabet, not dots alone.
@@ -126,10 +124,13 @@ _NODE_RULES: list[dict[str, Any]] = [
 ]
 
 
+_NODE_SCHEMA: dict[str, Any] = {**EXTRA_KEYS, "allOf": _NODE_RULES}
+
+
 class StitchNode(BaseModel):
     """A React Flow node. Unknown React Flow keys (width, selected, ...) are kept."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={**EXTRA_KEYS, "allOf": _NODE_RULES})
+    model_config = ConfigDict(extra="allow", json_schema_extra=_NODE_SCHEMA)
     id: str = Field(min_length=1, max_length=200, json_schema_extra={"pattern": NODE_ID_PATTERN})
     type: NodeType
     position: Position = Field(default_factory=Position)
@@ -153,50 +154,7 @@ class Graph(BaseModel):
     edges: list[StitchEdge] = Field(default_factory=list)
 
 
-class NodeState(BaseModel):
-    """One entry of ``node_states``. ``node_id`` and ``path`` say which node and which fan-out
-    path it is, so nothing ever has to be read back out of the key."""
-
-    status: Status
-    output: Any = None
-    error: str | None = None
-    node_id: str
-    path: list[int] = Field(default_factory=list)
-    attempt: int = 0
-    input: Any = None
-    fanout: int | None = None  # a completed Splitter: how many paths it opened
-    updated_at: Timestamp | None = None  # stored as text in the one format (older runs: any ISO 8601)
-
-
-class StitchFlow(BaseModel):
-    id: str
-    name: str
-    graph: Graph
-    created_at: Timestamp
-    updated_at: Timestamp
-
-
 RunStatus = Literal["running", "waiting_for_user", "completed", "failed", "cancelled"]
-
-
-class StitchRun(BaseModel):
-    id: str
-    flow_id: str
-    status: RunStatus
-    input: Any = None
-    node_states: dict[str, NodeState]
-    created_at: Timestamp
-    updated_at: Timestamp
-
-
-class WorkerPayload(BaseModel):
-    """What a Worker's webhook receives."""
-
-    runId: str
-    nodeId: str
-    config: dict[str, Any]
-    input: Any
-    callbackUrl: str
 
 
 class Callback(BaseModel):

@@ -22,6 +22,7 @@ from agentloom.stitch.db.schema import attempts, events, runs
 from agentloom.stitch.execution import template_summary
 from agentloom.stitch.ids import NotFound, is_uuid, missing, shown
 from agentloom.stitch.models import NodeType, RunStatus, Status
+from agentloom.stitch.state import NodeState, node_states
 
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 WAITING_SCAN = ("waiting_for_user", "running")  # a gate can wait while other branches still run
@@ -145,12 +146,15 @@ def run_view(run: dict[str, Any]) -> dict[str, Any]:
     states: dict[str, dict[str, Any]] = run.get("node_states") or {}
     prompts = _prompts(run.get("graph"))
     shown_states: dict[str, Any] = {}
+    typed: dict[str, NodeState] | None = None  # read once, if the run has a template
     for key, state in states.items():
         if not isinstance(state, dict):
             shown_states[key] = state
             continue
         if state.get("path") is None:
-            summary = template_summary(states, state.get("node_id", key))
+            if typed is None:
+                typed = node_states({k: s for k, s in states.items() if isinstance(s, dict)})
+            summary = template_summary(typed, state.get("node_id", key))
             shown_states[key] = {**state, "status": summary["status"], "paths": summary["paths"]}
         elif state.get("status") == Status.WAITING_FOR_USER:
             shown_states[key] = {**state, "prompt": prompts.get(state.get("node_id", key))}

@@ -40,7 +40,8 @@ class StitchSettings(BaseSettings):
     node_timeout: float | None = Field(
         None,
         gt=0,
-        description="Default deadline in seconds for a Worker's callback (data.timeoutSeconds overrides it); off by default.",
+        description="Default deadline in seconds for a Worker's callback (data.timeoutSeconds overrides it); "
+        "off by default.",
     )
     poll_interval: float = Field(1.0, gt=0, description="Seconds between reconciler rounds.")
     lease_seconds: float = Field(30.0, gt=0, description="A dispatch not confirmed sent within this is sent again.")
@@ -84,7 +85,8 @@ class StitchSettings(BaseSettings):
             )
         if self.lease_seconds <= self.worker_timeout:
             raise StitchConfigError(
-                f"STITCH_LEASE_SECONDS ({self.lease_seconds:g}) must exceed STITCH_WORKER_TIMEOUT ({self.worker_timeout:g}), "
+                f"STITCH_LEASE_SECONDS ({self.lease_seconds:g}) must exceed "
+                f"STITCH_WORKER_TIMEOUT ({self.worker_timeout:g}), "
                 "or dispatches still in flight would be sent twice"
             )
         self.check_api_key()

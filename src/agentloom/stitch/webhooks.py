@@ -57,8 +57,8 @@ class WebhookPolicy:
         self.allowed_hosts = frozenset(hosts)
 
     def address_problem(self, address: Address) -> str | None:
-        """Why a webhook may not go to this address ('<address>, a ... address'), or None. An IPv6 address that carries an
-        IPv4 one (mapped, NAT64, 6to4) is judged by the IPv4 address it reaches."""
+        """Why a webhook may not go to this address ('<address>, a ... address'), or None. An IPv6
+        address that carries an IPv4 one (mapped, NAT64, 6to4) is judged by the IPv4 address it reaches."""
         target = _embedded_ipv4(address) or address
         if any(target in n for n in self.allowed_networks if n.version == target.version):
             return None

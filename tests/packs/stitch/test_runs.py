@@ -1,8 +1,6 @@
 """stitch_list_runs and stitch_cancel_run against a real Stitch server on SQLite and
 PostgreSQL, with a real worker: pages, filters, argument checks, cancel and its refusals."""
 
-# ruff: noqa: F811 - the fixtures imported from tests.stitch.conftest are parameters here
-
 from __future__ import annotations
 
 from pathlib import Path

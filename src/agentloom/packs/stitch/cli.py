@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -57,17 +57,22 @@ def serve(
         raise typer.Exit(2) from None
     url = database or stitch.database_url or default_url(settings.data_dir)
     logging.getLogger(__name__).info("stitch on http://%s:%d/api/stitch, callbacks via %s", host, port, stitch.base_url)
+
     # Live-update streams stay open until the browser leaves: on shutdown, uvicorn would wait for
     # them forever. Requests are short (a webhook owed is in the outbox), so 3 s is enough for them.
-    options = {
-        "host": host,
-        "port": port,
-        "log_config": None,
-        "log_level": settings.log_level.lower(),
-        "timeout_graceful_shutdown": 3,
-    }
+    def run(app: Any, **more: Any) -> None:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            log_level=settings.log_level.lower(),
+            timeout_graceful_shutdown=3,
+            **more,
+        )
+
     if workers == 1:
-        uvicorn.run(create_app(stitch, url), **options)
+        run(create_app(stitch, url))
         return
     # Each process builds its own app from the environment; the migrations run once, up front.
     from agentloom.stitch.db import Database
@@ -75,4 +80,4 @@ def serve(
     Database(url).dispose()
     os.environ["STITCH_DATABASE_URL"] = url
     os.environ["STITCH_BASE_URL"] = stitch.base_url or ""
-    uvicorn.run("agentloom.stitch.api:app_from_environment", factory=True, workers=workers, **options)
+    run("agentloom.stitch.api:app_from_environment", factory=True, workers=workers)

@@ -22,7 +22,7 @@ from agentloom.packs.stitch.client import StitchClient, StitchPackSettings
 from agentloom.server.packs import Pack, PackContext
 from agentloom.stitch.models import RunStatus as RunState
 
-pack = Pack(
+pack: Pack[StitchClient] = Pack(
     "stitch",
     "Run React Flow workflows on a Stitch server: save flows, start, follow, list and cancel runs, answer gates, retry",
     requires=["httpx"],
@@ -137,7 +137,8 @@ def stitch_create_flow(
         dict[str, Any],
         Field(
             description=(
-                "The React Flow graph: {nodes: [{id, type: Worker|UX|Splitter|Collector, data}], edges: [{id, source, target}]}. "
+                "The React Flow graph: {nodes: [{id, type: Worker|UX|Splitter|Collector, data}], "
+                "edges: [{id, source, target}]}. "
                 "A Worker needs data.webhookUrl, a Splitter data.arrayPath; a UX node may set data.prompt."
             )
         ),

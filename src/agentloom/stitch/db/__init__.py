@@ -1,17 +1,18 @@
-"""The database behind Stitch: one interface, one module per SQL dialect."""
+"""The database behind Stitch: one interface; what SQLite and PostgreSQL do differently is
+their :class:`~.dialect.Dialect` (:mod:`.sqlite`, :mod:`.postgres`)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 
 from sqlalchemy import Connection, Engine, RowMapping, select
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
-from agentloom.stitch.db import migrations, postgres, schema, sqlite
+from agentloom.stitch.db import migrations, schema
+from agentloom.stitch.db.dialect import Dialect
 from agentloom.stitch.db.hot import HotPath
 
 
@@ -19,31 +20,26 @@ class Database:
     def __init__(self, url: str) -> None:
         parsed = make_url(normalise_url(url))
         self.url = parsed
-        self.dialect: ModuleType = postgres if parsed.get_backend_name() == "postgresql" else sqlite
-        if self.dialect is sqlite and parsed.database not in (None, "", ":memory:"):
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        self.dialect = dialect_for(parsed)
         self.engine: Engine = self.dialect.engine(parsed)
-        # SQLite has one writer at a time; queueing this process's writers on a lock is fair
-        # and prompt, where SQLite's busy handler would sleep and retry.
-        self._writer = sqlite.WriterQueue(parsed.database) if self.dialect is sqlite else nullcontext()
-        self.version = migrations.migrate(self.engine)
-        self.hot = HotPath(postgres=self.dialect is postgres)
-        # SQLite in WAL with synchronous=NORMAL commits without waiting for the disk, so one
-        # event's transaction takes well under a millisecond: the callback fast path runs it on
-        # the event loop instead of paying two thread switches. PostgreSQL waits for the
-        # network and the WAL flush: that stays on a thread.
-        self.inline = self.dialect is sqlite
+        self.version = migrations.migrate(self.engine, self.dialect)
+        self.hot = HotPath(self.dialect)
 
     @property
     def name(self) -> str:
-        return str(self.url.get_backend_name())
+        return self.dialect.name
+
+    @property
+    def inline(self) -> bool:
+        """Whether an event's transaction is short enough to run on the event loop."""
+        return self.dialect.inline
 
     def describe(self) -> str:
         return self.url.render_as_string(hide_password=True)
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
-        with self._writer, self.engine.begin() as conn:
+        with self.dialect.writer(), self.engine.begin() as conn:
             yield conn
 
     @contextmanager
@@ -57,10 +53,26 @@ class Database:
 
     def setting(self, key: str) -> str | None:
         with self.reading() as conn:
-            return conn.execute(select(schema.settings.c.value).where(schema.settings.c.key == key)).scalar()
+            value: str | None = conn.execute(
+                select(schema.settings.c.value).where(schema.settings.c.key == key)
+            ).scalar()
+            return value
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def dialect_for(url: URL) -> Dialect:
+    """The database's dialect (its module imported only when used: psycopg is not light)."""
+    if url.get_backend_name() == "postgresql":
+        from agentloom.stitch.db.postgres import PostgreSQL
+
+        return PostgreSQL()
+    from agentloom.stitch.db.sqlite import SQLite
+
+    if url.database not in (None, "", ":memory:"):
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    return SQLite(url.database)
 
 
 def normalise_url(url: str) -> str:
@@ -76,4 +88,4 @@ def default_url(data_dir: Path) -> str:
     return f"sqlite:///{(data_dir / 'stitch' / 'stitch.db').absolute()}"
 
 
-__all__ = ["Database", "default_url", "normalise_url", "schema"]
+__all__ = ["Database", "Dialect", "default_url", "dialect_for", "normalise_url", "schema"]

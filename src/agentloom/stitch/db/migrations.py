@@ -1,7 +1,7 @@
 """Creates and upgrades the schema: numbered steps, applied once each, on either database.
 
-Servers sharing a PostgreSQL database may start together, so the steps run under an
-advisory lock there (SQLite's BEGIN IMMEDIATE serialises them already).
+Servers sharing a database may start together, so the steps run under the dialect's
+migration lock (PostgreSQL: an advisory lock; SQLite's BEGIN IMMEDIATE serialises them already).
 """
 
 from __future__ import annotations
@@ -13,25 +13,24 @@ from collections.abc import Callable
 from sqlalchemy import Connection, Engine, inspect, text
 
 from agentloom.stitch.db import schema
+from agentloom.stitch.db.dialect import Dialect
 
 log = logging.getLogger(__name__)
-LOCK_ID = 0x57_17_C4  # pg_advisory_xact_lock key for migrations
 
 
-def _v1(conn: Connection) -> None:
+def _v1(conn: Connection, dialect: Dialect) -> None:
     schema.metadata.create_all(conn)
     # The callback-signing secret lives in the database so every server on it agrees.
     conn.execute(schema.settings.insert().values(key="callback_secret", value=secrets.token_hex(32)))
 
 
-def _v2(conn: Connection) -> None:
+def _v2(conn: Connection, dialect: Dialect) -> None:
     # Version 1 databases gain the new columns in place (ADD COLUMN works on both databases)
     # and the new tables and indexes; a new database got all of it from create_all in _v1.
     columns = {c["name"] for c in inspect(conn).get_columns("stitch_flows")}
     if "deleted_at" in columns:
         return
-    timestamp = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
-    conn.execute(text(f"ALTER TABLE stitch_flows ADD COLUMN deleted_at {timestamp}"))
+    conn.execute(text(f"ALTER TABLE stitch_flows ADD COLUMN deleted_at {dialect.timestamp_type}"))
     conn.execute(text("ALTER TABLE stitch_events ADD COLUMN error TEXT"))
     conn.execute(text("ALTER TABLE stitch_events ADD COLUMN summary TEXT"))
     schema.metadata.create_all(conn, tables=[schema.attempts, schema.timers])
@@ -40,25 +39,24 @@ def _v2(conn: Connection) -> None:
             index.create(conn)
 
 
-def _v3(conn: Connection) -> None:
+def _v3(conn: Connection, dialect: Dialect) -> None:
     # A flow's runs newest first (the console lists them; a flow may have thousands).
     for index in schema.runs.indexes:
         if index.name == "ix_stitch_runs_flow_listing":
             index.create(conn, checkfirst=True)  # a new database got it from create_all in _v1
 
 
-STEPS: list[tuple[int, str, Callable[[Connection], None]]] = [
+STEPS: list[tuple[int, str, Callable[[Connection, Dialect], None]]] = [
     (1, "flows, runs, outbox, events, settings", _v1),
     (2, "attempt history, timers, deleted flows, event errors, run listing indexes", _v2),
     (3, "a flow's runs newest first (index)", _v3),
 ]
 
 
-def migrate(engine: Engine) -> int:
+def migrate(engine: Engine, dialect: Dialect) -> int:
     """Bring the schema to the latest version; returns it."""
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LOCK_ID})
+        dialect.lock_migrations(conn)
         conn.execute(text("CREATE TABLE IF NOT EXISTS stitch_schema_version (version INTEGER NOT NULL)"))
         current = conn.execute(text("SELECT MAX(version) FROM stitch_schema_version")).scalar() or 0
         if current == 0 and inspect(conn).has_table("stitch_flows"):
@@ -66,7 +64,7 @@ def migrate(engine: Engine) -> int:
         for version, summary, step in STEPS:
             if version > current:
                 log.info("stitch schema: applying %d (%s)", version, summary)
-                step(conn)
+                step(conn, dialect)
                 conn.execute(text("INSERT INTO stitch_schema_version (version) VALUES (:v)"), {"v": version})
                 current = version
     return current

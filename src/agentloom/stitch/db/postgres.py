@@ -1,32 +1,55 @@
-"""PostgreSQL: row locks per run (SELECT ... FOR UPDATE, in :mod:`hot`) and SKIP LOCKED outbox
-claims, so several servers can share one database without a broker."""
+"""PostgreSQL: row locks per run (SELECT ... FOR UPDATE) and SKIP LOCKED claims, so several
+servers can share one database without a broker; JSONB and timestamptz on the driver; an
+event's writes pipelined into one round trip."""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, Update, create_engine, select, update
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 
-from agentloom.stitch.db.schema import outbox
+from agentloom.stitch.db.dialect import Dialect, dumps
 
-
-def claim(now: float, until: float, limit: int) -> Update:
-    due = (
-        select(outbox.c.id)
-        .where(outbox.c.state == "pending", outbox.c.lease_until < now)
-        .order_by(outbox.c.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    return (
-        update(outbox)
-        .where(outbox.c.id.in_(due.scalar_subquery()))
-        .values(lease_until=until, tries=outbox.c.tries + 1)
-        .returning(outbox.c.id, outbox.c.run_id, outbox.c.node_key, outbox.c.attempt, outbox.c.url, outbox.c.payload)
-    )
+MIGRATIONS_LOCK = 0x57_17_C4  # pg_advisory_xact_lock key for the schema steps
 
 
-def engine(url: str | URL) -> Engine:
-    # No pre-ping: it is a round trip before every transaction, on the path of every
-    # completion. A connection the server dropped fails its request instead (503, see the
-    # API), and SQLAlchemy then discards the whole pool, so the next request reconnects.
-    return create_engine(url, pool_size=10, max_overflow=10)
+class PostgreSQL(Dialect):
+    name = "postgresql"
+    mark = "%s"
+    for_update = " FOR UPDATE"
+    for_share = " FOR SHARE"  # a flow's delete waits for the run being started from it
+    timestamp_type = "TIMESTAMP WITH TIME ZONE"
+    # A commit waits for the network and the WAL flush: that stays on a thread.
+    inline = False
+    driver_error = psycopg.Error
+
+    def engine(self, url: URL) -> Engine:
+        # No pre-ping: it is a round trip before every transaction, on the path of every
+        # completion. A connection the server dropped fails its request instead (503, see the
+        # API), and SQLAlchemy then discards the whole pool, so the next request reconnects.
+        return create_engine(url, pool_size=10, max_overflow=10)
+
+    def skip_locked(self) -> bool:
+        return True
+
+    def lock_migrations(self, conn: Connection) -> None:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATIONS_LOCK})
+
+    def json_in(self, value: Any) -> Jsonb:
+        return Jsonb(value, dumps=dumps)
+
+    @contextmanager
+    def pipeline(self, conn: Connection) -> Iterator[None]:
+        """The statements inside go out without waiting for each answer, in one round trip
+        with the first result read (an event's writes: run, events, attempts, timers, outbox)."""
+        try:
+            with conn.connection.driver_connection.pipeline():  # type: ignore[union-attr]  # psycopg's connection
+                yield
+        except psycopg.Error as exc:  # raised when the pipeline is read
+            raise DBAPIError.instance(None, None, exc, psycopg.Error) from exc
