@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
+
+import anyio
 
 from tests.conftest import PYTHON, REPO
 from tests.server.clients import stdio_client_session
@@ -36,12 +37,11 @@ async def test_the_documented_pack_works_from_the_server_and_the_cli(
         assert missing.is_error and missing.content[0].text == "key: no note 'b'; notes_put stores one"  # type: ignore[union-attr]
         health = (await client.call_tool("health", {"check_model": False})).structured_content
         assert any(c["name"] == "notes file" and c["ok"] for c in health["checks"])  # type: ignore[index]
-    listed = subprocess.run(
-        [PYTHON, "-m", "agentloom", "notes", "list", "--data-dir", server_env["AGENTLOOM_DATA_DIR"]],
-        env=server_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert listed.returncode == 0, listed.stderr
-    assert listed.stdout == "a: remember the milk\n"
+    with anyio.fail_after(60):
+        listed = await anyio.run_process(
+            [PYTHON, "-m", "agentloom", "notes", "list", "--data-dir", server_env["AGENTLOOM_DATA_DIR"]],
+            env=server_env,
+            check=False,
+        )
+    assert listed.returncode == 0, listed.stderr.decode()
+    assert listed.stdout.decode() == "a: remember the milk\n"

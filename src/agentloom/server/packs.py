@@ -210,5 +210,5 @@ def _bind(spec: ToolSpec, state_type: Any, state: Any) -> ToolSpec:
     bound.__annotations__ = {p.name: p.annotation for p in kept if p.annotation is not inspect.Parameter.empty}
     if signature.return_annotation is not inspect.Signature.empty:
         bound.__annotations__["return"] = signature.return_annotation
-    del bound.__wrapped__  # type: ignore[attr-defined]
+    del bound.__wrapped__
     return ToolSpec(bound, spec.name, spec.title, spec.description, spec.annotations, spec.structured_output)
