@@ -166,6 +166,22 @@ def test_tools_are_listed_in_the_order_they_were_added_and_a_name_is_registered_
     assert text(call(server, "twice", {"word": "a", "times": 3})) == "aaa"
 
 
+def test_the_sdks_own_registration_adds_a_strict_tool() -> None:
+    server = LoomServer("loom")
+    server.add_tool(search, name="find", title="Find")
+
+    @server.tool()
+    def shout(word: str) -> str:
+        return word.upper()
+
+    assert server.tool_names() == ["find", "shout"]
+    listed = anyio.run(server.list_tools)
+    assert listed[0].title == "Find" and listed[0].input_schema["additionalProperties"] is False
+    assert text(call(server, "shout", {"word": "hi"})) == "HI"
+    with pytest.raises(ToolError, match="does not take `loud`"):
+        call(server, "shout", {"word": "hi", "loud": True})
+
+
 def test_the_sdk_finds_each_tools_strict_input_schema() -> None:
     """What the SDK checks ``Mcp-Param-*`` headers against (streamable HTTP, 2026-07-28) is the listed schema."""
     from agentloom.server.sdk_compat import lowlevel_server

@@ -28,7 +28,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, Icon, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
 
@@ -89,6 +89,23 @@ class LoomServer(MCPServer):
             if cache is not None:
                 cache.put(key, definition(tool))
         self._order.append(name)
+
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
+        """The SDK's registration (and its ``@server.tool()``): here it adds a strict tool, listed and
+        called like every other, since the SDK's own tool manager is not where tools are kept."""
+        given = {"name": name, "title": title, "annotations": annotations, "icons": icons, "meta": meta}
+        options = {key: value for key, value in given.items() if value is not None}
+        self.add_strict_tool(fn, description=description, structured_output=structured_output, **options)
 
     def get_tool(self, name: str) -> Tool | None:
         """The tool called ``name``, built now if it was listed from the cache."""
