@@ -61,22 +61,24 @@ def _skills_env(env: dict[str, str], base: Path, agentloom: str, n: int) -> dict
     return skills_env
 
 
-def _without_tool_cache(env: dict[str, str], base: Path) -> dict[str, str]:
-    """``env`` with a cache folder where the tool cache cannot be kept (a file where its folder would be), so
-    every start builds every tool, as the server would without the cache (plus the cache's own look, a few ms).
-    The prepared embedding model is the usual one, so no start prepares it in the background."""
+def _cache_folder(base: Path, *, tool_cache: bool) -> str:
+    """A cache folder of the run's own: the tool cache in it is this checkout's (another checkout serving
+    from the shared folder would replace it). Without ``tool_cache`` the tool cache cannot be kept there (a
+    file where its folder would be), so every start builds every tool, as the server would without it (plus
+    the cache's own look, a few ms). The prepared embedding model is the usual one: no start prepares it."""
     from agentloom.core.settings import Settings
 
-    cache = base / "no-tool-cache"
+    cache = base / ("cache" if tool_cache else "cache-without-tools")
     cache.mkdir()
-    (cache / "tools").write_text("a file where the tool cache's folder would be")
+    if not tool_cache:
+        (cache / "tools").write_text("a file where the tool cache's folder would be")
     (cache / "models").symlink_to(Path(Settings().cache_dir) / "models")
-    return dict(env, AGENTLOOM_CACHE_DIR=str(cache))
+    return str(cache)
 
 
 def run(runs: int = 11, skills: int = 1000) -> str:
     with tempfile.TemporaryDirectory() as data:
-        env = dict(os.environ, AGENTLOOM_DATA_DIR=data)
+        env = dict(os.environ, AGENTLOOM_DATA_DIR=data, AGENTLOOM_CACHE_DIR=_cache_folder(Path(data), tool_cache=True))
         agentloom = str(Path(sys.executable).with_name("agentloom"))
         ours_cmd = [agentloom, "serve"]
         bare_cmd = [sys.executable, str(HERE / "bare_server.py")]
@@ -85,7 +87,11 @@ def run(runs: int = 11, skills: int = 1000) -> str:
         # its scan runs in a background thread, after scan_delay_seconds (3 s by default) or at once.
         cases = [
             ("agentloom serve (every installed pack)", ours_cmd, env),
-            ("agentloom serve, without the tool cache", ours_cmd, _without_tool_cache(env, Path(data))),
+            (
+                "agentloom serve, without the tool cache",
+                ours_cmd,
+                dict(env, AGENTLOOM_CACHE_DIR=_cache_folder(Path(data), tool_cache=False)),
+            ),
             (f"agentloom serve, {skills:,} skills in a root (scan after the default delay)", ours_cmd, skills_env),
             (
                 f"agentloom serve, {skills:,} skills in a root, scan_delay_seconds=0",
