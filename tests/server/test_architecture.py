@@ -34,9 +34,9 @@ async def test_the_documented_pack_works_from_the_server_and_the_cli(
         put = await client.call_tool("notes_put", {"key": "a", "text": "remember the milk"})
         assert put.structured_content == {"key": "a", "text": "remember the milk"}
         missing = await client.call_tool("notes_get", {"key": "b"})
-        assert missing.is_error and missing.content[0].text == "key: no note 'b'; notes_put stores one"  # type: ignore[union-attr]
+        assert missing.is_error and missing.content[0].text == "key: no note 'b'; notes_put stores one"  # type: ignore[union-attr]  # a text block
         health = (await client.call_tool("health", {"check_model": False})).structured_content
-        assert any(c["name"] == "notes file" and c["ok"] for c in health["checks"])  # type: ignore[index]
+        assert any(c["name"] == "notes file" and c["ok"] for c in health["checks"])  # type: ignore[index]  # the health tool's structured result
     with anyio.fail_after(60):
         listed = await anyio.run_process(
             [PYTHON, "-m", "agentloom", "notes", "list", "--data-dir", server_env["AGENTLOOM_DATA_DIR"]],

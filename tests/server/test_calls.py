@@ -27,11 +27,11 @@ def search(query: str, limit: int = 5) -> str:
     return f"{query}:{limit}"
 
 
-def who(ctx: Context) -> str:  # type: ignore[type-arg]
+def who(ctx: Context) -> str:  # type: ignore[type-arg]  # bare, as packs write it
     return ctx.mcp_server.name
 
 
-async def announce(ctx: Context) -> str:  # type: ignore[type-arg]
+async def announce(ctx: Context) -> str:  # type: ignore[type-arg]  # bare, as packs write it
     await ctx.notify_tools_changed()  # needs the server's subscription bus
     return "announced"
 
@@ -42,7 +42,7 @@ def strict_data() -> str:
 
 
 def wrong_shape() -> Point:
-    return "not a point"  # type: ignore[return-value]
+    return "not a point"  # type: ignore[return-value]  # the mistake under test
 
 
 def call(server: LoomServer, name: str, arguments: dict[str, Any]) -> Any:
@@ -50,7 +50,7 @@ def call(server: LoomServer, name: str, arguments: dict[str, Any]) -> Any:
 
 
 def text(result: Any) -> str:
-    return result.content[0].text  # type: ignore[no-any-return]
+    return result.content[0].text  # type: ignore[no-any-return]  # a text block
 
 
 def test_the_server_takes_the_sdk_arguments() -> None:
@@ -197,7 +197,7 @@ def test_the_sdk_finds_each_tools_strict_input_schema() -> None:
 def test_without_a_cache_a_tool_needs_only_a_name_and_a_signature() -> None:
     server = LoomServer("loom")
     doubled = functools.partial(twice, times=2)  # no __qualname__: nothing may ask for a registration key
-    doubled.__name__ = "doubled"  # type: ignore[attr-defined]
+    doubled.__name__ = "doubled"  # type: ignore[attr-defined]  # a partial has none; the SDK reads it
     server.add_strict_tool(doubled)
     assert server.tool_names() == ["doubled"]
     assert text(call(server, "doubled", {"word": "ab"})) == "abab"

@@ -72,7 +72,7 @@ def test_unknown_prompt_is_invalid_params_naming_it_and_only_real_capabilities_a
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 (server/discover) and 2025-11-25 (initialize)
 async def test_sdk_client_sees_only_real_capabilities(pack_env: dict[str, str], mode: str) -> None:
     params = StdioServerParameters(command=PYTHON, args=serve_args("--packs", "echo"), env=pack_env)
-    async with Client(stdio_client(params), mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(stdio_client(params), mode=mode) as client:  # type: ignore[arg-type]  # a Transport: Client enters it
         capabilities = client.server_capabilities
     assert capabilities.tools is not None and capabilities.logging is not None
     assert capabilities.prompts is None and capabilities.resources is None
@@ -305,13 +305,13 @@ async def test_log_records_reach_sdk_clients_of_both_protocol_eras(chatty_env: d
 
         return callback
 
-    async with Client(stdio_client(params), mode="legacy", logging_callback=collect(legacy)) as client:  # type: ignore[arg-type]
+    async with Client(stdio_client(params), mode="legacy", logging_callback=collect(legacy)) as client:  # type: ignore[arg-type]  # a Transport: Client enters it
         await client.set_logging_level("error")
         await client.call_tool("chatty_log", {"text": "legacy"})
-    async with Client(stdio_client(params), log_level="warning", logging_callback=collect(modern)) as client:  # type: ignore[arg-type]
+    async with Client(stdio_client(params), log_level="warning", logging_callback=collect(modern)) as client:  # type: ignore[arg-type]  # a Transport: Client enters it
         assert client.protocol_version == "2026-07-28"
         await client.call_tool("chatty_log", {"text": "modern"})
-    async with Client(stdio_client(params), logging_callback=collect(silent)) as client:  # type: ignore[arg-type]
+    async with Client(stdio_client(params), logging_callback=collect(silent)) as client:  # type: ignore[arg-type]  # a Transport: Client enters it
         await client.call_tool("chatty_log", {"text": "nobody asked"})
     assert [(p.level, p.data) for p in legacy if p.logger == CHATTY_LOGGER] == [("error", "error: legacy")]
     assert [(p.level, p.data) for p in modern] == [("warning", "warning: modern"), ("error", "error: modern")]

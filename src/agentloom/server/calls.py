@@ -163,7 +163,7 @@ class LoomServer(MCPServer):
                 f"{name} failed with an internal error ({type(exc).__name__}); the server log has the details."
             ) from exc
         try:
-            return tool.fn_metadata.convert_result(result)  # type: ignore[return-value]
+            return tool.fn_metadata.convert_result(result)  # type: ignore[return-value]  # InputRequiredResult: no tool here returns one
         except Exception as exc:
             raise UnexpectedToolError(f"{name} returned a result that does not match its output schema.") from exc
 
