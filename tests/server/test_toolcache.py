@@ -39,10 +39,11 @@ def test_a_second_start_lists_the_same_tools_from_the_cache_and_calls_them(tmp_p
     assert len(files) == 1
     second = _host(tmp_path, cache)
     assert set(second.server._deferred) == set(second.server.tool_names())
-    assert _listing(second) == _listing(first)
+    listed = _listing(second)
+    assert listed == _listing(first)
     schema = lowlevel_server(second.server).get_tool_input_schema  # what Mcp-Param headers are checked against
     assert schema is not None
-    assert [schema(name) for name in second.server.tool_names()] == [t["inputSchema"] for t in _listing(first)]
+    assert [schema(name) for name in second.server.tool_names()] == [t["inputSchema"] for t in listed]
     assert second.server.tool_names() == first.server.tool_names()
 
     async def calls() -> tuple[Any, Any, Any]:
