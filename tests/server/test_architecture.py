@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
+
+import anyio
 
 from tests.conftest import PYTHON, REPO
 from tests.server.clients import stdio_client_session
@@ -33,15 +34,14 @@ async def test_the_documented_pack_works_from_the_server_and_the_cli(
         put = await client.call_tool("notes_put", {"key": "a", "text": "remember the milk"})
         assert put.structured_content == {"key": "a", "text": "remember the milk"}
         missing = await client.call_tool("notes_get", {"key": "b"})
-        assert missing.is_error and missing.content[0].text == "key: no note 'b'; notes_put stores one"  # type: ignore[union-attr]
+        assert missing.is_error and missing.content[0].text == "key: no note 'b'; notes_put stores one"  # type: ignore[union-attr]  # a text block
         health = (await client.call_tool("health", {"check_model": False})).structured_content
-        assert any(c["name"] == "notes file" and c["ok"] for c in health["checks"])  # type: ignore[index]
-    listed = subprocess.run(
-        [PYTHON, "-m", "agentloom", "notes", "list", "--data-dir", server_env["AGENTLOOM_DATA_DIR"]],
-        env=server_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert listed.returncode == 0, listed.stderr
-    assert listed.stdout == "a: remember the milk\n"
+        assert any(c["name"] == "notes file" and c["ok"] for c in health["checks"])  # type: ignore[index]  # the health tool's structured result
+    with anyio.fail_after(60):
+        listed = await anyio.run_process(
+            [PYTHON, "-m", "agentloom", "notes", "list", "--data-dir", server_env["AGENTLOOM_DATA_DIR"]],
+            env=server_env,
+            check=False,
+        )
+    assert listed.returncode == 0, listed.stderr.decode()
+    assert listed.stdout.decode() == "a: remember the milk\n"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -18,6 +17,8 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp_types import LoggingMessageNotificationParams, SetLevelRequestParams
 
 from agentloom.server.client_logging import ClientLogRelay
@@ -71,7 +72,7 @@ def test_unknown_prompt_is_invalid_params_naming_it_and_only_real_capabilities_a
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 (server/discover) and 2025-11-25 (initialize)
 async def test_sdk_client_sees_only_real_capabilities(pack_env: dict[str, str], mode: str) -> None:
     params = StdioServerParameters(command=PYTHON, args=serve_args("--packs", "echo"), env=pack_env)
-    async with Client(stdio_client(params), mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(stdio_client(params), mode=mode) as client:  # type: ignore[arg-type]  # a Transport: Client enters it
         capabilities = client.server_capabilities
     assert capabilities.tools is not None and capabilities.logging is not None
     assert capabilities.prompts is None and capabilities.resources is None
@@ -230,7 +231,8 @@ def test_log_records_reach_a_stdio_client_that_set_a_level(chatty_env: dict[str,
 
         exchange(raw, 5, "logging/setLevel", {"level": "debug"})
         before, _ = exchange(raw, 6, "tools/call", {"name": "chatty_log", "arguments": {"text": "third"}})
-        assert [level for level, _ in log_lines(before)] == ["debug", "info", "warning", "error"]
+        # What the server logs (it runs at INFO): a client's level never lowers the server's loggers.
+        assert [level for level, _ in log_lines(before)] == ["info", "warning", "error"]
         before, _ = exchange(raw, 7, "tools/call", {"name": "chatty_log_async", "arguments": {"text": "fourth"}})
         assert log_lines(before) == [("warning", "async warning: fourth")]
 
@@ -241,6 +243,28 @@ def test_log_records_reach_a_stdio_client_that_set_a_level(chatty_env: dict[str,
         stderr = raw.stderr()
     assert "info: third" in stderr and "debug: third" not in stderr  # stderr keeps the configured level (INFO)
     assert "warning: first" in stderr
+
+
+def test_a_client_gets_debug_records_from_a_server_that_logs_at_debug(
+    chatty_env: dict[str, str], tmp_path: Path
+) -> None:
+    raw = RawStdioLogged(dict(chatty_env, AGENTLOOM_LOG_LEVEL="DEBUG"), tmp_path / "stderr.log", "--packs", "chatty")
+    try:
+        raw.initialize()
+        exchange(raw, 2, "logging/setLevel", {"level": "debug"})
+        before, _ = exchange(raw, 3, "tools/call", {"name": "chatty_log", "arguments": {"text": "one"}})
+        assert log_lines(before) == [
+            ("debug", "debug: one"),
+            ("info", "info: one"),
+            ("warning", "warning: one"),
+            ("error", "error: one"),
+        ]
+        exchange(raw, 4, "logging/setLevel", {"level": "warning"})
+        before, _ = exchange(raw, 5, "tools/call", {"name": "chatty_log", "arguments": {"text": "two"}})
+        assert log_lines(before) == [("warning", "warning: two"), ("error", "error: two")]
+    finally:
+        stderr = raw.stderr()
+    assert "debug: one" in stderr and "debug: two" in stderr  # stderr at the configured level, as ever
 
 
 def test_log_relay_neither_recurses_nor_blocks(chatty_env: dict[str, str], tmp_path: Path) -> None:
@@ -281,13 +305,13 @@ async def test_log_records_reach_sdk_clients_of_both_protocol_eras(chatty_env: d
 
         return callback
 
-    async with Client(stdio_client(params), mode="legacy", logging_callback=collect(legacy)) as client:  # type: ignore[arg-type]
+    async with Client(stdio_client(params), mode="legacy", logging_callback=collect(legacy)) as client:  # type: ignore[arg-type]  # a Transport: Client enters it
         await client.set_logging_level("error")
         await client.call_tool("chatty_log", {"text": "legacy"})
-    async with Client(stdio_client(params), log_level="warning", logging_callback=collect(modern)) as client:  # type: ignore[arg-type]
+    async with Client(stdio_client(params), log_level="warning", logging_callback=collect(modern)) as client:  # type: ignore[arg-type]  # a Transport: Client enters it
         assert client.protocol_version == "2026-07-28"
         await client.call_tool("chatty_log", {"text": "modern"})
-    async with Client(stdio_client(params), logging_callback=collect(silent)) as client:  # type: ignore[arg-type]
+    async with Client(stdio_client(params), logging_callback=collect(silent)) as client:  # type: ignore[arg-type]  # a Transport: Client enters it
         await client.call_tool("chatty_log", {"text": "nobody asked"})
     assert [(p.level, p.data) for p in legacy if p.logger == CHATTY_LOGGER] == [("error", "error: legacy")]
     assert [(p.level, p.data) for p in modern] == [("warning", "warning: modern"), ("error", "error: modern")]
@@ -319,27 +343,32 @@ async def test_http_sessions_get_their_own_request_logs_only(chatty_env: dict[st
     assert got["b"] == ["info: for b", "warning: for b", "error: for b"]
 
 
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")  # send_log_message, 2025-era API
 async def test_a_log_written_while_sending_a_log_is_not_relayed_again() -> None:
     """In process: the one path no client can trigger on purpose, a record logged by the send itself."""
     sent: list[str] = []
+    first_sent = anyio.Event()
     chatty = logging.getLogger("agentloom.packs.chatty")
 
     class LoggingChannel:
         async def notify(self, method: str, params: Any, opts: Any = None) -> None:
             sent.append(params["data"])
+            first_sent.set()
             chatty.warning("written while sending %s", params["data"])
 
         async def send_raw_request(self, method: str, params: Any, opts: Any = None) -> Any:
             raise AssertionError("no requests")
 
     connection = Connection(LoggingChannel(), protocol_version="2025-11-25")
+    session = ServerSession(LoggingChannel(), connection)  # type: ignore[arg-type]  # the request's channel: unused
+    request = ServerRequestContext(
+        session=session, lifespan_context={}, protocol_version="2025-11-25", method="logging/setLevel", request_id=1
+    )
     relay = ClientLogRelay()
     async with relay.running():
-        request = SimpleNamespace(session=SimpleNamespace(_connection=connection))
-        await relay.set_level(request, SetLevelRequestParams(level="info"))  # type: ignore[arg-type]
+        await relay.set_level(request, SetLevelRequestParams(level="info"))
         chatty.warning("first")
         with anyio.fail_after(5):
-            while not sent:
-                await anyio.sleep(0.01)
+            await first_sent.wait()
         await anyio.sleep(0.2)
     assert sent == ["first"]

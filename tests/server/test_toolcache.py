@@ -1,4 +1,4 @@
-"""Tool definitions saved by one start and listed by the next, registered with the SDK on first call."""
+"""Tool definitions saved by one start and listed by the next, built on first call."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from mcp.client import Client
 
 from agentloom.core.settings import Settings
 from agentloom.server.host import Host, discover_packs
+from agentloom.server.sdk_compat import lowlevel_server
 from agentloom.server.toolcache import ToolCache, registration_key
 from tests.server.test_pack_interface import count
 
@@ -38,7 +39,11 @@ def test_a_second_start_lists_the_same_tools_from_the_cache_and_calls_them(tmp_p
     assert len(files) == 1
     second = _host(tmp_path, cache)
     assert set(second.server._deferred) == set(second.server.tool_names())
-    assert _listing(second) == _listing(first)
+    listed = _listing(second)
+    assert listed == _listing(first)
+    schema = lowlevel_server(second.server).get_tool_input_schema  # what Mcp-Param headers are checked against
+    assert schema is not None
+    assert [schema(name) for name in second.server.tool_names()] == [t["inputSchema"] for t in listed]
     assert second.server.tool_names() == first.server.tool_names()
 
     async def calls() -> tuple[Any, Any, Any]:
@@ -52,7 +57,7 @@ def test_a_second_start_lists_the_same_tools_from_the_cache_and_calls_them(tmp_p
     assert not ok.is_error and ok.structured_content is not None and "skills" in ok.structured_content
     assert unknown.is_error and "does not take `bogus`" in unknown.content[0].text
     assert mistyped.is_error and "limit" in mistyped.content[0].text
-    assert "skills_search" not in second.server._deferred  # registered with the SDK on its first call
+    assert "skills_search" not in second.server._deferred  # built on its first call
 
 
 def test_a_damaged_cache_file_costs_only_time(tmp_path: Path) -> None:

@@ -12,24 +12,28 @@ failures reach the client the same way (``isError: true`` and one message):
 - anything else is a bug: the client gets the tool name and the exception type, the log
   gets the traceback.
 
-It relies on the SDK's ``Tool`` fields (``fn_metadata``, ``context_kwarg``,
-``parameters``) and ``ToolManager.get_tool``/``list_tools``.
+Tools are built with the SDK's public ``Tool.from_function`` and kept here, in the order they
+were added, rather than in ``MCPServer``'s private tool manager: ``list_tools`` and ``call_tool``
+are the SDK's public seams for what is listed and called. A tool listed from the tool cache
+(``toolcache``) is built on its first call.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, Icon, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
 
 from agentloom.core.breakers import DependencyFailure
+from agentloom.server import sdk_compat
 from agentloom.server.messages import argument_errors, unknown_tool, validation_summary
 from agentloom.server.schemas import (
     clean_description,
@@ -44,25 +48,32 @@ log = logging.getLogger(__name__)
 
 
 class LoomServer(MCPServer):
-    def __init__(self, *args: Any, tool_cache: ToolCache | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, tools: list[Tool] | None = None, tool_cache: ToolCache | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._tool_cache = tool_cache
-        # Tools listed from the cache and registered with the SDK on first call: name -> (fn, options, definition).
-        self._deferred: dict[str, tuple[Any, dict[str, Any], MCPTool]] = {}
-        self._order: list[str] = []
+        self._tools: dict[str, Tool] = {tool.name: tool for tool in tools or ()}
+        # Tools listed from the cache and built on their first call: name -> (fn, options, definition).
+        self._deferred: dict[str, tuple[Callable[..., Any], dict[str, Any], MCPTool]] = {}
+        self._order: list[str] = list(self._tools)
+        sdk_compat.serve_tool_input_schemas(self, self._input_schema)
 
-    def add_strict_tool(self, fn: Any, **options: Any) -> None:
+    def add_strict_tool(self, fn: Callable[..., Any], **options: Any) -> None:
         """Register a tool whose input schema refuses arguments it does not declare.
 
         The schema says ``additionalProperties: false`` and :meth:`call_tool` enforces it by
         name; a stricter pydantic model per tool would cost start-up time for the same check.
         With a tool cache, a definition saved by an earlier start is listed as it is and the
-        SDK registration waits for the tool's first call (``toolcache``).
+        tool is built (its argument model made) on its first call (``toolcache``).
 
         What is listed is said once (``schemas``): the description without the docstring's
         indentation, schemas without pydantic's titles and other redundancy, annotations
         without the specification's defaults."""
         name = options.get("name") or fn.__name__
+        if name in self._order:  # as the SDK's tool manager: the first registration of a name stays
+            log.warning("Tool already exists: %s", name)
+            return
         cache = self._tool_cache if cacheable(fn) else None
         key = registration_key(fn, options) if cache is not None else ""
         options = {
@@ -70,33 +81,39 @@ class LoomServer(MCPServer):
             "description": clean_description(options.get("description") or fn.__doc__),
             "annotations": compact_annotations(options.get("annotations")),
         }
-        definition = cache.get(key) if cache is not None else None
-        if definition is not None:
-            self._deferred[name] = (fn, options, definition)
+        saved = cache.get(key) if cache is not None else None
+        if saved is not None:
+            self._deferred[name] = (fn, options, saved)
         else:
-            tool = self._register(fn, options)
+            tool = self._tools[name] = _strict_tool(fn, options)
             if cache is not None:
-                cache.put(key, _definition(tool))
+                cache.put(key, definition(tool))
         self._order.append(name)
 
-    def _register(self, fn: Any, options: dict[str, Any]) -> Tool:
-        self.add_tool(fn, **options)
-        tool = self._tool_manager.get_tool(options.get("name") or fn.__name__)
-        assert tool is not None
-        tool.parameters = compact_schema({**tool.parameters, "additionalProperties": False}) or {}
-        if tool.fn_metadata.output_schema is not None:
-            # Read live by the SDK (output validation uses the model, not this schema); the Tool's
-            # cached copy is dropped so that tools/list shows the compact one.
-            tool.fn_metadata.output_schema = compact_output_schema(tool.fn_metadata.output_schema)
-            tool.__dict__.pop("output_schema", None)
-        return tool
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
+        """The SDK's registration (and its ``@server.tool()``): here it adds a strict tool, listed and
+        called like every other, since the SDK's own tool manager is not where tools are kept."""
+        given = {"name": name, "title": title, "annotations": annotations, "icons": icons, "meta": meta}
+        options = {key: value for key, value in given.items() if value is not None}
+        self.add_strict_tool(fn, description=description, structured_output=structured_output, **options)
 
-    def _tool(self, name: str) -> Tool | None:
+    def get_tool(self, name: str) -> Tool | None:
+        """The tool called ``name``, built now if it was listed from the cache."""
         deferred = self._deferred.pop(name, None)
         if deferred is not None:
             fn, options, _ = deferred
-            return self._register(fn, options)
-        return self._tool_manager.get_tool(name)
+            self._tools[name] = _strict_tool(fn, options)
+        return self._tools.get(name)
 
     def save_tool_cache(self) -> None:
         if self._tool_cache is not None:
@@ -105,19 +122,24 @@ class LoomServer(MCPServer):
     def tool_names(self) -> list[str]:
         return list(self._order)
 
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        deferred = self._deferred.get(name)
+        if deferred is not None:
+            return deferred[2].input_schema
+        tool = self._tools.get(name)
+        return None if tool is None else tool.parameters
+
     async def list_tools(self) -> list[MCPTool]:
-        listed = {t.name: t for t in await super().list_tools()}
-        listed.update((name, definition) for name, (_, _, definition) in self._deferred.items())
-        return [listed[name] for name in self._order if name in listed]
+        return [self._deferred[n][2] if n in self._deferred else definition(self._tools[n]) for n in self._order]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult:
-        tool = self._tool(name)
+        tool = self.get_tool(name)
         if tool is None:
             raise ToolError(unknown_tool(name, self.tool_names()))
         if context is None:
-            context = Context(mcp_server=self, subscriptions=self._subscriptions)
+            context = Context(mcp_server=self, subscriptions=sdk_compat.subscriptions_of(self))
         accepted = tool.parameters.get("properties", {})
         unknown = [key for key in arguments if key not in accepted]
         try:
@@ -141,12 +163,23 @@ class LoomServer(MCPServer):
                 f"{name} failed with an internal error ({type(exc).__name__}); the server log has the details."
             ) from exc
         try:
-            return tool.fn_metadata.convert_result(result)  # type: ignore[return-value]
+            return tool.fn_metadata.convert_result(result)  # type: ignore[return-value]  # InputRequiredResult: no tool here returns one
         except Exception as exc:
             raise UnexpectedToolError(f"{name} returned a result that does not match its output schema.") from exc
 
 
-def _definition(tool: Tool) -> MCPTool:
+def _strict_tool(fn: Callable[..., Any], options: dict[str, Any]) -> Tool:
+    tool = Tool.from_function(fn, **options)
+    tool.parameters = compact_schema({**tool.parameters, "additionalProperties": False}) or {}
+    if tool.fn_metadata.output_schema is not None:
+        # Read live by the SDK (output validation uses the model, not this schema); the Tool's
+        # cached copy is dropped so that tools/list shows the compact one.
+        tool.fn_metadata.output_schema = compact_output_schema(tool.fn_metadata.output_schema)
+        tool.__dict__.pop("output_schema", None)
+    return tool
+
+
+def definition(tool: Tool) -> MCPTool:
     """What ``tools/list`` shows of a registered tool (as ``MCPServer.list_tools`` builds it)."""
     return MCPTool(
         name=tool.name,

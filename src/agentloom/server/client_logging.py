@@ -35,15 +35,16 @@ Records emitted while the relay is sending, or while it is formatting a record, 
 by this module's own logger, are not relayed, so a log written while sending a log
 cannot recurse.
 
-Levels: a client that asks for more detail than the server logs (``debug`` while the
-server runs at ``INFO``) gets it: the ``agentloom`` logger is lowered while some
-client needs it, and a filter on the other handlers keeps stderr at its configured
-level meanwhile.
+Levels: which levels a request may get is the SDK's rule (``allowed_log_levels``: on
+2026-07-28 the request's own opt-in, on earlier revisions anything, left to
+``logging/setLevel``); the messages go out through the SDK's
+``ServerSession.send_log_message``, on the request's stream (``related_request_id``) or
+the connection's standalone one. A client gets what the server logs: the logger levels
+are the server's configuration (``log_level``), never changed at a client's request, so
+``debug`` from a client of a server running at ``INFO`` gets ``info`` and above.
 
-SDK internals relied on: ``ServerSession._connection`` (the per-connection
-``mcp.server.connection.Connection`` the request arrived on; the request context does
-not expose it otherwise) to keep one level per connection, reach its standalone
-channel (``Connection.notify``) and forget it when it closes (``Connection.exit_stack``).
+The connection a request arrived on (to keep one level per connection, and forget it
+when the connection closes) comes from :func:`~agentloom.server.sdk_compat.connection_of`.
 """
 
 from __future__ import annotations
@@ -52,33 +53,35 @@ import asyncio
 import contextvars
 import logging
 import threading
-from collections import Counter
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.server.connection import Connection
+from mcp.server.connection import Connection, allowed_log_levels
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    LOG_LEVEL_META_KEY,
-    EmptyResult,
-    LoggingMessageNotification,
-    LoggingMessageNotificationParams,
-    RequestId,
-    SetLevelRequestParams,
-)
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import EmptyResult, LoggingLevel, RequestId, SetLevelRequestParams
 from mcp_types.jsonrpc import INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from agentloom.server.sdk_compat import connection_of
+
+# The SDK marks its logging API deprecated (the 2026-07-28 revision drops logging/setLevel);
+# handshake-era clients still use it, and the warning would only repeat that on stderr.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=r"agentloom\.server\.client_logging$")
 
 LOGGER_NAME = "agentloom"
 """Records of this logger and its children are relayed."""
 
-THRESHOLDS: dict[str, int] = {
-    "debug": 1,
+LEVELS: tuple[LoggingLevel, ...] = get_args(LoggingLevel)
+"""The MCP levels (RFC 5424 names), least severe first: the order of the SDK's ``LoggingLevel``."""
+
+PYTHON_LEVELS: dict[LoggingLevel, int] = {
     "info": logging.INFO,
     "notice": 25,
     "warning": logging.WARNING,
@@ -87,7 +90,7 @@ THRESHOLDS: dict[str, int] = {
     "alert": 60,
     "emergency": 70,
 }
-"""Each MCP level (RFC 5424 names) and the lowest Python level it lets through."""
+"""The lowest Python level of each MCP level above ``debug`` (which takes everything below ``info``)."""
 
 QUEUE_SIZE = 1000
 SEND_TIMEOUT = 5.0  # one notification stuck longer than this (a client not reading) is given up
@@ -97,12 +100,17 @@ MAX_MESSAGE = 4000
 log = logging.getLogger(__name__)  # under "agentloom" but never relayed: it reports on the relay itself
 
 
-def mcp_level(levelno: int) -> str:
+def mcp_level(levelno: int) -> LoggingLevel:
     """The MCP level of a Python record."""
-    for name in ("emergency", "alert", "critical", "error", "warning", "notice", "info"):
-        if levelno >= THRESHOLDS[name]:
+    for name in reversed(LEVELS[1:]):
+        if levelno >= PYTHON_LEVELS[name]:
             return name
     return "debug"
+
+
+def at_or_above(level: LoggingLevel) -> frozenset[LoggingLevel]:
+    """What ``logging/setLevel`` to ``level`` asks for."""
+    return frozenset(LEVELS[LEVELS.index(level) :])
 
 
 def record_text(record: logging.LogRecord) -> str:
@@ -121,13 +129,28 @@ class _Scope:
     """The request a record belongs to: set for as long as the request is handled."""
 
     relay: ClientLogRelay
-    session: Any  # mcp.server.session.ServerSession of this request
+    session: ServerSession
     request_id: RequestId
     connection: Connection | None
-    modern_threshold: int | None  # 2026-07-28: the request's own opt-in (None: it did not opt in)
-    modern: bool
+    allowed: frozenset[LoggingLevel] | None  # 2026-07-28: the SDK's answer to the request's opt-in; None: setLevel
     pending: int = 0  # relayed records not sent yet
     idle: anyio.Event | None = None  # set when pending drops to 0 while the request waits for it
+
+
+@dataclass(frozen=True)
+class _Client:
+    """A handshake-era connection that called ``logging/setLevel``."""
+
+    allowed: frozenset[LoggingLevel]
+    session: ServerSession  # of its logging/setLevel request: sends on the connection's standalone channel
+
+
+@dataclass(frozen=True)
+class _Record:
+    level: LoggingLevel
+    logger: str
+    text: str
+    scope: _Scope | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,11 +164,6 @@ _SENDING: contextvars.ContextVar[bool] = contextvars.ContextVar("agentloom_log_s
 _formatting = threading.local()
 
 
-def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
-    connection = getattr(ctx.session, "_connection", None)  # see the module docstring
-    return connection if isinstance(connection, Connection) else None
-
-
 class _RelayHandler(logging.Handler):
     def __init__(self, relay: ClientLogRelay) -> None:
         super().__init__(logging.NOTSET)
@@ -155,78 +173,12 @@ class _RelayHandler(logging.Handler):
         self.relay.offer(record)
 
 
-class _StderrGuard(logging.Filter):
-    """Drops ``agentloom`` records below the configured level while the logger is lowered for a client."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.floor = logging.NOTSET
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        ours = record.name == LOGGER_NAME or record.name.startswith(LOGGER_NAME + ".")
-        return not (ours and record.levelno < self.floor)
-
-
-class _LevelFloor:
-    """Lowers the ``agentloom`` logger while some client wants records below its level (loop thread only)."""
-
-    def __init__(self) -> None:
-        self._needs: Counter[int] = Counter()
-        self._saved: int | None = None  # the logger's own level before lowering; None while not lowered
-        self._guard = _StderrGuard()
-        self._guarded: list[logging.Handler] = []
-
-    def need(self, threshold: int) -> None:
-        self._needs[threshold] += 1
-        self._apply()
-
-    def release(self, threshold: int) -> None:
-        self._needs[threshold] -= 1
-        if self._needs[threshold] <= 0:
-            del self._needs[threshold]
-        self._apply()
-
-    def reset(self) -> None:
-        self._needs.clear()
-        self._apply()
-
-    def _apply(self) -> None:
-        logger = logging.getLogger(LOGGER_NAME)
-        wanted = min(self._needs) if self._needs else None
-        if self._saved is None:
-            if wanted is None or wanted >= logger.getEffectiveLevel():
-                return
-            self._saved = logger.level
-            self._guard.floor = logger.getEffectiveLevel()
-            self._guarded = [h for h in _handlers_above(logger) if not isinstance(h, _RelayHandler)]
-            for handler in self._guarded:
-                handler.addFilter(self._guard)
-        elif wanted is None or wanted >= self._guard.floor:
-            logger.setLevel(self._saved)
-            for handler in self._guarded:
-                handler.removeFilter(self._guard)
-            self._saved, self._guarded = None, []
-            return
-        if logger.level != wanted:
-            logger.setLevel(wanted)
-
-
-def _handlers_above(logger: logging.Logger) -> list[logging.Handler]:
-    handlers: list[logging.Handler] = []
-    current: logging.Logger | None = logger
-    while current is not None:
-        handlers.extend(current.handlers)
-        current = current.parent if current.propagate else None
-    return handlers
-
-
 class ClientLogRelay:
     """Relays ``agentloom`` log records to MCP clients; one per server (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._levels: dict[Connection, str] = {}  # handshake-era connections that called logging/setLevel
+        self._clients: dict[Connection, _Client] = {}
         self._handler = _RelayHandler(self)
-        self._floor = _LevelFloor()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._queue: MemoryObjectSendStream[_Delivery] | None = None
@@ -264,42 +216,30 @@ class ClientLogRelay:
             logging.getLogger(LOGGER_NAME).removeHandler(self._handler)
             self._loop = self._loop_thread = self._queue = None
             send.close()
-            self._levels.clear()
-            self._floor.reset()
+            self._clients.clear()
 
     # -- protocol ------------------------------------------------------------------
     async def set_level(self, ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
         """``logging/setLevel``: this connection gets records at ``params.level`` and above from now on."""
-        connection = connection_of(ctx)
+        connection = connection_of(ctx.session)
         if connection is None:
             raise MCPError(
                 INTERNAL_ERROR, "logging/setLevel: this transport has no connection to send log messages on."
             )
-        previous = self._levels.get(connection)
-        self._levels[connection] = params.level
-        self._floor.need(THRESHOLDS[params.level])
-        if previous is None:
-            connection.exit_stack.callback(self._forget, connection)
-        else:
-            self._floor.release(THRESHOLDS[previous])
+        if connection not in self._clients:
+            connection.exit_stack.callback(self._clients.pop, connection, None)
+        self._clients[connection] = _Client(at_or_above(params.level), ctx.session)
         return EmptyResult()
-
-    def _forget(self, connection: Connection) -> None:
-        level = self._levels.pop(connection, None)
-        if level is not None:
-            self._floor.release(THRESHOLDS[level])
 
     async def scope_requests(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """``ServerMiddleware``: records emitted while a request is handled belong to it."""
         if ctx.request_id is None:
             return await call_next(ctx)
-        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        requested = (ctx.meta or {}).get(LOG_LEVEL_META_KEY) if modern else None
-        threshold = THRESHOLDS.get(requested) if isinstance(requested, str) else None
-        scope = _Scope(self, ctx.session, ctx.request_id, connection_of(ctx), threshold, modern)
+        # Handshake-era clients choose with logging/setLevel (the SDK allows them every level).
+        chosen_per_request = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        allowed = allowed_log_levels(ctx.protocol_version, ctx.meta) if chosen_per_request else None
+        scope = _Scope(self, ctx.session, ctx.request_id, connection_of(ctx.session), allowed)
         token = _SCOPE.set(scope)
-        if threshold is not None:
-            self._floor.need(threshold)
         try:
             try:
                 result = await call_next(ctx)
@@ -310,8 +250,6 @@ class ClientLogRelay:
             return result
         finally:
             _SCOPE.reset(token)
-            if threshold is not None:
-                self._floor.release(threshold)
 
     async def _flush(self, scope: _Scope) -> None:
         if scope.pending:
@@ -330,7 +268,7 @@ class ClientLogRelay:
             return  # a request of another server in this process
         _formatting.active = True
         try:
-            entry = (record.levelno, record.name, record_text(record), scope)
+            entry = _Record(mcp_level(record.levelno), record.name, record_text(record), scope)
         finally:
             _formatting.active = False
         if threading.get_ident() == self._loop_thread:
@@ -341,21 +279,19 @@ class ClientLogRelay:
             except RuntimeError:  # the loop is closing: nobody is listening any more
                 pass
 
-    def _route(self, entry: tuple[int, str, str, _Scope | None]) -> None:
-        levelno, name, text, scope = entry
-        params = LoggingMessageNotificationParams(level=mcp_level(levelno), logger=name, data=text)  # type: ignore[arg-type]
+    def _route(self, record: _Record) -> None:
+        scope = record.scope
         if scope is not None:
-            if scope.modern:
-                threshold = scope.modern_threshold
-            else:
-                level = self._levels.get(scope.connection) if scope.connection is not None else None
-                threshold = THRESHOLDS[level] if level is not None else None
-            if threshold is not None and levelno >= threshold:
-                self._enqueue(_Delivery(_request_sender(scope, params), scope))
+            allowed = scope.allowed
+            if allowed is None:
+                client = self._clients.get(scope.connection) if scope.connection is not None else None
+                allowed = client.allowed if client is not None else frozenset()
+            if record.level in allowed:
+                self._enqueue(_Delivery(_sender(scope.session, record, scope.request_id), scope))
             return
-        for connection, level in list(self._levels.items()):
-            if levelno >= THRESHOLDS[level]:
-                self._enqueue(_Delivery(_connection_sender(connection, params), None))
+        for client in list(self._clients.values()):
+            if record.level in client.allowed:
+                self._enqueue(_Delivery(_sender(client.session, record, None), None))
 
     def _enqueue(self, delivery: _Delivery) -> None:
         if self._queue is None:
@@ -393,19 +329,10 @@ class ClientLogRelay:
                     self._dropped = 0
 
 
-def _request_sender(scope: _Scope, params: LoggingMessageNotificationParams) -> Callable[[], Awaitable[None]]:
-    async def send() -> None:
-        await scope.session.send_notification(LoggingMessageNotification(params=params), scope.request_id)
-
-    return send
-
-
-def _connection_sender(
-    connection: Connection, params: LoggingMessageNotificationParams
-) -> Callable[[], Awaitable[None]]:
-    payload = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+def _sender(session: ServerSession, record: _Record, request_id: RequestId | None) -> Callable[[], Awaitable[None]]:
+    """Sends ``record`` on the request's own stream (``request_id``) or, without one, the connection's."""
 
     async def send() -> None:
-        await connection.notify("notifications/message", payload)
+        await session.send_log_message(record.level, record.text, record.logger, related_request_id=request_id)
 
     return send

@@ -167,7 +167,7 @@ def _union_miss(value: Any, node: dict[str, Any], parent: str | None, nested: bo
     if parent and all(isinstance(k, str) and k in _PLURALS for k in kinds):
         if "number" in kinds:  # an integer is a number
             kinds = [k for k in kinds if k != "integer"]
-        allowed = list(dict.fromkeys(_PLURALS[k] for k in kinds))
+        allowed = list(dict.fromkeys(_PLURALS[str(k)] for k in kinds))
         expected = f"{parent} must be " + (
             ", ".join(allowed[:-1]) + f" or {allowed[-1]}" if len(allowed) > 1 else allowed[0]
         )

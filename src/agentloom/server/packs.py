@@ -157,7 +157,7 @@ class Pack(Generic[S]):
         state = self._setup(ctx) if self._setup is not None else None
         state_type = self._state_type()
         tools = [_bind(spec, state_type, state) for spec in self.tools]
-        return LoadedPack(self, state, tools)  # type: ignore[arg-type]
+        return LoadedPack(self, state, tools)  # type: ignore[arg-type]  # state is S or None without a setup
 
     def _state_type(self) -> Any:
         if self._setup is None:
@@ -206,9 +206,9 @@ def _bind(spec: ToolSpec, state_type: Any, state: Any) -> ToolSpec:
     # The SDK builds the input schema from this signature, and finds the Context parameter
     # through these (already resolved) annotations: the state is not an argument.
     kept = [p for p in signature.parameters.values() if p.name not in values]
-    bound.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
+    bound.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]  # read by inspect.signature
     bound.__annotations__ = {p.name: p.annotation for p in kept if p.annotation is not inspect.Parameter.empty}
     if signature.return_annotation is not inspect.Signature.empty:
         bound.__annotations__["return"] = signature.return_annotation
-    del bound.__wrapped__  # type: ignore[attr-defined]
+    del bound.__wrapped__
     return ToolSpec(bound, spec.name, spec.title, spec.description, spec.annotations, spec.structured_output)

@@ -13,9 +13,9 @@ registered. It installs, on the SDK's own seams:
 The transports add the envelope checks (:mod:`~agentloom.server.protocol_envelope`):
 :mod:`~agentloom.server.stdio` per line, :mod:`~agentloom.server.http` per HTTP request.
 
-SDK internals relied on: ``MCPServer._lowlevel_server`` (the registry of request
-handlers, whose ``lifespan`` attribute the relay joins so it runs exactly as long as the
-server) besides those named in each module.
+The handlers are added to the SDK's request-handler registry
+(:func:`~agentloom.server.sdk_compat.lowlevel_server`), whose ``lifespan`` the relay joins
+so it runs exactly as long as the server.
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ from mcp_types import SetLevelRequestParams
 from agentloom.server.client_logging import ClientLogRelay
 from agentloom.server.protocol_catalog import configure_catalog
 from agentloom.server.protocol_errors import ExplainedErrors
+from agentloom.server.sdk_compat import lowlevel_server
 
 
 def configure_protocol(server: MCPServer) -> ClientLogRelay:
     """Install the protocol-level handlers on a freshly built server (called once by Host)."""
-    lowlevel = server._lowlevel_server
+    lowlevel = lowlevel_server(server)
     configure_catalog(server)
     relay = ClientLogRelay()
     lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, relay.set_level)

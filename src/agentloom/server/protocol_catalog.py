@@ -18,10 +18,8 @@ already does that).
 Decided once, when :func:`configure_catalog` runs: the Host calls it after every pack
 is loaded, and packs register tools only.
 
-SDK internals relied on: ``MCPServer._lowlevel_server`` and its handler registry
-``Server._request_handlers`` (the dict ``get_capabilities`` reads; there is no public
-way to unregister a handler), and ``MCPServer._prompt_manager`` /
-``_resource_manager`` to count what is registered without an event loop.
+The SDK has no public way to unregister a handler or to count prompts and resources
+without an event loop: :mod:`~agentloom.server.sdk_compat` does both.
 """
 
 from __future__ import annotations
@@ -34,6 +32,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import GetPromptRequestParams
 from mcp_types.jsonrpc import INVALID_PARAMS
 
+from agentloom.server.sdk_compat import catalog_counts, lowlevel_server, remove_request_handler
+
 LISTING_METHODS = {
     "prompts": ("prompts/list",),
     "resources": ("resources/list", "resources/templates/list"),
@@ -41,15 +41,13 @@ LISTING_METHODS = {
 
 
 def configure_catalog(server: MCPServer) -> None:
-    lowlevel = server._lowlevel_server
-    has = {
-        "prompts": bool(server._prompt_manager.list_prompts()),
-        "resources": bool(server._resource_manager.list_resources() or server._resource_manager.list_templates()),
-    }
+    lowlevel = lowlevel_server(server)
+    prompts, resources = catalog_counts(server)
+    has = {"prompts": prompts > 0, "resources": resources > 0}
     for capability, methods in LISTING_METHODS.items():
         if not has[capability]:
             for method in methods:
-                lowlevel._request_handlers.pop(method, None)
+                remove_request_handler(server, method)
 
     original = lowlevel.get_request_handler("prompts/get")
 
@@ -59,7 +57,10 @@ def configure_catalog(server: MCPServer) -> None:
             if known:
                 detail = f"Available prompts: {', '.join(sorted(known))}."
             else:
-                detail = "This server has no prompts (it does not declare the prompts capability); call tools/list for its tools."
+                detail = (
+                    "This server has no prompts (it does not declare the prompts capability); "
+                    "call tools/list for its tools."
+                )
             raise MCPError(INVALID_PARAMS, f"Unknown prompt {params.name!r}. {detail}", data={"name": params.name})
         assert original is not None
         return await original.handler(ctx, params)

@@ -54,7 +54,7 @@ def compact_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     defs: dict[str, Any] = dict(schema.get("$defs", {}))
     uses = _count_refs(schema)
     inline = {name for name in defs if uses.get(name, 0) == 1 and not _reaches(name, name, defs, set())}
-    out = _compact(schema, defs, inline, ())
+    out: dict[str, Any] = _compact(schema, defs, inline, ())
     if out.get("properties") == {} and out.get("additionalProperties") is False and "required" not in out:
         del out[
             "properties"
@@ -73,7 +73,7 @@ def compact_output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | Non
     out = compact_schema(schema)
     if out is None:
         return None
-    lean = _lean(out)
+    lean: dict[str, Any] = _lean(out)
     lean["type"] = out.get("type", "object")
     return lean
 

@@ -11,35 +11,30 @@ a rejected line is answered here and never reaches the server. What still fails 
 SDK's own parsing (a malformed response to one of our requests) is answered with
 ``id: null`` as before.
 
-SDK internals relied on: ``mcp.server.stdio._claim_fd`` / ``_open_stdin_diversion`` /
-``_UnownedTextWrapper`` to take fd 0 the way ``stdio_server()`` does when it reads stdin
-itself (fd 0 is pointed at /dev/null while serving, so a tool or child process reading
-stdin cannot steal protocol bytes), and ``MCPServer._lowlevel_server``, which
-``MCPServer.run_stdio_async`` drives exactly like this minus the error replies.
+fd 0 is taken the way ``stdio_server()`` takes it when it reads stdin itself
+(:func:`~agentloom.server.sdk_compat.claimed_stdin`), and the SDK's low-level server is run
+exactly as ``MCPServer.run_stdio_async`` runs it, minus the error replies.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
-from mcp.shared._context_streams import (
-    create_context_streams,  # same stream type the SDK's transports use
-)
 from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData, JSONRPCError
 from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
 from agentloom.server.protocol_envelope import check_envelope, decode
+from agentloom.server.sdk_compat import claimed_stdin, create_context_streams, lowlevel_server
 
 log = logging.getLogger(__name__)
 
@@ -93,27 +88,13 @@ def client_gone() -> None:
     timer.start()
 
 
-def _claimed_stdin() -> tuple[Any, Callable[[], None] | None]:
-    """Lines of the real stdin as an async iterable, with fd 0 diverted while serving (see the module doc)."""
-    try:
-        from mcp.server.stdio import (
-            _claim_fd,
-            _open_stdin_diversion,
-            _UnownedTextWrapper,
-        )
-    except ImportError:  # the SDK moved its internals: read stdin in place, without the diversion
-        log.debug("mcp.server.stdio internals not found; reading stdin without diverting fd 0")
-        return anyio.wrap_file(sys.stdin), None
-    buffer, release = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
-    return anyio.wrap_file(_UnownedTextWrapper(buffer, encoding="utf-8", errors="replace")), release
-
-
 async def run_stdio(server: MCPServer) -> None:
-    lowlevel = server._lowlevel_server
-    stdin, release = _claimed_stdin()
+    lowlevel = lowlevel_server(server)
+    stdin, release = claimed_stdin()
     rejected_send, rejected = anyio.create_memory_object_stream[JSONRPCError](0)
     try:
         async with stdio_server(stdin=cast(Any, ScreenedLines(stdin, rejected_send))) as (read_stream, write_stream):
+            # the stream type the SDK's own transports use
             forward, messages = create_context_streams[SessionMessage | Exception](0)
 
             async def answer_rejected() -> None:

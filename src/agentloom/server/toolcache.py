@@ -4,8 +4,8 @@ Registering a tool makes the SDK build a pydantic model of its arguments and the
 its input and output: about 1.5 ms a tool, 60 ms for the 40 built-in ones, a third of what
 ``agentloom serve`` adds to a bare MCPServer's start (BENCHMARKS.md, "Cold start"). The
 definitions a client sees (name, title, description, schemas, annotations) depend only on the
-code, so they are saved once and read back on later starts; a tool is then registered with the
-SDK (its argument model built) on its first call.
+code, so they are saved once and read back on later starts; a tool is then built (its argument
+model made) on its first call.
 
 The file is ``<cache_dir>/tools/<fingerprint>.json``. The fingerprint covers every ``.py`` file
 of agentloom (path, size, mtime) and the SDK and pydantic files that make schemas, so any change

@@ -75,7 +75,7 @@ async def run_work(what: str, fn: Callable[[], T], ctx: Any = None) -> T:
             work.cancel(f"{what}: cancelled")
             log.info("%s: cancelled by the client; stopping", what)
             with anyio.CancelScope(shield=True):
-                while not finished.is_set():
+                while not finished.is_set():  # noqa: ASYNC110  # a threading.Event: set by the worker thread
                     await anyio.sleep(0.02)
             log.info("%s: stopped", what)
             raise
