@@ -69,12 +69,23 @@ TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _SHARED_FIXTURE_GROUPS = {"live_flowise": "live-flowise"}
 
 
+def _xdist_group(item: pytest.Item) -> str | None:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    for name, group in _SHARED_FIXTURE_GROUPS.items():
+        if name in fixtures:
+            return group
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(defs and defs[-1].scope in ("module", "class", "package") for defs in definitions.values()):
+        return item.nodeid.split("::")[0]  # its module's fixtures are built once, on one worker
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into scheduling units
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``pytest -n N --dist loadgroup`` (.ci/run), schedule a test file as a whole on one worker,
-    so module-scoped fixtures are built once, except that tests using an expensive shared fixture go to
-    that fixture's worker."""
+    """Under ``pytest -n N --dist loadgroup`` (.ci/run), tests go to workers one by one, except that the
+    tests of a file with module-scoped fixtures stay together, and so do the users of an expensive
+    shared fixture."""
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        groups = [group for name, group in _SHARED_FIXTURE_GROUPS.items() if name in fixtures]
-        item.add_marker(pytest.mark.xdist_group(groups[0] if groups else item.nodeid.split("::")[0]))
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -39,13 +39,13 @@ MIN_COSINE_DEGENERATE = 0.95
 MIN_BATCH_COSINE = 0.98
 
 
-@pytest.fixture(scope="module")
 def _int8(registry: ModelRegistry) -> ModelRecord:
     record = registry.get(INT8_MODEL_KEY)
     assert record is not None, "the int8 model is registered"
     return record
 
 
+@pytest.fixture(scope="module")
 def int8_cache(onnx_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache dir holding the session's exact ONNX file only (the int8 file is made in it by the tests).
 

@@ -1,4 +1,4 @@
-"""FR-000: a first run prepares the embedding model in the background, visibly; if it cannot,
+"""A first run prepares the embedding model in the background, visibly; if it cannot,
 the server says what failed and how to fix it, and every tool that does not need it works."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ documented additions:
 - a Splitter's output is the array at its ``data.arrayPath``; each node after it runs once per
   element, on its own path, keyed ``node_0``, ``node_1`` (``node_0_1`` when nested), until the
   Collector that closes the Splitter, whose output is the list of what each path delivered to it,
-  in the array's order (REQ-6, REQ-7);
+  in the array's order;
 - a Worker is sent one webhook per attempt; a UX gate waits for a person (here: ``{"approved":
   key}``); when every failure is retried and every gate completed, the run completes.
 
