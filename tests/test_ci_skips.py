@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 CASES = {
     "test_skipped.py": "import pytest\n\ndef test_skipped():\n    pytest.skip('no such service here')\n",
     "test_import_skipped.py": "import pytest\n\npytest.importorskip('no_such_module_anywhere')\n",

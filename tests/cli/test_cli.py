@@ -6,8 +6,12 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import PYTHON, free_port
 from tests.server.testpacks import install_testpacks
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 def agentloom(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -39,6 +39,7 @@ def test_serve_help_shows_flags_bare_and_values_by_name() -> None:
     assert re.search(r"--packs +NAMES +Comma", rows["--packs"]), rows["--packs"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["agentloom", "agentic-knowledge"])
 def test_no_help_shows_a_python_type(name: str) -> None:
     root = app if name == "agentloom" else docs_app

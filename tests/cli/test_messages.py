@@ -54,6 +54,7 @@ def problems(stderr: str) -> list[str]:
 
 
 # -- settings, through the real command ---------------------------------------------------------
+@pytest.mark.slow
 def test_bad_environment_variables_are_named_with_the_fix(server_env: dict[str, str]) -> None:
     server_env.update(AGENTLOOM_PORT="abc", AGENTLOOM_LOG_LEVEL="LOUD", AGENTLOOM_BREAKERS__FAILURE_THRESHOLD="0")
     for command in (("models", "list"), ("doctor",)):
@@ -69,6 +70,7 @@ def test_bad_environment_variables_are_named_with_the_fix(server_env: dict[str, 
         assert "unset it to use the default" in text and "AGENTLOOM_PORT=8765" in text
 
 
+@pytest.mark.slow
 def test_bad_toml_values_name_the_key_and_file(server_env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "agentloom.toml").write_text('log_level = "LOUD"\n\n[breakers]\nfailure_threshold = 0\n')
     result = agentloom(server_env, "models", "list", cwd=tmp_path)
@@ -80,6 +82,7 @@ def test_bad_toml_values_name_the_key_and_file(server_env: dict[str, str], tmp_p
     assert "failure_threshold = 3" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_bad_flag_is_named_as_the_flag(server_env: dict[str, str]) -> None:
     result = agentloom(server_env, "serve", "--port", "0")
     assert result.returncode == 2, result.stdout + result.stderr

@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import PYTHON
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 # What must never reach the person at the terminal: Python calls, keyword arguments, the
 # registry's argument names, pydantic's dumps, tracebacks.
 CODE = re.compile(

@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import PYTHON, free_port
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 
 def models(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -5,9 +5,12 @@ from __future__ import annotations
 import socket
 import subprocess
 
+import pytest
+
 from tests.conftest import PYTHON, REPO
 
 
+@pytest.mark.slow
 def test_a_busy_port_is_the_first_and_only_thing_said(server_env: dict[str, str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

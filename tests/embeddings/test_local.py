@@ -30,6 +30,7 @@ MIN_COSINE = 0.999
 MIN_COSINE_DEGENERATE = 0.995
 
 
+@pytest.mark.slow
 def test_vectors_match_sentence_transformers(onnx_file: Path, service: EmbeddingService) -> None:
     """Against sentence-transformers' own vectors, made once with torch (fixtures/make_reference.py)."""
     tokenizer = service.tokenizer()
@@ -61,6 +62,7 @@ def test_vectors_are_384d_normalised_deterministic_and_non_zero(onnx_file: Path,
     assert float(np.dot(a, a)) == pytest.approx(1.0, abs=1e-5)  # self-similarity
 
 
+@pytest.mark.slow
 def test_similar_texts_score_higher(onnx_file: Path, service: EmbeddingService) -> None:
     q = service.embed_query("write a commit message for my git changes")
     docs = service.embed_documents(["Generate a git commit message", "Compute the square root of a number"])
@@ -68,6 +70,7 @@ def test_similar_texts_score_higher(onnx_file: Path, service: EmbeddingService) 
     assert sims[0] > 0.5 > sims[1]
 
 
+@pytest.mark.slow
 def test_tokenizer_and_max_tokens_for_chunkers(onnx_file: Path, service: EmbeddingService) -> None:
     assert service.max_tokens() == 256
     tok = service.tokenizer()
@@ -77,6 +80,7 @@ def test_tokenizer_and_max_tokens_for_chunkers(onnx_file: Path, service: Embeddi
     assert ids[0] == 101 and ids[-1] == 102  # [CLS] ... [SEP] included in the count
 
 
+@pytest.mark.slow
 def test_onnx_cache_is_reused_without_export(onnx_file: Path, model_cache_dir: Path, tmp_path: Path) -> None:
     mtime = onnx_file.stat().st_mtime_ns
     sessions.unload_all()  # force a fresh load from disk
@@ -92,6 +96,7 @@ def test_onnx_cache_is_reused_without_export(onnx_file: Path, model_cache_dir: P
     assert onnx_file.name.startswith("all-MiniLM-L6-v2-")
 
 
+@pytest.mark.slow
 def test_server_process_never_imports_torch_nor_onnx_once_built(
     onnx_file: Path, model_cache_dir: Path, tmp_path: Path
 ) -> None:

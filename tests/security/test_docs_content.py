@@ -64,6 +64,7 @@ def flat(text: str) -> str:
 # -- deletion through metadata -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_metadata_cannot_make_init_delete_files_outside_the_docset(tmp_path: Path) -> None:
     victim, absolute = tmp_path / "victim.txt", tmp_path / "also-victim.txt"
     victim.write_text("precious")
@@ -251,6 +252,7 @@ def test_a_linked_gitignore_is_not_written_through(tmp_path: Path) -> None:
 # -- where web sources may write ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_web_sources_write_only_inside_the_project_unless_the_docset_allows_it(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "repo", {"README.md": "# lib"})
     elsewhere = tmp_path / "elsewhere"
@@ -287,6 +289,7 @@ def test_web_sources_never_write_into_the_project_root_git_or_knowledge_folder(t
     assert not (tmp_path / "p-sibling").exists()
 
 
+@pytest.mark.slow
 def test_a_docset_folder_linked_outside_the_project_is_refused(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

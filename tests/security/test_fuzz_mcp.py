@@ -10,7 +10,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.server.clients import RawStdio
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 SEED = 20261123
 MESSAGES = 3000

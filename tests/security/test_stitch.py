@@ -90,6 +90,7 @@ def text_of(result: Any) -> str:
 # -- ids in the MCP tools ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_tool_arguments_cannot_reach_another_endpoint(
     stitch: StitchServer, worker: Worker, tmp_path: Path
 ) -> None:
@@ -153,6 +154,7 @@ async def test_tool_arguments_cannot_reach_another_endpoint(
 ALPHABET = "abcXYZ019_-.:"
 
 
+@pytest.mark.slow
 def test_node_ids_outside_the_alphabet_are_refused_when_saved(stitch: StitchServer) -> None:
     for node_id in ["a/b", "a?b", "a#b", "a b", "a%2Fb", "caf\u00e9", "a\\b", "a;b", "a\u0001", ".", "..", "..."]:
         b = Builder()
@@ -164,6 +166,7 @@ def test_node_ids_outside_the_alphabet_are_refused_when_saved(stitch: StitchServ
     assert stitch.http.get("/flows").json() == []
 
 
+@pytest.mark.slow
 def test_every_accepted_node_id_round_trips_through_a_real_callback(stitch: StitchServer, worker: Worker) -> None:
     @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(ids=st.lists(st.text(alphabet=ALPHABET, min_size=1, max_size=30), min_size=1, max_size=3, unique=True))
@@ -215,6 +218,7 @@ def _refused(response: httpx.Response, path: str, what: str) -> None:
     assert what in detail[0]["msg"], (what, detail)
 
 
+@pytest.mark.slow
 def test_values_that_cannot_be_stored_are_refused_with_their_json_path(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(worker.url)
     b.node("Worker", "w", mode="never")
@@ -273,6 +277,7 @@ def test_values_that_cannot_be_stored_are_refused_with_their_json_path(stitch: S
     assert plain.status_code == 415 and states(stitch, run_id)["gate"]["status"] == "waiting_for_user"
 
 
+@pytest.mark.slow
 def test_ids_that_are_not_uuids_are_unknown_alike_on_both_databases(stitch: StitchServer) -> None:
     base = f"{stitch.base}/api/stitch"
     for bad in ["%00", "%ED%A0%80", "nope", "00000000-0000-0000-0000-00000000000%00"]:
@@ -348,6 +353,7 @@ async def test_a_500_for_one_request_does_not_open_the_breaker_for_every_tool(tm
             assert result.is_error and "circuit open" in text_of(result)
 
 
+@pytest.mark.slow
 def test_a_lost_database_answers_503_and_opens_the_breaker(postgres: str, tmp_path: Path) -> None:
     url = fresh_pg_database(postgres)
     server = StitchServer(url, tmp_path).start()
@@ -372,6 +378,7 @@ def test_a_lost_database_answers_503_and_opens_the_breaker(postgres: str, tmp_pa
 # -- request limits ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bodies_above_the_limit_are_refused_before_they_are_parsed(
     database_url: str, tmp_path: Path, worker: Worker
 ) -> None:
@@ -430,6 +437,7 @@ REFUSED_TARGETS = {
 }
 
 
+@pytest.mark.slow
 def test_webhook_urls_with_credentials_or_metadata_addresses_are_refused_when_saved(stitch: StitchServer) -> None:
     for url, why in REFUSED_TARGETS.items():
         b = Builder(url)
@@ -452,6 +460,7 @@ def test_webhook_urls_with_credentials_or_metadata_addresses_are_refused_when_sa
         create(stitch, b.graph())
 
 
+@pytest.mark.slow
 def test_deny_private_refuses_loopback_by_address_and_by_name_and_the_allow_list_permits(
     database_url: str,
     tmp_path: Path,
@@ -529,6 +538,7 @@ async def test_names_resolving_to_metadata_addresses_are_refused_when_sent() -> 
         await resolve(WebhookPolicy(deny_private=True), "worker.example", ["10.0.0.2"])
 
 
+@pytest.mark.slow
 def test_redirects_are_not_followed(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(f"{worker.base}/hop")
     b.node("Worker", "w")
@@ -539,6 +549,7 @@ def test_redirects_are_not_followed(stitch: StitchServer, worker: Worker) -> Non
     assert worker.received == []  # /work, where the redirect pointed, was never called
 
 
+@pytest.mark.slow
 def test_a_worker_error_answer_is_kept_short_and_clean(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(worker.url)
     b.node("Worker", "w", mode="garbage")
@@ -552,6 +563,7 @@ def test_a_worker_error_answer_is_kept_short_and_clean(stitch: StitchServer, wor
 # -- the API key ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "key,message",
     [
@@ -587,6 +599,7 @@ def test_a_blank_or_short_api_key_is_refused_at_start(tmp_path: Path, key: str, 
     )
 
 
+@pytest.mark.slow
 def test_docs_and_the_openapi_description_need_the_key_when_one_is_set(tmp_path: Path) -> None:
     key = "k" * 12 + "-docs-key"
     server = StitchServer(f"sqlite:///{tmp_path / 's.db'}", tmp_path, api_key=key).start()

@@ -157,6 +157,7 @@ async def test_file_roots_from_the_environment(
         assert not error, text
 
 
+@pytest.mark.slow
 async def test_roots_over_stdio_from_a_real_client(server_env: dict[str, str], project: Path, outside: Path) -> None:
     """The server process, started elsewhere, reads the folders the client names as its roots."""
     server_env["AGENTLOOM_VECTORS__FILE_ROOTS"] = "[]"
@@ -170,6 +171,7 @@ async def test_roots_over_stdio_from_a_real_client(server_env: dict[str, str], p
         assert error and "outside the folders" in text and str(project) in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("patterns", "fragment"),
     [
@@ -193,6 +195,7 @@ async def test_bad_patterns_are_refused_with_the_reason(
         assert 'relative globs matched inside the folders given in paths, like "*.md"' in text
 
 
+@pytest.mark.slow
 async def test_search_refusals_say_why(tmp_path: Path, store_settings: dict[str, object]) -> None:
     host = vectors_host(tmp_path, **store_settings)
     name = collection_name()

@@ -6,9 +6,12 @@ import re
 from pathlib import Path
 
 import anyio
+import pytest
 
 from tests.conftest import PYTHON, REPO
 from tests.server.clients import stdio_client_session
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 def install_example(site: Path) -> None:

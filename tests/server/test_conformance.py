@@ -29,6 +29,8 @@ import pytest
 from tests.conftest import REPO
 from tests.server.protocol_clients import http_server
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 NODE_DIR = REPO / "tests" / "node" / "node_modules"
 PASSING = {"SUCCESS", "INFO"}
 

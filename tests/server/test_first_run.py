@@ -7,10 +7,12 @@ import time
 from pathlib import Path
 
 import anyio
+import pytest
 
 from tests.server.clients import stdio_client_session
 
 
+@pytest.mark.slow
 async def test_first_run_prepares_the_model_while_serving(pack_env: dict[str, str], tmp_path: Path) -> None:
     pack_env["XDG_CACHE_HOME"] = str(tmp_path / "empty-cache")  # no ONNX file yet
     log = tmp_path / "stderr.log"

@@ -14,6 +14,8 @@ from mcp.client import Client
 from tests.conftest import PYTHON, free_port
 from tests.server.clients import serve_args
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 
 @pytest.fixture
 def http_url(pack_env: dict[str, str]) -> Iterator[str]:

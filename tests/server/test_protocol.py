@@ -49,6 +49,7 @@ def chatty_env(pack_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
 # -- 1. capabilities, unknown prompt ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_unknown_prompt_is_invalid_params_naming_it_and_only_real_capabilities_are_advertised(
     pack_env: dict[str, str],
 ) -> None:
@@ -69,6 +70,7 @@ def test_unknown_prompt_is_invalid_params_naming_it_and_only_real_capabilities_a
     assert "Traceback" not in stderr and "handler for 'prompts/get' raised" not in stderr  # before: both, at ERROR
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 (server/discover) and 2025-11-25 (initialize)
 async def test_sdk_client_sees_only_real_capabilities(pack_env: dict[str, str], mode: str) -> None:
     params = StdioServerParameters(command=PYTHON, args=serve_args("--packs", "echo"), env=pack_env)
@@ -84,6 +86,7 @@ async def test_sdk_client_sees_only_real_capabilities(pack_env: dict[str, str], 
 UNANSWERABLE_IDS = [None, {"n": 1}, [1], True, 1.5]
 
 
+@pytest.mark.slow
 def test_requests_with_unusable_or_readable_ids_are_answered_over_stdio(pack_env: dict[str, str]) -> None:
     raw = RawStdio(pack_env, "--packs", "echo")
     try:
@@ -115,6 +118,7 @@ def test_requests_with_unusable_or_readable_ids_are_answered_over_stdio(pack_env
         raw.close()
 
 
+@pytest.mark.slow
 def test_requests_with_unusable_or_readable_ids_are_answered_over_http(pack_env: dict[str, str]) -> None:
     with http_server(pack_env, "--packs", "echo") as url:
         opened = httpx.post(url, json=INITIALIZE, headers=STREAMABLE, timeout=30)
@@ -131,6 +135,7 @@ def test_requests_with_unusable_or_readable_ids_are_answered_over_http(pack_env:
 # -- 3. explained params errors ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_params_errors_and_requests_before_initialize_say_what_is_wrong_over_stdio(pack_env: dict[str, str]) -> None:
     raw = RawStdio(pack_env, "--packs", "echo")
     try:
@@ -157,6 +162,7 @@ def test_params_errors_and_requests_before_initialize_say_what_is_wrong_over_std
         raw.close()
 
 
+@pytest.mark.slow
 def test_params_errors_and_requests_without_session_say_what_is_wrong_over_http(pack_env: dict[str, str]) -> None:
     with http_server(pack_env, "--packs", "echo") as url:
         early = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=STREAMABLE)
@@ -188,6 +194,7 @@ def test_params_errors_and_requests_without_session_say_what_is_wrong_over_http(
 # -- 4. HTTP refusals ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_http_refusals_hand_out_no_session_and_bad_version_headers_are_named(pack_env: dict[str, str]) -> None:
     with http_server(pack_env, "--packs", "echo") as url:
         wrong_accept = httpx.post(url, json=INITIALIZE, headers={**STREAMABLE, "Accept": "application/json"})
@@ -217,6 +224,7 @@ def test_http_refusals_hand_out_no_session_and_bad_version_headers_are_named(pac
 # -- 5. log notifications ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_log_records_reach_a_stdio_client_that_set_a_level(chatty_env: dict[str, str]) -> None:
     raw = RawStdio(chatty_env, "--packs", "chatty")
     try:
@@ -267,6 +275,7 @@ def test_a_client_gets_debug_records_from_a_server_that_logs_at_debug(
     assert "debug: one" in stderr and "debug: two" in stderr  # stderr at the configured level, as ever
 
 
+@pytest.mark.slow
 def test_log_relay_neither_recurses_nor_blocks(chatty_env: dict[str, str], tmp_path: Path) -> None:
     raw = RawStdioLogged(chatty_env, tmp_path / "stderr.log", "--packs", "chatty")
     try:
@@ -292,6 +301,7 @@ def test_log_relay_neither_recurses_nor_blocks(chatty_env: dict[str, str], tmp_p
     assert "logged while formatting a log line" in stderr  # stderr still gets everything
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")  # set_logging_level, 2025-era API
 async def test_log_records_reach_sdk_clients_of_both_protocol_eras(chatty_env: dict[str, str]) -> None:
     params = StdioServerParameters(command=PYTHON, args=serve_args("--packs", "chatty"), env=chatty_env)
@@ -318,6 +328,7 @@ async def test_log_records_reach_sdk_clients_of_both_protocol_eras(chatty_env: d
     assert silent == []  # 2026-07-28 without the per-request opt-in: nothing may be sent
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_http_sessions_get_their_own_request_logs_only(chatty_env: dict[str, str]) -> None:
     with http_server(chatty_env, "--packs", "chatty") as url:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.server.clients import RawStdio
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 def test_stdout_carries_only_protocol_and_parse_errors_keep_the_server_up(pack_env: dict[str, str]) -> None:

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 HEAVY = ("numpy", "chromadb", "lancedb", "onnxruntime", "tokenizers", "torch", "yaml", "psycopg", "sqlalchemy")
 
 PROBE = """

@@ -8,7 +8,10 @@ import pytest
 
 from tests.server.clients import stdio_client_session
 
-pytestmark = pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 and 2025-11-25
+pytestmark = [
+    pytest.mark.parametrize("mode", ["auto", "legacy"]),  # 2026-07-28 and 2025-11-25
+    pytest.mark.slow,  # every test here takes seconds (docs/development.md)
+]
 
 
 async def test_tools_list_has_schemas_and_annotations(pack_env: dict[str, str], mode: str) -> None:

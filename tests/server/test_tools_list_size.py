@@ -10,7 +10,11 @@ import json
 import re
 from typing import Any
 
+import pytest
+
 from tests.server.clients import call, stdio_client_session
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 BUDGET = 28_000  # bytes
 PACKS = {"core", "docs", "flowise", "skills", "stitch", "vectors"}  # every pack agentloom ships

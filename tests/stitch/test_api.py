@@ -53,6 +53,7 @@ def sign(secret: str, run_id: str, key: str, attempt: int) -> str:
     return hmac.new(secret.encode(), f"{run_id}\n{key}\n{attempt}".encode(), hashlib.sha256).hexdigest()[:32]
 
 
+@pytest.mark.slow
 def test_flows_are_created_read_updated_and_validated(stitch: StitchServer) -> None:
     b = Builder()
     a, u = b.node("Worker", "a"), b.node("UX", "u")
@@ -85,6 +86,7 @@ def test_flows_are_created_read_updated_and_validated(stitch: StitchServer) -> N
     assert stitch.http.put(f"/flows/{flow_id}", json={"graph": cyclic}).status_code == 422
 
 
+@pytest.mark.slow
 def test_a_worker_chain_runs_with_the_documented_payload(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Worker", "fetch", mode="echo", extra=1), b.node("Worker", "node_1"))
@@ -104,6 +106,7 @@ def test_a_worker_chain_runs_with_the_documented_payload(stitch: StitchServer, w
     assert events == [("fetch", "running"), ("fetch", "completed"), ("node_1", "running"), ("node_1", "completed")]
 
 
+@pytest.mark.slow
 def test_fan_out_keeps_input_order_and_handles_nesting(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(worker.url)
     split = b.node("Splitter", "split", arrayPath="batch.items")
@@ -126,6 +129,7 @@ def test_fan_out_keeps_input_order_and_handles_nesting(stitch: StitchServer, wor
     assert run["node_states"]["leaf_0_1"]["output"] == 2 and run["node_states"]["c_in_1"]["output"] == []
 
 
+@pytest.mark.slow
 def test_an_empty_array_completes_the_splitter_and_fires_the_collector(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Splitter", "s"), b.node("Worker", "w"), b.node("Collector", "c"), b.node("Worker", "z"))
@@ -136,6 +140,7 @@ def test_an_empty_array_completes_the_splitter_and_fires_the_collector(stitch: S
     assert worker.keys() == ["z"]
 
 
+@pytest.mark.slow
 def test_a_failed_path_fails_the_collector_and_stops_the_flow(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Splitter", "s"), b.node("Worker", "w", failOn=2), b.node("Collector", "c"), b.node("Worker", "z"))
@@ -146,6 +151,7 @@ def test_a_failed_path_fails_the_collector_and_stops_the_flow(stitch: StitchServ
     assert "z" not in worker.keys()
 
 
+@pytest.mark.slow
 def test_ux_gates_wait_for_a_person(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Worker", "draft"), b.node("UX", "review"), b.node("Worker", "publish"))
@@ -163,6 +169,7 @@ def test_ux_gates_wait_for_a_person(stitch: StitchServer, worker: Worker) -> Non
     assert run["status"] == "completed" and run["node_states"]["publish"]["input"] == {"approved": True}
 
 
+@pytest.mark.slow
 def test_retry_reruns_a_failed_node_and_rejects_the_rest(
     stitch: StitchServer, worker: Worker, database_url: str
 ) -> None:
@@ -184,6 +191,7 @@ def test_retry_reruns_a_failed_node_and_rejects_the_rest(
     assert late.status_code == 409 and again.status_code == 200 and again.json()["duplicate"]
 
 
+@pytest.mark.slow
 def test_callbacks_are_signed_and_checked(stitch: StitchServer, worker: Worker, database_url: str) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Worker", "w", mode="never"), b.node("UX", "gate"))
@@ -222,6 +230,7 @@ def test_callbacks_are_signed_and_checked(stitch: StitchServer, worker: Worker, 
     assert [e["node_key"] for e in stitch.http.get(f"/runs/{run_id}/events").json()].count("gate") == 1
 
 
+@pytest.mark.slow
 def test_duplicate_callbacks_from_the_worker_change_nothing(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(worker.url)
     b.chain(
@@ -238,6 +247,7 @@ def test_duplicate_callbacks_from_the_worker_change_nothing(stitch: StitchServer
     assert worker.keys().count("z") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "mode,reason",
     [("unreachable", "is unreachable"), ("reject", "answered HTTP 500"), ("slow", "did not answer within")],
@@ -257,6 +267,7 @@ def test_a_worker_that_cannot_take_the_job_fails_the_node(
         server.stop()
 
 
+@pytest.mark.slow
 def test_docs_work_with_no_internet(stitch: StitchServer) -> None:
     page = httpx.get(f"{stitch.base}/docs")
     assert page.status_code == 200
@@ -332,6 +343,7 @@ def test_the_openapi_description_has_real_schemas_and_every_status() -> None:
     assert "401" not in keyed["/api/stitch/health"]["get"]["responses"]
 
 
+@pytest.mark.slow
 def test_the_run_view_and_events_of_an_unknown_run(stitch: StitchServer) -> None:
     assert stitch.http.get("/runs/00000000-0000-0000-0000-000000000000").status_code == 404
     assert stitch.http.get("/runs/00000000-0000-0000-0000-000000000000/events").status_code == 404

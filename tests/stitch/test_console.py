@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.stitch.browser import browser, page, screenshot  # noqa: F401 - fixtures
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
 from tests.stitch.worker import Worker
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 UUID = r"[0-9a-f-]{36}"
 

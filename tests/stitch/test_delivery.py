@@ -77,6 +77,7 @@ def one_worker(url: str, **data: object) -> dict:  # type: ignore[type-arg]
     return b.graph()
 
 
+@pytest.mark.slow
 def test_a_webhook_reset_twice_is_delivered_on_the_third_try(stitch: StitchServer, worker: Worker) -> None:
     with Resetter(worker.port, resets=2) as gate:
         run = stitch.wait_for(start(stitch, create(stitch, one_worker(f"http://127.0.0.1:{gate.port}/work")), 7))
@@ -87,6 +88,7 @@ def test_a_webhook_reset_twice_is_delivered_on_the_third_try(stitch: StitchServe
     assert worker.answers == [("w", 1, 200)]  # the same attempt's token, accepted
 
 
+@pytest.mark.slow
 def test_a_webhook_reset_every_time_fails_the_node_after_the_tries(stitch: StitchServer, worker: Worker) -> None:
     with Resetter(worker.port, resets=100) as gate:
         url = f"http://127.0.0.1:{gate.port}/work"
@@ -101,6 +103,7 @@ def test_a_webhook_reset_every_time_fails_the_node_after_the_tries(stitch: Stitc
     assert worker.keys() == []
 
 
+@pytest.mark.slow
 def test_a_worker_that_never_listens_fails_the_node_after_the_tries(stitch: StitchServer) -> None:
     url = f"http://127.0.0.1:{free_port()}/gone"
     started = time.monotonic()
@@ -112,6 +115,7 @@ def test_a_worker_that_never_listens_fails_the_node_after_the_tries(stitch: Stit
     assert elapsed >= 0.75 * (0.2 + 0.4 + 0.8)  # it waited out the backoff before giving up
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,reason", [("reject", "answered HTTP 500"), ("hop", "redirects are not followed")])
 def test_a_worker_that_answers_an_error_fails_the_node_at_once(
     stitch: StitchServer, worker: Worker, mode: str, reason: str
@@ -126,6 +130,7 @@ def test_a_worker_that_answers_an_error_fails_the_node_at_once(
     assert worker.keys() == ([] if mode == "hop" else ["w"])  # /hop records nothing; /work exactly once
 
 
+@pytest.mark.slow
 def test_an_unanswered_webhook_is_sent_again_with_the_same_token(
     database_url: str, tmp_path: Path, worker: Worker
 ) -> None:
@@ -194,6 +199,7 @@ def test_concurrent_sends_to_one_worker_are_bounded(tmp_path: Path, sends_per_ho
     assert held.served == 8 and held.most == sends_per_host
 
 
+@pytest.mark.slow
 def test_a_webhook_still_being_sent_keeps_its_lease(database_url: str) -> None:
     """A worker that holds the webhook for several leases: the sender renews the lease, so the
     reconciler (every 0.05 s) never sends it a second time while the first is still under way."""

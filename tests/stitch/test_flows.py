@@ -81,6 +81,7 @@ def test_a_flow_with_runs_under_way_is_deleted_only_when_forced(db: Database) ->
         flows.delete(flow["id"])  # once
 
 
+@pytest.mark.slow
 def test_deleting_a_flow_over_http(stitch: StitchServer, worker: Worker) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Worker", "w"), b.node("UX", "gate"))

@@ -22,6 +22,8 @@ import pytest
 from tests.conftest import REPO
 from tests.stitch.conftest import StitchServer
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 KEY = "fuzz-key-0123456789abcdef"
 CHECKS = (
     "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,"

@@ -49,6 +49,7 @@ def steps(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(m["data"]["node_key"], m["data"]["status"]) for m in messages]
 
 
+@pytest.mark.slow
 def test_a_run_stream_sends_the_past_then_live_events(stitch: StitchServer, worker: Worker) -> None:
     run_id = start(stitch, new_flow(stitch, chain(worker, delay=1.0)))
     with SseReader(f"{stitch.base}/api/stitch/runs/{run_id}/stream") as reader:
@@ -64,6 +65,7 @@ def test_a_run_stream_sends_the_past_then_live_events(stitch: StitchServer, work
     assert [e["id"] for e in log] == ids  # the same events the log holds, nothing more
 
 
+@pytest.mark.slow
 def test_reconnecting_with_the_last_id_loses_and_repeats_nothing(stitch: StitchServer, worker: Worker) -> None:
     run_id = start(stitch, new_flow(stitch, chain(worker)))
     stitch.wait_for(run_id)
@@ -76,6 +78,7 @@ def test_reconnecting_with_the_last_id_loses_and_repeats_nothing(stitch: StitchS
         assert reader.quiet(0.5) == []  # ``after`` wins over the header: nothing after the last event
 
 
+@pytest.mark.slow
 def test_stream_requests_that_cannot_be_served_are_refused_before_streaming(stitch: StitchServer) -> None:
     assert stitch.http.get(f"/runs/{uuid.uuid4()}/stream").status_code == 404
     assert stitch.http.get("/runs/not-a-run/stream").status_code == 404
@@ -87,6 +90,7 @@ def test_stream_requests_that_cannot_be_served_are_refused_before_streaming(stit
     assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["query", "flow_id"]
 
 
+@pytest.mark.slow
 def test_the_run_list_stream_reports_runs_of_its_flow_as_they_start_and_change(
     stitch: StitchServer, worker: Worker
 ) -> None:
@@ -103,6 +107,7 @@ def test_the_run_list_stream_reports_runs_of_its_flow_as_they_start_and_change(
         assert everything.until(lambda m: m["data"]["id"] == run_id and m["data"]["status"] == "completed")
 
 
+@pytest.mark.slow
 def test_an_event_committed_by_one_process_reaches_a_stream_on_another(
     postgres: str, tmp_path: Path, worker: Worker
 ) -> None:
@@ -200,6 +205,7 @@ def test_a_subscriber_that_falls_behind_is_dropped_and_the_others_are_served(tmp
     db.dispose()
 
 
+@pytest.mark.slow
 def test_streams_need_the_api_key_and_the_console_page_does_not(tmp_path: Path) -> None:
     key = "k" * 24
     server = StitchServer(f"sqlite:///{tmp_path / 's.db'}", tmp_path, api_key=key).start()
@@ -216,12 +222,14 @@ def test_streams_need_the_api_key_and_the_console_page_does_not(tmp_path: Path) 
         server.stop()
 
 
+@pytest.mark.slow
 def test_the_api_describes_the_streams_as_event_streams(stitch: StitchServer) -> None:
     paths = httpx.get(stitch.base + "/openapi.json").json()["paths"]
     for path in ("/api/stitch/runs/stream", "/api/stitch/runs/{run_id}/stream"):
         assert "text/event-stream" in paths[path]["get"]["responses"]["200"]["content"], path
 
 
+@pytest.mark.slow
 def test_the_flow_list_names_node_counts_and_the_newest_run(stitch: StitchServer, worker: Worker) -> None:
     flow_id = new_flow(stitch, chain(worker))
     assert stitch.http.get("/flows").json()[0]["last_run"] is None
@@ -232,6 +240,7 @@ def test_the_flow_list_names_node_counts_and_the_newest_run(stitch: StitchServer
     assert listed["last_run"]["id"] == newest and listed["last_run"]["created_at"].endswith("Z")
 
 
+@pytest.mark.slow
 def test_a_server_with_open_streams_stops_promptly(tmp_path: Path) -> None:
     server = StitchServer(f"sqlite:///{tmp_path / 's.db'}", tmp_path).start()
     assert server.proc is not None

@@ -85,6 +85,7 @@ def wait_until(check: Any, timeout: float = 20) -> Any:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_the_retry_policy_backs_off_gives_up_and_a_manual_retry_starts_a_new_budget(
     stitch: StitchServer, engine: Engine, clock: Clock, worker: Worker
 ) -> None:
@@ -128,6 +129,7 @@ def test_the_retry_policy_backs_off_gives_up_and_a_manual_retry_starts_a_new_bud
     assert [(w["nodeId"], w["input"]) for w in worker.received] == [("w", {"n": 1})] * 4
 
 
+@pytest.mark.slow
 def test_history_keeps_every_attempt_across_automatic_and_manual_retries(
     stitch: StitchServer, engine: Engine, clock: Clock, worker: Worker
 ) -> None:
@@ -163,6 +165,7 @@ def test_history_keeps_every_attempt_across_automatic_and_manual_retries(
     assert logged[1]["error"] == "the worker was told to fail" and logged[3]["summary"] == '{"items":[3]}'
 
 
+@pytest.mark.slow
 def test_events_keep_bounded_errors_and_summaries(stitch: StitchServer, engine: Engine, worker: Worker) -> None:
     b = Builder(worker.url)
     b.node("Worker", "w")
@@ -186,6 +189,7 @@ def test_events_keep_bounded_errors_and_summaries(stitch: StitchServer, engine: 
     assert history(engine, other, "w")[0]["error"] == "e" * 5000  # the history keeps all of it
 
 
+@pytest.mark.slow
 def test_a_worker_that_misses_its_deadline_times_out_and_its_late_callback_gets_409(
     stitch: StitchServer, engine: Engine, clock: Clock, worker: Worker
 ) -> None:
@@ -214,6 +218,7 @@ def test_a_worker_that_misses_its_deadline_times_out_and_its_late_callback_gets_
     assert not rows(engine, timers, quick)
 
 
+@pytest.mark.slow
 def test_a_timeout_goes_through_the_retry_policy(
     stitch: StitchServer, engine: Engine, clock: Clock, worker: Worker
 ) -> None:
@@ -240,6 +245,7 @@ def test_a_timeout_goes_through_the_retry_policy(
     assert [a["worker_status"] for a in history(engine, run_id, "w")][1] == 200
 
 
+@pytest.mark.slow
 def test_cancel_during_a_fan_out(stitch: StitchServer, engine: Engine, worker: Worker) -> None:
     b = Builder(worker.url)
     b.chain(
@@ -280,6 +286,7 @@ def test_cancel_during_a_fan_out(stitch: StitchServer, engine: Engine, worker: W
     assert stitch.http.post(f"/retry/{run_id}/x_0").status_code == 409
 
 
+@pytest.mark.slow
 def test_cancel_refusals(stitch: StitchServer, engine: Engine, worker: Worker) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Worker", "w"), b.node("UX", "gate"))
@@ -298,6 +305,7 @@ def test_cancel_refusals(stitch: StitchServer, engine: Engine, worker: Worker) -
     assert missing.outcome is Outcome.NOT_FOUND
 
 
+@pytest.mark.slow
 def test_template_paths_summarise_and_retry(stitch: StitchServer, engine: Engine, worker: Worker) -> None:
     b = Builder(worker.url)
     b.chain(b.node("Splitter", "s", arrayPath=""), b.node("Worker", "sq", mode="flaky"), b.node("Collector", "c"))
@@ -405,6 +413,7 @@ def test_a_version_1_database_is_upgraded_in_place(database_url: str, worker: Wo
         db.dispose()
 
 
+@pytest.mark.slow
 def test_an_undeliverable_webhook_is_retried_under_the_policy_and_keeps_the_worker_status(
     stitch: StitchServer, engine: Engine, clock: Clock, worker: Worker
 ) -> None:

@@ -33,6 +33,8 @@ from tests.stitch import model
 from tests.stitch.conftest import drop_pg_database, fresh_pg_database
 from tests.stitch.graphs import build, programs
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 
 def worker_output(key: str, value: Any) -> dict[str, Any]:
     """Deterministic per node instance, so every interleaving must reach the same outputs."""

@@ -48,6 +48,7 @@ def gated_flow(server: StitchServer, prompt: object = "Approve the draft?") -> s
     return create(server, b.graph(), "gated")
 
 
+@pytest.mark.slow
 def test_runs_page_newest_first_and_filter_by_flow_and_status(server: StitchServer) -> None:
     flow, other = gated_flow(server), gated_flow(server)
     mine = [start(server, flow, i) for i in range(7)]
@@ -77,6 +78,7 @@ def test_runs_page_newest_first_and_filter_by_flow_and_status(server: StitchServ
     assert {r["flow_id"] for r in everything} >= {flow, other}
 
 
+@pytest.mark.slow
 def test_the_run_list_refuses_what_it_cannot_use(server: StitchServer) -> None:
     message = problems(server.http.get("/runs", params={"status": "done"}))
     assert "status" in message and "'running'" in message and "'cancelled'" in message
@@ -90,6 +92,7 @@ def test_the_run_list_refuses_what_it_cannot_use(server: StitchServer) -> None:
         assert "limit" in problems(server.http.get("/runs", params={"limit": limit}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "path",
     [
@@ -106,6 +109,7 @@ def test_every_endpoint_refuses_unknown_query_parameters(server: StitchServer, p
     assert server.http.post("/retry/00000000-0000-0000-0000-000000000000/n", params={"force": "1"}).status_code == 422
 
 
+@pytest.mark.slow
 def test_a_flow_with_10000_runs_pages_fast(server: StitchServer) -> None:
     flow = gated_flow(server)
     base = datetime(2026, 1, 1, tzinfo=UTC)

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from agentloom.stitch.db import Database
 from agentloom.stitch.engine import Engine
@@ -16,6 +17,8 @@ from tests.conftest import PYTHON
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
 from tests.stitch.worker import Worker
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 def test_a_restart_mid_run_resumes_it(database_url: str, tmp_path: Path, worker: Worker) -> None:

@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.stitch.conftest import StitchServer, drop_pg_database, fresh_pg_database
 from tests.stitch.graphs import Builder
 from tests.stitch.worker import Worker
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 def test_two_servers_share_one_database(postgres: str, tmp_path: Path, worker: Worker) -> None:

@@ -52,6 +52,7 @@ def test_off_loopback_it_is_required_and_the_error_suggests_the_port_given(host:
     assert f"STITCH_BASE_URL={suggested}" in str(refused.value)
 
 
+@pytest.mark.slow
 def test_serve_on_loopback_without_a_base_url_warns_and_signs_callbacks_for_itself(
     tmp_path: Path, worker: Worker
 ) -> None:
@@ -72,6 +73,7 @@ def test_serve_on_loopback_without_a_base_url_warns_and_signs_callbacks_for_itse
         server.stop()
 
 
+@pytest.mark.slow
 def test_serve_off_loopback_without_a_base_url_names_the_port(tmp_path: Path) -> None:
     env = {
         "PATH": "/usr/bin:/bin",

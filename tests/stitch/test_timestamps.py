@@ -29,6 +29,7 @@ def recent(stamp: str) -> bool:
     return bool(TIMESTAMP.fullmatch(stamp)) and abs(parse(stamp).timestamp() - time.time()) < 120
 
 
+@pytest.mark.slow
 def test_flow_run_and_event_replies(tokyo_stitch: StitchServer) -> None:
     stitch = tokyo_stitch
     b = Builder()

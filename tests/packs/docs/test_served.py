@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
@@ -41,6 +42,7 @@ async def test_the_dedicated_command_serves_the_docs_tools_alone(project: Path, 
     assert missing.is_error and "no_such_tool" in _text(missing)
 
 
+@pytest.mark.slow
 def test_malformed_json_gets_a_parse_error(project: Path, server_env: dict[str, str]) -> None:
     write_config(project, "docsets: []\n")
     proc = subprocess.run(
@@ -60,6 +62,7 @@ async def test_the_combined_server_has_the_docs_tools(project: Path, server_env:
     assert "vue-3/" in _text(result)
 
 
+@pytest.mark.slow
 def test_the_standalone_server_prints_help_instead_of_starting() -> None:
     import subprocess
 

@@ -7,6 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from mcp.client import Client
 from typer.testing import CliRunner
 
@@ -154,6 +155,7 @@ def test_new_below_a_configured_project_says_which_config_it_overrides(project: 
     assert config_of(inner).is_file()
 
 
+@pytest.mark.slow
 def test_init_without_a_docset_starts_a_new_project_and_lists_docsets_in_a_configured_one(project: Path) -> None:
     (project / "docs").mkdir()
     result = subprocess.run([CLI, "init"], cwd=project, capture_output=True, text=True, timeout=120)

@@ -62,6 +62,7 @@ def open_flowise(fake: FakeFlowise, data: Path, breakers: BreakerRegistry | None
     return Flowise(config, folder, breakers, EmbeddingService(Settings(data_dir=data), breakers))
 
 
+@pytest.mark.slow
 def test_refresh_counts_changes_and_search_finds_them(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
     state = open_flowise(fake, tmp_path)
@@ -94,6 +95,7 @@ def test_refresh_counts_changes_and_search_finds_them(fake_flowise: FakeFlowise,
     assert all(h["category"] == "Memory" for h in window)
 
 
+@pytest.mark.slow
 def test_search_categories_and_thresholds(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     state = open_flowise(trim(fake_flowise), tmp_path)
     state.catalog.refresh()
@@ -112,6 +114,7 @@ def test_search_categories_and_thresholds(fake_flowise: FakeFlowise, tmp_path: P
     assert templates and templates[0][0].template_id in {"conversation-chain", "conversational-agent"}
 
 
+@pytest.mark.slow
 def test_unreachable_server_keeps_the_cache_and_says_it_is_stale(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
     state = open_flowise(fake, tmp_path)
@@ -126,6 +129,7 @@ def test_unreachable_server_keeps_the_cache_and_says_it_is_stale(fake_flowise: F
     assert state.catalog.search_nodes("a chat model from OpenAI", None, 3)[0]["name"] == "chatOpenAI"
 
 
+@pytest.mark.slow
 def test_a_failure_halfway_through_a_refresh_changes_nothing(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
     state = open_flowise(fake, tmp_path)
@@ -167,6 +171,7 @@ def test_wrong_catalog_path_and_wrong_key_are_named_and_not_counted(fake_flowise
     assert breakers.get("flowise").status().failures == 0
 
 
+@pytest.mark.slow
 def test_hints_name_catalog_nodes_and_reach_search(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.hints import HINTS
 
@@ -181,6 +186,7 @@ def test_hints_name_catalog_nodes_and_reach_search(fake_flowise: FakeFlowise, tm
     assert "faiss" in [h["name"] for h in state.catalog.search_nodes("keep the index in a folder on disk", None, 3)]
 
 
+@pytest.mark.slow
 def test_a_catalog_embedded_with_older_node_texts_is_rebuilt(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.documents import DOCUMENTS
 
@@ -707,6 +713,7 @@ def test_refresh_writes_only_the_differences(
     ) == (0, 0, 0, 0, 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", ["url", "model", "documents"])
 def test_another_server_model_or_text_version_rebuilds_the_collections(
     fake_flowise: FakeFlowise, tmp_path: Path, field: str
@@ -783,6 +790,7 @@ def own_text(state: Flowise, name: str) -> str:
     return node_document(nodes[name], consumers(nodes))
 
 
+@pytest.mark.slow
 def test_search_ranks_deprecated_nodes_lower_and_scores_by_cosine(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     state = searchable(fake_flowise, tmp_path)
     catalog = state.catalog
@@ -812,6 +820,7 @@ def test_search_ranks_deprecated_nodes_lower_and_scores_by_cosine(fake_flowise: 
     ]
 
 
+@pytest.mark.slow
 def test_search_by_category_in_any_case(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     state = searchable(fake_flowise, tmp_path)
     memory = state.catalog.search_nodes("remember the conversation", "memory", 10)
@@ -821,6 +830,7 @@ def test_search_by_category_in_any_case(fake_flowise: FakeFlowise, tmp_path: Pat
     assert {h["name"] for h in flows} == {"agentAgentflow", "startAgentflow"}
 
 
+@pytest.mark.slow
 def test_search_drops_hits_catalog_json_does_not_know(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     state = searchable(fake_flowise, tmp_path)
     query = own_text(state, "bufferWindowMemory")
@@ -836,6 +846,7 @@ def test_search_drops_hits_catalog_json_does_not_know(fake_flowise: FakeFlowise,
     assert reopened.catalog.search_templates("an agent doing arithmetic with a calculator tool", 2) == []
 
 
+@pytest.mark.slow
 def test_search_templates_by_cosine_above_the_threshold(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.documents import template_document
 
@@ -854,6 +865,7 @@ def test_search_templates_by_cosine_above_the_threshold(fake_flowise: FakeFlowis
     assert strict.catalog.search_templates("arithmetic", 5) == []
 
 
+@pytest.mark.slow
 def test_add_indexes_seed_entries_like_fetched_ones(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.catalog import NODES, TEMPLATES, Template
     from agentloom.packs.flowise.documents import DOCUMENTS
@@ -915,6 +927,7 @@ def test_add_indexes_seed_entries_like_fetched_ones(fake_flowise: FakeFlowise, t
     assert empty.state().documents == DOCUMENTS
 
 
+@pytest.mark.slow
 def test_nodes_are_embedded_in_batches_of_64(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.catalog import NODES
     from tests.packs.flowise.fake_flowise import real_catalog
@@ -929,6 +942,7 @@ def test_nodes_are_embedded_in_batches_of_64(fake_flowise: FakeFlowise, tmp_path
     assert len(stored_ids(state.catalog, NODES)) == 65
 
 
+@pytest.mark.slow
 def test_keyword_hits_get_their_cosine_and_follow_the_catalog(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.catalog import NODES
 
@@ -981,6 +995,7 @@ def test_the_keyword_index_is_built_once_per_catalog_state(stopped: FakeFlowise,
 E5 = "multilingual-e5-small"  # a second built-in model: its vectors are not the default model's
 
 
+@pytest.mark.slow
 def test_a_catalog_on_the_configured_model_scores_keyword_hits_with_it(stopped: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.catalog import NODES
 
@@ -1011,6 +1026,7 @@ def test_a_catalog_on_the_configured_model_scores_keyword_hits_with_it(stopped: 
 DEEP = (*SEARCHED, "chatPromptTemplate", "faiss", "openAIEmbeddings", "pdfFile", "csvFile", "serpAPI")
 
 
+@pytest.mark.slow
 def test_each_leg_reaches_four_places_per_result_and_eight_more(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.catalog import AGENTFLOW_CATEGORY, NODES
 
@@ -1046,6 +1062,7 @@ def test_each_leg_reaches_four_places_per_result_and_eight_more(fake_flowise: Fa
     assert round(cosine["faiss"], 3) > 0.0, "not the 0 of a node without a cosine"
 
 
+@pytest.mark.slow
 def test_a_score_equal_to_min_score_is_kept(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.catalog import NODES, TEMPLATES
 
@@ -1140,6 +1157,7 @@ def test_a_catalog_exactly_as_old_as_the_limit_is_still_fresh(
     assert past.catalog.is_stale() is True
 
 
+@pytest.mark.slow
 def test_a_refresh_embeds_nodes_and_templates_with_the_configured_model(
     fake_flowise: FakeFlowise, tmp_path: Path
 ) -> None:
@@ -1175,6 +1193,7 @@ def test_a_refresh_embeds_nodes_and_templates_with_the_configured_model(
     assert score == pytest.approx(cosine, abs=1e-4), "the template embedded with the catalog's model"
 
 
+@pytest.mark.slow
 def test_a_model_used_before_in_this_process_is_rebuilt_from_scratch(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     from agentloom.packs.flowise.catalog import NODES
 

@@ -210,6 +210,7 @@ def lines(result: Result) -> dict[str, str]:
     return {line[6:14].strip(): line for line in result.output.splitlines() if line[:4] in ("PASS", "FAIL", "SKIP")}
 
 
+@pytest.mark.slow
 def test_check_on_a_fake_flowise(fake_flowise: FakeFlowise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = trim(fake_flowise)
     env = environment(monkeypatch, fake.url, fake.api_key)

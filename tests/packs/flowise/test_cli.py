@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli.test_cli import agentloom
 from tests.conftest import free_port
 from tests.packs.flowise.fake_flowise import FakeFlowise
 from tests.packs.flowise.test_catalog import trim
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 def test_refresh_status_search(fake_flowise: FakeFlowise, server_env: dict[str, str]) -> None:

@@ -84,6 +84,7 @@ def test_caller_errors_do_not_count(fake_flowise) -> None:
     assert breakers.get("flowise").status().failures == 0 and breakers.get("flowise").state is State.CLOSED
 
 
+@pytest.mark.slow
 def test_stale_catalog_is_refreshed_before_a_build(fake_flowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
     state = open_flowise(fake, tmp_path, catalog_max_age_hours=1)

@@ -95,6 +95,7 @@ def test_parse_age() -> None:
             data.parse_age(bad)
 
 
+@pytest.mark.slow
 def test_stats_of_empty_and_seeded_collections(tmp_path: Path) -> None:
     state = local_state(tmp_path)
     empty = data.stats(state)
@@ -139,6 +140,7 @@ def test_stats_of_empty_and_seeded_collections(tmp_path: Path) -> None:
     assert after[SESSIONS]["oldest"] is None and after[ARTIFACTS] == rows[ARTIFACTS]
 
 
+@pytest.mark.slow
 def test_samples_are_found_like_real_entries(tmp_path: Path) -> None:
     """Without a catalog, designs use the built-in node names; seeded nodes, templates and designs are found."""
     state = local_state(tmp_path)
@@ -160,6 +162,7 @@ def test_samples_are_found_like_real_entries(tmp_path: Path) -> None:
     assert template.template_id in [t.template_id for t, _ in state.catalog.search_templates(template.description, 2)]
 
 
+@pytest.mark.slow
 def test_seed_uses_the_catalogs_node_names(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     state = open_flowise(trim(fake_flowise), tmp_path)
     state.catalog.refresh()
@@ -207,6 +210,7 @@ def test_selections_only_read(tmp_path: Path) -> None:
 
 
 # -- the commands, in real processes ------------------------------------------------------
+@pytest.mark.slow
 def test_prune_shows_asks_and_deletes_exactly_the_selection(server_env: dict[str, str]) -> None:
     state = local_state(Path(server_env["AGENTLOOM_DATA_DIR"]))
     old_session = add(state, SESSIONS, "HR bot", 250)
@@ -258,6 +262,7 @@ def test_prune_shows_asks_and_deletes_exactly_the_selection(server_env: dict[str
     assert stored() == kept
 
 
+@pytest.mark.slow
 def test_prune_failed_and_sessions_clear(server_env: dict[str, str]) -> None:
     state = local_state(Path(server_env["AGENTLOOM_DATA_DIR"]))
     timeouts = {
@@ -294,6 +299,7 @@ def test_prune_failed_and_sessions_clear(server_env: dict[str, str]) -> None:
     assert ids(state, FAILED) == {other}
 
 
+@pytest.mark.slow
 def test_stats_seed_and_reset(server_env: dict[str, str]) -> None:
     assert counts(server_env) == dict.fromkeys([NODES, TEMPLATES, ARTIFACTS, FAILED, SESSIONS], 0)
     nothing = run(server_env, "seed")
@@ -349,6 +355,7 @@ def _modules() -> dict[Path, ast.Module]:
     return {path: ast.parse(path.read_text(), str(path)) for path in sorted(PACK.rglob("*.py"))}
 
 
+@pytest.mark.slow
 def test_only_the_data_commands_delete_learning_data() -> None:
     """No code path deletes from the pack's ChromaDB except data.py (run by the data commands) and the catalog's
     refresh, which mirrors Flowise's node list in the nodes and templates collections only."""

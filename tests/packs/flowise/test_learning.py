@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp.client import Client
 
 from tests.packs.flowise.fake_flowise import FakeFlowise
@@ -49,6 +50,7 @@ async def save(client: Client, request: str, design: dict, **extra: object) -> s
     return (await call(client, "flowise_save_artifact", request=request, design=design, **SPEC, **extra))["artifact_id"]
 
 
+@pytest.mark.slow
 async def test_save_find_reuse_reject_rate(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
     served = host(tmp_path, fake)
@@ -120,6 +122,7 @@ async def test_save_find_reuse_reject_rate(fake_flowise: FakeFlowise, tmp_path: 
     assert metadata["rating"] == 5 and json.loads(metadata["node_versions"])["chatOpenAI"] == 8.3
 
 
+@pytest.mark.slow
 async def test_ties_ratings_and_catalog_checks(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
     async with Client(host(tmp_path, fake).server) as client:

@@ -39,6 +39,7 @@ def stored_flow(fake: FakeFlowise, chatflow_id: str) -> dict:
     return json.loads(fake.chatflows[chatflow_id]["flowData"])
 
 
+@pytest.mark.slow
 async def test_search_build_list_delete(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
     served = host(tmp_path, fake)
@@ -121,6 +122,7 @@ async def test_search_build_list_delete(fake_flowise: FakeFlowise, tmp_path: Pat
     )
 
 
+@pytest.mark.slow
 async def test_build_refusals_are_short_and_create_nothing(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
     async with Client(host(tmp_path, fake).server) as client:
@@ -147,6 +149,7 @@ async def test_build_refusals_are_short_and_create_nothing(fake_flowise: FakeFlo
     assert fake.chatflows == {}
 
 
+@pytest.mark.slow
 async def test_flowise_down_answers_from_the_cache_and_breaker_opens(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
     async with Client(host(tmp_path, fake).server) as client:

@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from agentloom.packs.skills.cli import app
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 
 def test_cli(tmp_path: Path, seed_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTLOOM_SKILLS__ROOTS", json.dumps([str(seed_root)]))

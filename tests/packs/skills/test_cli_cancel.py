@@ -10,8 +10,12 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import PYTHON
 from tests.packs.skills.conftest import write_skill
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 def test_ctrl_c_stops_an_index_which_keeps_what_it_committed_and_says_so(tmp_path: Path) -> None:

@@ -7,10 +7,13 @@ import subprocess
 from pathlib import Path
 
 import anyio
+import pytest
 
 from tests.conftest import PYTHON
 from tests.packs.skills.conftest import SEED_SKILLS, write_skill
 from tests.server.clients import stdio_client_session
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 async def test_the_first_skills_search_on_a_fresh_cache_reports_the_model_build(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ def score(result: dict, name: str) -> float:
 
 
 # -- seed: LanceDB初始化与连接 -----------------------------------------------------------------
+@pytest.mark.slow
 def test_first_initialisation_creates_the_table(
     tmp_path: Path, seed_root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -54,6 +55,7 @@ def test_second_initialisation_opens_without_touching_data(
 
 
 # -- seed: 向量嵌入生成 / 相似度计算 --------------------------------------------------------------
+@pytest.mark.slow
 def test_embeddings_are_valid_deterministic_and_cosine(seed_index: SkillIndex) -> None:
     service, key = seed_index.embeddings, seed_index.model().key
     text = "git-commit: 自动分析Git改动并生成conventional commit信息 (git, commit, versioning)"

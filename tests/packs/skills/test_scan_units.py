@@ -245,6 +245,7 @@ def test_scan_counts_rows_markers_progress_and_log(
     )
 
 
+@pytest.mark.slow
 def test_scan_writes_in_batches_of_32(tmp_path: Path) -> None:
     root = tmp_path / "many"
     for i in range(33):

@@ -43,6 +43,7 @@ def test_seed_excel_request_in_top_three(seed_index: SkillIndex) -> None:
     assert scores(result)["excel-analysis"] > 0.7
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", ["帮我提交代码", "分析Excel文件", "commit my staged changes", "读取这个文件"])
 def test_fused_ranking_never_changes_a_score(
     tmp_path: Path, seed_index: SkillIndex, seed_root: Path, query: str
@@ -131,6 +132,7 @@ def test_rank_model_same_as_scoring_model_is_plain_vector(tmp_path: Path, seed_r
     assert index.search("帮我提交代码")["mode"] == "vector"
 
 
+@pytest.mark.slow
 def test_eval_set_top1_in_both_languages(bench_root: Path, tmp_path: Path) -> None:
     """The issue's goal: top-1 of 85% or more in English and in Chinese (benchmarks/data/skills_eval.json)."""
     index = make_index(tmp_path, [bench_root])

@@ -817,6 +817,7 @@ def test_sync_embeds_a_row_without_description_as_empty_text(tmp_path: Path) -> 
     assert stored["deploy-app"]["hash"] is None and stored["pdf-merge"]["hash"] == "h"
 
 
+@pytest.mark.slow
 def test_sync_writes_one_merge_per_batch_of_64(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root], compact=False)
     index.scan()

@@ -7,6 +7,7 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import pytest
 from mcp.client import Client
 from mcp_types import CallToolResult, TextContent
 
@@ -99,6 +100,7 @@ def _entry_point_env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 
 
+@pytest.mark.slow
 async def test_over_stdio(server_env: dict[str, str], tmp_path: Path, seed_root: Path) -> None:
     env = _entry_point_env(server_env, tmp_path)
     env["AGENTLOOM_SKILLS__ROOTS"] = f'["{seed_root}"]'

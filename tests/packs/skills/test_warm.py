@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from agentloom.packs.skills import warm
 from tests.conftest import PYTHON
 from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_skill
@@ -48,6 +50,7 @@ def _modules(stderr: str) -> set[str]:
     return set(line.split()[1:])
 
 
+@pytest.mark.slow
 def test_a_cold_cache_is_announced_then_a_warm_cli_search_is_fast(tmp_path: Path) -> None:
     root = tmp_path / "skills"
     for name, (description, tags) in SEED_SKILLS.items():
@@ -90,6 +93,7 @@ def test_a_cold_cache_is_announced_then_a_warm_cli_search_is_fast(tmp_path: Path
     assert best_wall <= WARM_WALL_SECONDS, f"warm CLI search took {best_wall:.2f} s"
 
 
+@pytest.mark.slow
 def test_the_warm_copy_answers_as_the_store_does_and_goes_stale_with_it(tmp_path: Path, seed_root: Path) -> None:
     index = make_index(tmp_path, [seed_root])
     index.scan()

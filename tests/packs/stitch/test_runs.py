@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mcp.client import Client
 
 from tests.conftest import TIMESTAMP
@@ -19,6 +20,8 @@ from tests.stitch.conftest import (  # noqa: F401 - fixtures: a database per tes
 )
 from tests.stitch.graphs import Builder
 from tests.stitch.worker import Worker
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 def _flows(stitch: StitchServer, worker: Worker) -> tuple[str, str]:

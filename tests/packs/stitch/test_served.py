@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.packs.stitch.test_tools import _until, server, worker  # noqa: F401 - fixtures
 from tests.server.clients import call, error, stdio_client_session
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
 from tests.stitch.worker import Worker
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 async def test_stitch_over_stdio(

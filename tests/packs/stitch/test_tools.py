@@ -40,6 +40,7 @@ def server(tmp_path: Path) -> Iterator[StitchServer]:
     s.stop()
 
 
+@pytest.mark.slow
 async def test_start_follow_complete_and_retry(server: StitchServer, worker: Worker, tmp_path: Path) -> None:
     b = Builder(worker.url)
     b.chain(
@@ -88,6 +89,7 @@ async def test_start_follow_complete_and_retry(server: StitchServer, worker: Wor
         assert "run_id: 'nope' is not a run id" in malformed
 
 
+@pytest.mark.slow
 async def test_create_flow_and_the_problems_of_a_refused_graph(
     server: StitchServer, worker: Worker, tmp_path: Path
 ) -> None:
@@ -120,6 +122,7 @@ async def test_create_flow_and_the_problems_of_a_refused_graph(
         assert "does not take `graf`" in await error(client, "stitch_create_flow", name="x", graf={})
 
 
+@pytest.mark.slow
 async def test_a_fan_out_node_reads_as_a_summary_of_its_paths_and_retries_them(
     server: StitchServer, worker: Worker, tmp_path: Path
 ) -> None:

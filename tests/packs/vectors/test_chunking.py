@@ -137,6 +137,7 @@ def test_without_a_tokenizer_a_token_is_four_characters_of_a_word(text: str, siz
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text",
     [

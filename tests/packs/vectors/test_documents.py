@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp.client import Client
 
 from agentloom.packs.vectors.browse import reassemble
@@ -32,6 +33,7 @@ async def add_files(client: Client, name: str, *paths: Path) -> dict[str, Any]:
     return await call(client, "vector_add_files", collection=name, paths=[str(p) for p in paths])
 
 
+@pytest.mark.slow
 async def test_a_file_is_one_document_whichever_folder_is_passed(vhost: Host, name: str, tmp_path: Path) -> None:
     base = corpus(tmp_path)
     async with Client(vhost.server) as client:
@@ -83,6 +85,7 @@ async def test_an_id_holding_another_file_is_never_overwritten(tmp_path: Path) -
         assert "a document added with vector_add_document" in held["skipped"][0]["reason"]
 
 
+@pytest.mark.slow
 async def test_browse_documents_in_pages_with_filters(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await call(client, "vector_create_collection", name=name)
@@ -128,6 +131,7 @@ async def test_browse_documents_in_pages_with_filters(vhost: Host, name: str) ->
         )
 
 
+@pytest.mark.slow
 async def test_get_document_puts_the_text_back_together(vhost: Host, name: str) -> None:
     text = "\n\n".join(
         f"Paragraph {i}. " + " ".join(f"Sentence {i}.{j} talks about item {j}." for j in range(25)) for i in range(6)
@@ -183,6 +187,7 @@ async def test_replies_are_compact_and_min_score_cuts(vhost: Host, name: str) ->
         )
 
 
+@pytest.mark.slow
 async def test_a_bulk_add_checks_every_document_before_writing(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await call(client, "vector_create_collection", name=name)

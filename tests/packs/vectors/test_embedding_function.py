@@ -172,6 +172,7 @@ def test_rebuilt_function_never_downloads(path: Path) -> None:
         reopened.add(ids=["c"], documents=["gamma"])
 
 
+@pytest.mark.slow
 def test_fresh_process_reopens_without_warning(tmp_path: Path) -> None:
     """What every start does: a new interpreter opens the existing collection the way the
     store does (importing our module, then adding and searching by vector), with every

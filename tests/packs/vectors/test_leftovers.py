@@ -18,12 +18,15 @@ from typing import Any
 
 import anyio
 import numpy as np
+import pytest
 from mcp.client import Client
 from mcp_types import CallToolResult, TextContent
 
 from agentloom.packs.vectors.store import VectorStore
 from tests.conftest import PYTHON, REPO
 from tests.packs.vectors.conftest import vectors_host
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 def _text(result: CallToolResult) -> str:

@@ -21,6 +21,8 @@ from tests.embeddings.conftest import ServerState, http_server  # noqa: F401 - a
 from tests.packs.vectors.conftest import vectors_host
 from tests.server.clients import RawStdio, call, error, serve_args, stdio_client_session
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 WORDS = (
     "river stone light quiet engine harbor winter signal garden copper memory thread paper "
     "lantern window orbit meadow silver canyon letter market"

@@ -38,6 +38,7 @@ def test_no_model_is_given_a_chunk_longer_than_it_reads(tmp_path: Path, model: s
     assert NEEDLE in document.chunks[-1].text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", [DEFAULT_MODEL_KEY, "multilingual-e5-small"])
 async def test_the_text_past_the_window_is_found(tmp_path: Path, model: str) -> None:
     host = vectors_host(tmp_path, embedding_model=model)

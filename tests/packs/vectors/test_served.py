@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.server.clients import stdio_client_session
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 
 async def test_vectors_over_stdio(server_env: dict[str, str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp.client import Client
 
 from agentloom.server.host import Host
@@ -44,6 +45,7 @@ async def test_collections_lifecycle(vhost: Host, name: str) -> None:
         assert "not found" in await error(client, "vector_search", collection=name, query="hello")
 
 
+@pytest.mark.slow
 async def test_add_chunks_long_documents_within_the_model_limit(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await call(client, "vector_create_collection", name=name)
@@ -75,6 +77,7 @@ async def test_add_chunks_long_documents_within_the_model_limit(vhost: Host, nam
         assert text[meta["start"] : meta["end"]] == hit["text"]
 
 
+@pytest.mark.slow
 async def test_search_ranks_scores_and_limits(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await seed(client, name)
@@ -86,6 +89,7 @@ async def test_search_ranks_scores_and_limits(vhost: Host, name: str) -> None:
         assert found["message"] is None
 
 
+@pytest.mark.slow
 async def test_filters(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await seed(client, name)
@@ -110,6 +114,7 @@ async def test_filters(vhost: Host, name: str) -> None:
         assert "$between" in bad and "$gte" in bad
 
 
+@pytest.mark.slow
 async def test_same_id_replaces_update_and_delete(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await seed(client, name)
@@ -140,6 +145,7 @@ async def test_same_id_replaces_update_and_delete(vhost: Host, name: str) -> Non
         assert "not found" in await error(client, "vector_delete_document", collection=name, document_id="cats")
 
 
+@pytest.mark.slow
 async def test_one_per_document_and_hybrid(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await call(client, "vector_create_collection", name=name)
@@ -225,6 +231,7 @@ async def test_chroma_style_arguments_are_refused_not_ignored(vhost: Host, name:
         assert [h["document_id"] for h in hits] == ["rust"]
 
 
+@pytest.mark.slow
 async def test_replies_hold_no_integer_a_javascript_client_would_round(vhost: Host, name: str) -> None:
     async with Client(vhost.server) as client:
         await seed(client, name)
