@@ -18,7 +18,16 @@ from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_sk
 # A CLI search with warm caches measured 1.8 s of CPU (user + sys), 2.5 s wall (median; best 1.8 s) on 2 cores
 # (BENCHMARKS.md, "CLI warm"); at 8f2fef7, 5.8 s of CPU and 7.9 s wall. CPU time is asserted (a loaded machine
 # stretches wall time, not CPU time), wall time loosely.
-WARM_CPU_SECONDS = 3.0
+WARM_CPU_SECONDS = 3.0  # on a quiet machine; see _cpu_budget
+
+
+def _cpu_budget() -> float:
+    """WARM_CPU_SECONDS, scaled (up to 2x) while the machine runs more than one task per core, as under
+    the parallel suite: a command's own CPU seconds grow then (shared caches, thread pools that spin)."""
+    oversubscribed = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return WARM_CPU_SECONDS * min(2.0, max(1.0, oversubscribed))
+
+
 WARM_WALL_SECONDS = 8.0
 
 # Reports the modules a command imported, at exit (the command itself exits through SystemExit).
@@ -89,7 +98,8 @@ def test_a_cold_cache_is_announced_then_a_warm_cli_search_is_fast(tmp_path: Path
         assert not {m for m in loaded if m.split(".")[0] in ("lancedb", "pyarrow")}, "the warm copy needs no LanceDB"
     best_wall = min(wall for _, wall, _ in runs)
     best_cpu = min(cpu for _, _, cpu in runs)
-    assert best_cpu <= WARM_CPU_SECONDS, f"warm CLI search used {best_cpu:.2f} s of CPU"
+    budget = _cpu_budget()
+    assert best_cpu <= budget, f"warm CLI search used {best_cpu:.2f} s of CPU (budget {budget:.2f} s)"
     assert best_wall <= WARM_WALL_SECONDS, f"warm CLI search took {best_wall:.2f} s"
 
 
