@@ -43,6 +43,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from agentloom.core.health import Check
+from agentloom.core.services import pack_folder
 
 if TYPE_CHECKING:
     from agentloom.core.breakers import BreakerRegistry
@@ -86,10 +87,8 @@ class PackContext:
 
     @property
     def data_dir(self) -> Path:
-        """The pack's own folder under the data directory (created on demand)."""
-        path = self.settings.data_dir / self.name
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        """The pack's own folder under the data directory (created on demand), as ``open`` finds it."""
+        return pack_folder(self.settings, self.name)
 
     def config(self, model: type[M]) -> M:
         """The pack's settings: ``[pack_settings.<name>]`` and ``AGENTLOOM_<NAME>__*`` variables.
