@@ -1,4 +1,4 @@
-"""``agentloom models ...`` errors, run as a user runs them: a real process, its stderr and exit code.
+"""``agentloom models ...`` errors as a user sees them: stderr and exit code (tests/cli_runner.py).
 
 Every refusal speaks in command-line terms (``--dimensions``, ``ID``, ``agentloom models
 list``) and says how to fix it; none names a Python function or keyword argument. Exit
@@ -10,14 +10,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import PYTHON
-
-pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+from tests.cli_runner import agentloom
 
 # What must never reach the person at the terminal: Python calls, keyword arguments, the
 # registry's argument names, pydantic's dumps, tracebacks.
@@ -28,16 +25,12 @@ CODE = re.compile(
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**env, "COLUMNS": "250"}  # typer's usage-error box wraps at the terminal width
-    return subprocess.run(
-        [PYTHON, "-m", "agentloom", "models", *args], env=env, capture_output=True, text=True, check=False, timeout=300
-    )
+    return agentloom(env, "models", *args)
 
 
 def run_all(env: dict[str, str], *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
-    """Several independent commands at once (each is a cold Python start)."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(lambda args: run(env, *args), commands))
+    """Several independent commands, one after the other."""
+    return [run(env, *args) for args in commands]
 
 
 def assert_user_terms(result: subprocess.CompletedProcess[str]) -> None:

@@ -7,20 +7,12 @@ import subprocess
 
 import pytest
 
-from tests.conftest import PYTHON, free_port
-
-pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+from tests.cli_runner import agentloom
+from tests.conftest import free_port
 
 
 def models(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "agentloom", "models", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return agentloom(env, "models", *args)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`agentloom flowise ...` as a user runs it: a real process against a fake Flowise."""
+"""`agentloom flowise ...` as a user sees it (tests/cli_runner.py), against a fake Flowise."""
 
 from __future__ import annotations
 
@@ -6,14 +6,13 @@ import json
 
 import pytest
 
-from tests.cli.test_cli import agentloom
+from tests.cli_runner import agentloom
 from tests.conftest import free_port
 from tests.packs.flowise.fake_flowise import FakeFlowise
 from tests.packs.flowise.test_catalog import trim
 
-pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
-
+@pytest.mark.slow
 def test_refresh_status_search(fake_flowise: FakeFlowise, server_env: dict[str, str]) -> None:
     trim(fake_flowise)
     server_env.update(AGENTLOOM_FLOWISE__URL=fake_flowise.url, AGENTLOOM_FLOWISE__API_KEY=fake_flowise.api_key)

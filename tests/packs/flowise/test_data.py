@@ -1,5 +1,5 @@
 """Data management of the flowise pack: real embedded Chroma, the real
-embedding model, and every `agentloom flowise data` command in a real process."""
+embedding model, and every `agentloom flowise data` command (tests/cli_runner.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from agentloom.packs.flowise.learning import ARTIFACTS, COLLECTIONS, FAILED, SES
 from agentloom.packs.flowise.settings import FlowiseSettings
 from agentloom.packs.flowise.tools import Flowise
 from agentloom.packs.vectors.columns import column
-from tests.conftest import PYTHON, REPO, TIMESTAMP, free_port
+from tests.cli_runner import agentloom
+from tests.conftest import REPO, TIMESTAMP, free_port
 from tests.packs.flowise.fake_flowise import FakeFlowise
 from tests.packs.flowise.test_catalog import SUBSET, open_flowise, trim
 
@@ -33,16 +34,8 @@ PACK = REPO / "src" / "agentloom" / "packs" / "flowise"
 
 
 def run(env: dict[str, str], *args: str, answer: str | None = None) -> subprocess.CompletedProcess[str]:
-    """`agentloom flowise data ...` in a real process, as tests.cli.test_cli.agentloom runs it, but with
-    ``answer`` typed at the prompt (None: stdin closed at once, so a prompt can never wait for a terminal)."""
-    return subprocess.run(
-        [PYTHON, "-m", "agentloom", "flowise", "data", *args],
-        env={**env, "COLUMNS": "250"},
-        input=answer or "",
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """`agentloom flowise data ...` with ``answer`` typed at the prompt (None: stdin closed at once)."""
+    return agentloom(env, "flowise", "data", *args, input=answer)
 
 
 def local_state(data_dir: Path) -> Flowise:

@@ -16,6 +16,7 @@ import anyio
 import pytest
 from mcp.client import Client
 
+from agentloom.server.stdio import EXIT_AFTER
 from tests.conftest import PYTHON, free_port
 from tests.embeddings.conftest import ServerState, http_server  # noqa: F401 - a fixture
 from tests.packs.vectors.conftest import vectors_host
@@ -156,7 +157,7 @@ async def test_closing_stdin_during_a_large_add_ends_the_server_and_keeps_the_co
     ended = time.monotonic() - closed
     assert raw.proc.stderr is not None
     stderr = raw.proc.stderr.read()
-    assert ended <= 2.0, stderr
+    assert ended <= EXIT_AFTER + 1.5, stderr  # the server's own bound, and 1.5 s for a loaded machine
     assert "stdin closed" in stderr
     async with stdio_client_session(server_env, "--packs", "vectors") as client:
         listed, documents = await _state(client, "books")
