@@ -6,11 +6,9 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from agentloom.packs.skills.search import RANK_TABLE
-from agentloom.packs.skills.skillfile import embedding_text
 from agentloom.packs.skills.store import SkillIndex
 from tests.conftest import REPO
 from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_skill
@@ -43,38 +41,31 @@ def test_seed_excel_request_in_top_three(seed_index: SkillIndex) -> None:
     assert scores(result)["excel-analysis"] > 0.7
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("query", ["帮我提交代码", "分析Excel文件", "commit my staged changes", "读取这个文件"])
-def test_fused_ranking_never_changes_a_score(
+def test_the_rank_model_moves_scores_and_results_stay_sorted_by_them(
     tmp_path: Path, seed_index: SkillIndex, seed_root: Path, query: str
 ) -> None:
-    service = seed_index.embeddings
-    q = service.embed_query(query, E5)
-    texts = {n: embedding_text(n, d, t) for n, (d, t) in SEED_SKILLS.items()}
-    docs = service.embed_documents(list(texts.values()), E5)
-    cosine = dict(zip(texts, (float(np.clip(v @ q, 0, 1)) for v in docs), strict=True))
     hybrid = seed_index.search(query, threshold=0)
-    assert hybrid["mode"] == "hybrid"
-    for name, value in scores(hybrid).items():
-        assert value == pytest.approx(cosine[name], abs=1e-3)  # the e5 cosine, whatever the order
     alone = make_index(tmp_path / "alone", [seed_root], rank_model="")
     alone.scan()
     plain = alone.search(query, threshold=0)
-    assert plain["mode"] == "vector"
-    assert scores(plain) == scores(hybrid)  # same scores; only the order may differ
-    assert list(scores(plain).values()) == sorted(scores(plain).values(), reverse=True)
+    assert (hybrid["mode"], plain["mode"]) == ("hybrid", "vector")
+    for result in (hybrid, plain):
+        values = list(scores(result).values())
+        assert values == sorted(values, reverse=True) and all(0 < v <= 1 for v in values)
+    assert scores(hybrid) != scores(plain)  # the second model's judgement is in the score, not only the order
 
 
-def test_threshold_applies_to_the_cosine_and_limit_to_the_count(seed_index: SkillIndex) -> None:
+def test_threshold_applies_to_the_score_and_limit_to_the_count(seed_index: SkillIndex) -> None:
     everything = seed_index.search("帮我提交代码", threshold=0)["results"]
     assert len(everything) == 4
     values = sorted(hit["score"] for hit in everything)
     cut = (values[1] + values[2]) / 2
     kept = seed_index.search("帮我提交代码", threshold=cut)
-    assert sorted(names(kept)) == sorted(h["name"] for h in everything if h["score"] >= cut)
+    assert names(kept) == [h["name"] for h in everything if h["score"] >= cut]
     assert len(seed_index.search("帮我提交代码", limit=1, threshold=0)["results"]) == 1
     default = seed_index.search("帮我提交代码")
-    assert default["threshold"] == 0.8 and all(hit["score"] >= 0.8 for hit in default["results"])
+    assert default["threshold"] == 0.5 and all(hit["score"] >= 0.5 for hit in default["results"])
     none = seed_index.search("帮我提交代码", threshold=0.99)
     assert none["results"] == [] and "0.99" in none["message"] and "multilingual-e5-small" in none["message"]
 

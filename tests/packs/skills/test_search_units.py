@@ -1,5 +1,6 @@
-"""search.py piece by piece: z-scores, cosines, snippets, the rank model's state, table and fusion, the
-threshold and the keyword fallback, on a real LanceDB with the real models (no stand-ins)."""
+"""search.py piece by piece: scores, cosines, snippets, the rank model's state, table and fusion, the
+background, the glossary, the threshold and the keyword fallback, on a real LanceDB with the real models
+(no stand-ins)."""
 
 from __future__ import annotations
 
@@ -15,19 +16,21 @@ import pytest
 from agentloom.core.errors import AgentloomError
 from agentloom.embeddings import ModelRecord
 from agentloom.packs.skills import search as search_module
+from agentloom.packs.skills.background import LANGUAGE_DIRECTIONS, Background, background, cosines, language
+from agentloom.packs.skills.glossary import glossary
 from agentloom.packs.skills.keywords import keyword_score
 from agentloom.packs.skills.search import (
+    CENTER,
     RANK_RETRY_SECONDS,
     RANK_TABLE,
+    SPREAD,
     SkillSearch,
-    Snapshot,
-    _cosines,
     _hit,
     _matrix,
     _pool,
     _rank_schema,
     _same,
-    _zscores,
+    _scores,
 )
 from agentloom.packs.skills.skillfile import MARKER, embedding_text
 from agentloom.packs.skills.store import SkillIndex
@@ -50,18 +53,70 @@ def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 # -- pure helpers ---------------------------------------------------------------------------------
-def test_zscores() -> None:
-    assert _zscores(np.array([0.2, 0.4, 0.6])).tolist() == pytest.approx([-1.224744871, 0.0, 1.224744871])
-    assert _zscores(np.array([1.0, 3.0])).tolist() == [-1.0, 1.0]
-    assert _zscores(np.array([0.0, 2e-9])).tolist() == pytest.approx([-1.0, 1.0])  # a spread of exactly 1e-9 counts
-    flat = _zscores(np.array([0.7, 0.7, 0.7], dtype=np.float32))
-    assert flat.tolist() == [0.0, 0.0, 0.0] and flat.dtype == np.float32
-    assert _zscores(np.array([0.0, 1e-9])).tolist() == [0.0, 0.0]  # a spread under 1e-9: all alike
+def test_scores_are_half_at_the_center_and_rise_with_z() -> None:
+    z = np.array([CENTER - 10, CENTER - SPREAD, CENTER, CENTER + SPREAD, CENTER + 10])
+    values = _scores(z)
+    assert values[2] == 0.5
+    assert values[1] == pytest.approx(1 / (1 + np.e)) and values[3] == pytest.approx(1 / (1 + np.exp(-1)))
+    assert 0 < values[0] < 1e-6 and 1 - 1e-6 < values[4] < 1
+    assert (np.diff(values) > 0).all()
+
+
+def test_language_is_chinese_from_two_ideographs() -> None:
+    assert [language(t) for t in ("帮我提交代码", "commit 代码", "代", "git 提交", "commit my work", "")] == [
+        "zh",
+        "zh",
+        "en",
+        "zh",
+        "en",
+        "en",
+    ]
+
+
+def test_background_removes_the_language_directions() -> None:
+    rng = np.random.default_rng(7)
+    meaning = rng.normal(size=(40, 16))
+    shift = np.zeros(16)
+    shift[3] = 2.0  # "Chinese" moves every text along one axis
+    bg = Background.from_vectors(meaning, meaning + shift + rng.normal(scale=0.01, size=(40, 16)))
+    assert bg.basis.shape == (LANGUAGE_DIRECTIONS, 16)
+    assert abs(bg.basis[0][3]) == pytest.approx(1.0, abs=0.01)  # the first direction is the shift
+    neutral = bg.neutral(meaning + shift)
+    assert np.abs(neutral @ bg.basis.T).max() < 1e-5
+    assert np.linalg.norm(neutral, axis=1) == pytest.approx(np.ones(40), abs=1e-5)
+    assert bg.texts.shape == (80, 16) and set(bg.by_language) == {"en", "zh"}
+    # The same meaning in either language is the same vector once the directions are out.
+    assert float((bg.neutral(meaning[0]) * bg.neutral(meaning[0] + shift)).sum()) > 0.999
+
+
+def test_zscores_are_the_mean_of_the_request_and_skill_normalisations() -> None:
+    rng = np.random.default_rng(3)
+    bg = Background.from_vectors(rng.normal(size=(30, 8)), rng.normal(size=(30, 8)))
+    skills = bg.neutral(rng.normal(size=(5, 8)))
+    request = bg.neutral(rng.normal(size=8))
+    stats = bg.skill_stats(skills)
+    got = bg.zscores(skills, stats, request, "zh")
+    cosines = skills @ request
+    around = bg.texts @ request
+    per_skill = skills @ bg.by_language["zh"].T
+    want = 0.5 * ((cosines - around.mean()) / around.std() + (cosines - per_skill.mean(1)) / per_skill.std(1))
+    assert got == pytest.approx(want, abs=1e-5)
+    assert bg.zscores(skills, stats, request, "en") != pytest.approx(want, abs=1e-3)  # the request's language counts
+
+
+def test_glossary_translates_the_longest_terms_and_keeps_latin_words() -> None:
+    g = glossary()
+    assert g.translate("帮我提交代码") == "commit code"
+    assert g.translate("帮我做代码评审") == "code review"  # 代码评审 as one term, not 代码 + 评审
+    assert g.translate("把这个 PDF 拆分一下") == "PDF split"
+    assert g.translate("今天天气怎么样") is None and g.translate("commit my work") is None
+    assert g.terms("帮我提交代码") == g.terms("commit the code") == {"提交", "代码"}
+    assert g.terms("two commits") == {"提交"}  # a plural finds its entry
 
 
 def test_cosines_are_row_dot_products() -> None:
     matrix = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, -1.0]], dtype=np.float32)
-    assert _cosines(matrix, np.array([0.6, 0.8], dtype=np.float32)).tolist() == pytest.approx([0.6, 1.0, -0.8])
+    assert cosines(matrix, np.array([0.6, 0.8], dtype=np.float32)).tolist() == pytest.approx([0.6, 1.0, -0.8])
 
 
 def test_matrix_of_a_fixed_size_list_column() -> None:
@@ -351,86 +406,15 @@ def test_after_scan_logs_a_failed_sync(tmp_path: Path, seed_root: Path, caplog: 
 
 
 # -- ordering ----------------------------------------------------------------------------------------
-def test_order_by_cosine_alone_is_stable(plain_index: SkillIndex) -> None:
-    snap = plain_index.searcher.snapshot()
-    cosines = np.array([0.5] * 20 + [0.7] + [0.5] * 19)
-    order, mode = plain_index.searcher._order(None, cosines, snap)
-    assert mode == "vector" and order.tolist() == [20, *range(20), *range(21, 40)]
-
-
 def test_start_rank_query_embeds_with_the_rank_model(seed_index: SkillIndex, plain_index: SkillIndex) -> None:
-    assert plain_index.searcher._start_rank_query("帮我提交代码") is None
-    started = seed_index.searcher._start_rank_query("帮我提交代码")
+    assert plain_index.searcher._start_rank_query(["帮我提交代码"]) is None
+    started = seed_index.searcher._start_rank_query(["帮我提交代码", "commit code"])
     assert started is not None
     record, future = started
     assert record.key == USE
-    assert np.array_equal(future.result(), seed_index.embeddings.embed_query("帮我提交代码", USE))
-
-
-def fused_order(cosines: np.ndarray, other: np.ndarray, weight: float) -> list[int]:
-    def z(values: np.ndarray) -> np.ndarray:
-        return (values - values.mean()) / values.std()
-
-    return np.argsort(-((1 - weight) * z(cosines) + weight * z(other)), kind="stable").tolist()
-
-
-@pytest.mark.parametrize("weight", [0.4, 0.7])
-def test_order_mixes_the_z_scores_of_both_models(seed_index: SkillIndex, weight: float) -> None:
-    searcher = seed_index.searcher
-    seed_index.settings.rank_weight = weight
-    snap = searcher.snapshot()
-    query = "帮我提交代码"
-    table = rank_table(seed_index)
-    other = np.array([np.dot(table[n]["vector"], seed_index.embeddings.embed_query(query, USE)) for n in snap.names])
-    rank_first = np.argsort(-other, kind="stable")
-    # Scoring cosines that disagree with the rank model: its best is last, the others in a made-up order.
-    cosines = np.empty(4)
-    cosines[rank_first] = [0.70, 0.86, 0.84, 0.80]
-    order, mode = searcher._order(searcher._start_rank_query(query), cosines, snap)
-    assert mode == "hybrid"
-    assert order.tolist() == fused_order(cosines, other, weight)
-
-
-def test_order_needs_two_skills_to_mix(seed_index: SkillIndex) -> None:
-    searcher = seed_index.searcher
-    snap = searcher.snapshot()
-    one = Snapshot(
-        table=snap.table,
-        version=snap.version,
-        names=snap.names[:1],
-        descriptions=snap.descriptions[:1],
-        paths=snap.paths[:1],
-        vectors=snap.vectors[:1],
-    )
-    order, mode = searcher._order(searcher._start_rank_query("帮我提交代码"), np.array([0.9]), one)
-    assert (order.tolist(), mode) == ([0], "vector")
-    two = Snapshot(
-        table=snap.table,
-        version=snap.version,
-        names=snap.names[:2],
-        descriptions=snap.descriptions[:2],
-        paths=snap.paths[:2],
-        vectors=snap.vectors[:2],
-    )
-    order, mode = searcher._order(searcher._start_rank_query("帮我提交代码"), np.array([0.9, 0.8]), two)
-    assert mode == "hybrid" and sorted(order.tolist()) == [0, 1]
-
-
-def test_hybrid_ties_keep_the_row_order(seed_index: SkillIndex) -> None:
-    searcher = seed_index.searcher
-    snap = searcher.snapshot()
-    # Skills without rank vectors (zeros) and one better scoring cosine: the rest tie and keep their order.
-    many = Snapshot(
-        table=snap.table,
-        version=snap.version,
-        names=[f"unknown-{i}" for i in range(40)],
-        descriptions=[""] * 40,
-        paths=[""] * 40,
-        vectors=np.zeros((40, 384), dtype=np.float32),
-    )
-    cosines = np.array([0.5] * 20 + [0.7] + [0.5] * 19)
-    order, mode = searcher._order(searcher._start_rank_query("帮我提交代码"), cosines, many)
-    assert mode == "hybrid" and order.tolist() == [20, *range(20), *range(21, 40)]
+    first, second = future.result()
+    assert np.array_equal(first, seed_index.embeddings.embed_query("帮我提交代码", USE))
+    assert np.array_equal(second, seed_index.embeddings.embed_query("commit code", USE))
 
 
 # -- search --------------------------------------------------------------------------------------------
@@ -447,24 +431,39 @@ def test_argument_checks_word_for_word(plain_index: SkillIndex) -> None:
     for threshold in (-0.01, 1.01, 2.0):
         with pytest.raises(AgentloomError) as caught:
             plain_index.search("x", threshold=threshold)
-        assert str(caught.value) == f"threshold: {threshold} is out of range; use a cosine similarity from 0 to 1."
+        assert str(caught.value) == f"threshold: {threshold} is out of range; use a score from 0 to 1 (default 0.5)."
     assert len(plain_index.search("x", limit=1, threshold=0)["results"]) == 1
     assert len(plain_index.search("x", limit=100, threshold=0)["results"]) == 4
     assert plain_index.search("x", threshold=1)["threshold"] == 1
     assert plain_index.search("x", threshold=0)["threshold"] == 0
 
 
-def test_search_reply_is_exact(plain_index: SkillIndex, seed_root: Path) -> None:
-    service = plain_index.embeddings
-    query = "帮我提交代码"
-    q = service.embed_query(query, E5)
+def expected_scores(index: SkillIndex, query: str) -> dict[str, float]:
+    """The scores search.py's docstring describes, for the scoring model alone (which reads the request, not its
+    translation), computed here from its parts."""
+    service = index.embeddings
+    record = service.model(E5)
+    bg = background(service, record, service.settings.cache_dir)
     texts = {n: embedding_text(n, d, t) for n, (d, t) in SEED_SKILLS.items()}
-    docs = service.embed_documents(list(texts.values()), E5)
-    cosine = {n: round(float(np.clip(v @ q, 0, 1)), 4) for n, v in zip(texts, docs, strict=True)}
-    best = sorted(cosine, key=lambda n: -cosine[n])
+    skills = bg.neutral(service.embed_documents(list(texts.values()), E5))
+    stats = bg.skill_stats(skills)
+    z = bg.zscores(skills, stats, bg.neutral(service.embed_query(query, E5)), language(query))
+    wanted = glossary().terms(query)
+    named = [glossary().terms(f"{n.replace('-', ' ')} {d}") for n, (d, _) in SEED_SKILLS.items()]
+    weights = {t: np.log1p(len(named) / (1 + sum(t in terms for terms in named))) for t in wanted}
+    share = np.array([sum(weights[t] for t in wanted & terms) / sum(weights.values()) for terms in named])
+    values = 1 / (1 + np.exp(-(z + search_module.LEXICAL * share - CENTER) / SPREAD))
+    return {n: round(float(v), 4) for n, v in zip(texts, values, strict=True)}
+
+
+def test_search_reply_is_exact(plain_index: SkillIndex, seed_root: Path) -> None:
+    query = "帮我提交代码"
+    score = expected_scores(plain_index, query)
+    best = sorted(score, key=lambda n: -score[n])
+    assert best[0] == "git-commit"
     result = plain_index.search("  " + query + " ", threshold=0)
     expected = [
-        {"name": n, "description": SEED_SKILLS[n][0], "score": cosine[n], "path": str(seed_root / n)} for n in best
+        {"name": n, "description": SEED_SKILLS[n][0], "score": score[n], "path": str(seed_root / n)} for n in best
     ]
     assert result == {
         "results": expected,
@@ -474,26 +473,30 @@ def test_search_reply_is_exact(plain_index: SkillIndex, seed_root: Path) -> None
         "model": E5,
         "threshold": 0,
     }
-    for hit in result["results"]:
-        assert hit["score"] == pytest.approx(cosine[hit["name"]], abs=1e-4) and 0 < hit["score"] < 1
     # The threshold keeps a score equal to it, drops the ones under it, and limit counts what passed.
-    cut = cosine[best[1]]
+    cut = score[best[1]]
     kept = plain_index.search(query, threshold=cut)
     assert names(kept) == best[:2] and kept["threshold"] == cut
     assert names(plain_index.search(query, limit=1, threshold=cut)) == best[:1]
     assert names(plain_index.search(query, limit=2, threshold=0)) == best[:2]
     assert names(plain_index.search(query, limit=3, threshold=0)) == best[:3]
-    # The default threshold is the model record's (0.8 for e5) unless the settings give one.
-    assert plain_index.search(query)["threshold"] == 0.8
+    # The default threshold is 0.5 unless the settings give one.
+    assert plain_index.search(query)["threshold"] == 0.5
     plain_index.settings.threshold = cut
     assert names(plain_index.search(query)) == best[:2] and plain_index.search(query)["threshold"] == cut
+
+
+def test_an_english_request_is_not_translated_and_terms_count_in_both_languages(plain_index: SkillIndex) -> None:
+    for query in ("commit my staged changes", "读取这个文件", "分析Excel文件"):
+        result = plain_index.search(query, threshold=0)
+        assert {h["name"]: h["score"] for h in result["results"]} == expected_scores(plain_index, query)
 
 
 def test_nothing_above_the_threshold_and_nothing_indexed(plain_index: SkillIndex, tmp_path: Path) -> None:
     none = plain_index.search("帮我提交代码", threshold=0.99)
     assert none == {
         "results": [],
-        "message": "no skill scored 0.99 or more (cosine, model multilingual-e5-small); lower threshold or rephrase",
+        "message": "no skill scored 0.99 or more (model multilingual-e5-small); lower threshold or rephrase",
         "mode": "vector",
         "fallback": False,
         "model": E5,
@@ -508,7 +511,7 @@ def test_nothing_above_the_threshold_and_nothing_indexed(plain_index: SkillIndex
         "mode": "vector",
         "fallback": False,
         "model": E5,
-        "threshold": 0.8,
+        "threshold": 0.5,
     }
 
 
@@ -516,26 +519,8 @@ def test_a_search_during_a_scan_says_so(plain_index: SkillIndex) -> None:
     plain_index.scanning, plain_index.scan_progress = True, (1, 4)
     progress = "indexing in progress (1 of 4 skill folders done): results come from the skills indexed so far"
     result = plain_index.search("帮我提交代码", threshold=0.99)
-    assert (
-        result["message"]
-        == f"{progress}; no skill scored 0.99 or more (cosine, model {E5}); lower threshold or rephrase"
-    )
+    assert result["message"] == f"{progress}; no skill scored 0.99 or more (model {E5}); lower threshold or rephrase"
     assert plain_index.search("帮我提交代码", threshold=0)["message"] == progress
-
-
-def test_hybrid_search_scores_stay_cosines_and_order_is_the_mix(seed_index: SkillIndex) -> None:
-    query = "帮我提交代码"
-    result = seed_index.search(query, threshold=0)
-    assert result["mode"] == "hybrid" and result["fallback"] is False and result["message"] is None
-    snap = seed_index.searcher.snapshot()
-    q = seed_index.embeddings.embed_query(query, E5)
-    cosines = np.clip(snap.vectors @ q, 0, 1)
-    table = rank_table(seed_index)
-    other = np.array([np.dot(table[n]["vector"], seed_index.embeddings.embed_query(query, USE)) for n in snap.names])
-    assert names(result) == [snap.names[i] for i in fused_order(cosines, other, 0.4)]
-    assert {h["name"]: h["score"] for h in result["results"]} == {
-        n: round(float(c), 4) for n, c in zip(snap.names, cosines, strict=True)
-    }
 
 
 # -- keyword fallback ------------------------------------------------------------------------------------
@@ -588,59 +573,6 @@ def test_keyword_fallback_ties_by_name_and_notes(broken: SkillIndex) -> None:
         "fallback: the embedding model failed (TimeoutError); results come from keyword matching on name, "
         "description and tags, and scores are the share of query terms found, not cosine similarities; "
         "indexing in progress (2 of 4 skill folders done): results come from the skills indexed so far"
-    )
-
-
-def test_threshold_skips_a_low_cosine_the_rank_model_puts_first(tmp_path: Path, seed_root: Path) -> None:
-    index = make_index(tmp_path, [seed_root], rank_weight=1.0)  # the rank model alone orders
-    index.scan()
-    query = "帮我提交代码"
-    everything = index.search(query, threshold=0)
-    assert everything["mode"] == "hybrid"
-    first, *rest = everything["results"]
-    assert first["score"] < max(h["score"] for h in rest)  # the rank model disagrees with the cosine here
-    cut = round(first["score"] + 0.0001, 4)
-    kept = index.search(query, threshold=cut)
-    assert kept["results"] == [h for h in rest if h["score"] >= cut] and kept["results"]
-
-
-def test_a_negative_cosine_is_reported_as_zero(tmp_path: Path, seed_root: Path) -> None:
-    index = make_index(tmp_path, [seed_root], embedding_model="all-MiniLM-L6-v2", rank_model="")
-    index.scan()
-    query = "bake a chocolate cake"
-    q = index.embeddings.embed_query(query, "all-MiniLM-L6-v2")
-    snap = index.searcher.snapshot()
-    raw = dict(zip(snap.names, (float(v @ q) for v in snap.vectors), strict=True))
-    assert raw["file-read"] < 0
-    result = index.search(query, threshold=0)
-    scores = {h["name"]: h["score"] for h in result["results"]}
-    assert scores["file-read"] == 0.0 and len(scores) == 4
-    assert all(scores[n] == round(max(raw[n], 0.0), 4) for n in scores)
-
-
-def test_a_rank_query_that_fails_orders_by_the_scoring_model(
-    tmp_path: Path, seed_index: SkillIndex, caplog: pytest.LogCaptureFixture
-) -> None:
-    registry = seed_index.embeddings.registry
-    registry.add_model("broken-query", "local", dimensions=512, config={"model_path": str(tmp_path / "missing")})
-    searcher = seed_index.searcher
-    snap = searcher.snapshot()
-    record = _rank(searcher)
-    failing = _pool().submit(seed_index.embeddings.embed_query, "帮我提交代码", "broken-query")
-    caplog.set_level(logging.WARNING, logger=LOGGER)
-    cosines = np.array([0.7, 0.9, 0.8, 0.6])
-    order, mode = searcher._order((record, failing), cosines, snap)
-    assert (order.tolist(), mode) == ([1, 2, 0, 3], "vector")
-    assert searcher.rank_state().startswith("failed (model_path ")
-    assert (
-        len(
-            [
-                m
-                for m in messages(caplog)
-                if m.startswith("skills: rank model 'use-multilingual-v3' cannot be used (model_path ")
-            ]
-        )
-        == 1
     )
 
 
@@ -756,28 +688,6 @@ def test_a_stored_row_without_description_or_metadata_reads_as_empty_text(tmp_pa
         {"name": "pdf-merge", "description": "", "score": 0.5, "path": "/s/pdf-merge"},
     ]
     assert index.searcher._keyword_search("xxxx", 5, RuntimeError("down"))["results"] == []
-
-
-def test_a_stored_vector_longer_than_one_scores_one(plain_index: SkillIndex, seed_root: Path) -> None:
-    """A vector another tool wrote without L2-normalising it: its cosine is clipped to 1, never above."""
-    query = "帮我提交代码"
-    q = plain_index.embeddings.embed_query(query, E5)
-    table = plain_index.table()
-    table.delete("id = 'calculate'")
-    table.add(
-        pa.Table.from_pylist(
-            [stored_row("calculate", "数学计算", (1.5 * q).tolist(), path=str(seed_root / "calculate"))],
-            schema=table.schema,
-        )
-    )
-    result = plain_index.search(query, threshold=0)
-    assert result["results"][0] == {
-        "name": "calculate",
-        "description": "数学计算",
-        "score": 1.0,
-        "path": str(seed_root / "calculate"),
-    }
-    assert all(0 < hit["score"] < 1 for hit in result["results"][1:]) and len(result["results"]) == 4
 
 
 def test_a_stored_vector_with_a_null_scores_nothing(plain_index: SkillIndex, seed_root: Path) -> None:

@@ -59,9 +59,7 @@ def index_cmd(
 def search_cmd(
     query: Annotated[str, typer.Argument(help="What you want to do, in any language.")],
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many skills.")] = 5,
-    threshold: Annotated[
-        float | None, typer.Option("--threshold", help="Cosine cut-off (default: the model's).")
-    ] = None,
+    threshold: Annotated[float | None, typer.Option("--threshold", help="Score cut-off, 0 to 1 (default 0.5).")] = None,
     data_dir: DataDir = None,
     as_json: AsJson = False,
 ) -> None:

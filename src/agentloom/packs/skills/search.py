@@ -1,37 +1,33 @@
-"""Skill search: exact cosine top-k over an in-memory copy of the table, re-ordered by a second model.
+"""Skill search: exact cosine over an in-memory copy of the table, scored against a fixed background.
 
 How a result list is made (``skills_search``):
 
-1. The **scoring model** (the pack's ``embedding_model``, multilingual-e5-small by default) embeds
-   the request; each skill's ``score`` is that model's cosine similarity with the skill's vector,
-   clipped to [0, 1]. The threshold (the model record's ``default_threshold`` unless given) applies
-   to this score and only to it.
-2. The **rank model** (``rank_model``, use-multilingual-v3 by default) embeds the request too. Each
-   model's cosines are standardised over the whole index (z-scores: the two models' raw cosines
-   live on different scales: e5 puts unrelated text near 0.8, USE near 0.1) and mixed,
-   ``(1 - w) * z(scoring) + w * z(rank)`` with ``w = rank_weight`` (0.4). That mix only orders the
-   skills that passed the threshold; it is never reported, so a score is always an honest cosine.
-   The reply's ``mode`` is ``"hybrid"``; ``"vector"`` when the rank model is off or failed.
-3. When the scoring model fails, keyword matching answers (``mode "keyword"``, ``fallback`` true).
+1. The **scoring model** (the pack's ``embedding_model``, multilingual-e5-small by default) and the
+   **rank model** (``rank_model``, use-multilingual-v3 by default, in a worker thread beside it)
+   embed the request.
+2. For each model, every skill gets a z: the request's and the skill's cosine with the language
+   directions projected out, normalised by what both score against 480 ordinary texts
+   (``background.py``). The rank model also reads a Chinese request's glossary translation
+   (``glossary.py``: 提交 -> commit), and ``BLEND`` of its z is the better of the two. The two models'
+   z are mixed, ``(1 - w) * z(scoring) + w * z(rank)`` with ``w = rank_weight``; ``mode`` is
+   ``"hybrid"``, or ``"vector"`` when the rank model is off or failed.
+3. ``LEXICAL`` times the share of the request's glossary terms that a skill's name and description
+   name (each term weighted by its rarity among the skills) is added, then
+   ``score = 1 / (1 + exp(-(z - CENTER) / SPREAD))``: 0.5 at ``CENTER``, the default threshold. A
+   score is a fixed function of z, so it means the same for every request and language, and
+   results are sorted by the score they show. The threshold cuts on it.
+4. When the scoring model fails, keyword matching answers (``mode "keyword"``, ``fallback`` true).
 
-Why this mix (``python -m benchmarks skills``; paraphrased requests over 51 real skills, top-1 on
-the first 32 English + 32 Chinese, where the weight was chosen): e5 alone EN 88% / ZH 53%; USE
-alone 88% / 72%; rank fusion (RRF) of both 94% / 84%; z-score mix 0.6 e5 + 0.4 USE 94% / 91%.
-On 8 + 8 requests added afterwards (held out) the mix gets 4/8 / 6/8; over all 40 + 40, 85% / 88%.
-LanceDB full-text search (``FTS(base_tokenizer="icu")`` on name, description and tags) fused by
-RRF lowered every combination (e.g. e5+USE+FTS 81% / 75% on the first set) and added nothing when
-mixed in by score, so it is not used. USE alone cannot score: its cosine for 帮我提交代码 →
-git-commit is 0.11, where the seed asks for more than 0.75.
+Why this design, and what each part adds on a tuning set and on held-out sets written by someone who
+did not see this code: BENCHMARKS.md, "skills" (``python -m benchmarks skills``).
 
-Speed (``python -m benchmarks skills``: 1,000 skills, 2 cores, uncached queries): a search costs
-about e5's query embedding (onnxruntime, p50 5.7 ms); USE (2-3 ms) runs beside it in a worker
-thread. LanceDB is read only when the table's version changes; between versions the vectors sit
-in numpy matrices and the whole ranking costs about 1 ms (einsum, see ``_cosines``). Measured:
-search p50 9.3 ms, p95 12.4 ms (goal 20 ms); with another process keeping one core busy, p95 25 ms.
+Speed: a search costs about the scoring model's query embedding; the rank model runs beside it.
+LanceDB is read only when the table's version changes; between versions the vectors, their
+language-neutral copies and their background statistics sit in numpy matrices.
 
 A new process (``agentloom skills search``) that has not opened the store answers from a copy of what
 the last search read, kept beside the store and stamped with the tables' version files (``warm.py``):
-the same rows, vectors and ranking, without importing LanceDB (~2 s of CPU on 2 cores).
+the same rows, vectors and ranking, without importing LanceDB.
 
 The rank model's vectors live in their own table, ``skills_rank`` (id, hash, fingerprint, vector),
 kept in step with ``skills`` after every scan and before any search that sees a new table version:
@@ -52,6 +48,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.skills import warm
+from agentloom.packs.skills.background import Background, SkillStats, background, language
+from agentloom.packs.skills.glossary import glossary
 from agentloom.packs.skills.keywords import keyword_score
 from agentloom.packs.skills.skillfile import embedding_text
 from agentloom.packs.skills.table import LanceSearchError, SkillTable, compact_table, ids_in, table_names
@@ -66,6 +64,17 @@ log = logging.getLogger("agentloom.packs.skills")
 RANK_TABLE = "skills_rank"
 SNIPPET = 200  # characters of a description in search results (~50 tokens)
 BATCH = 64
+# The background z at which a score is 0.5 (the default threshold) and how fast the score rises around it:
+# chosen between the z of unrelated requests and of the weakest right answers of the tuning set.
+CENTER = 1.4
+SPREAD = 0.6
+# What the glossary adds: a Chinese request's translation as a second query of the rank model (BLEND of its z is
+# the better of the two; the scoring model reads the request alone: as good, and one model run less), and to each z
+# the share of the request's glossary terms a skill names, weighted by rarity among the skills.
+# benchmarks/skills.py switches each off to measure what it adds.
+TRANSLATE = True
+BLEND = 0.75
+LEXICAL = 0.5
 RANK_RETRY_SECONDS = 300.0  # a failed rank model is tried again after this long (as the model config cache)
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
@@ -105,25 +114,28 @@ def _same(key: tuple[Any, int, str] | None, other: tuple[Any, int, str]) -> bool
     return key is not None and key[0] is other[0] and key[1:] == other[1:]
 
 
-def _cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """Dot products of every row with ``vector`` (cosines: both sides are L2-normalised).
-
-    einsum, not ``matrix @ vector``: the BLAS product wakes OpenBLAS's thread pool, and on a loaded
-    2-core machine that costs up to 13 ms now and then (measured: matmul p50 0.03 ms, max 13 ms;
-    einsum p50 0.11 ms, max 0.22 ms at 1,000 x 512), which is the p95 of a whole search.
-    """
+def _scores(z: np.ndarray) -> np.ndarray:
+    """Background z to the score a user sees and sets thresholds on (0 to 1, 0.5 at ``CENTER``)."""
     import numpy as np
 
-    return np.einsum("ij,j->i", matrix, vector)
+    return np.asarray(1.0 / (1.0 + np.exp(-(z - CENTER) / SPREAD)))
 
 
-def _zscores(cosines: np.ndarray) -> np.ndarray:
-    import numpy as np
+@dataclass(frozen=True)
+class Neutral:
+    """One model's vectors of a snapshot, language-neutral, with their background statistics."""
 
-    spread = float(cosines.std())
-    if spread < 1e-9:  # one skill, or all alike: this model cannot tell them apart
-        return np.zeros_like(cosines)
-    return (cosines - float(cosines.mean())) / spread
+    key: tuple[Any, int, str]  # (table object, version, model fingerprint)
+    vectors: np.ndarray
+    stats: SkillStats
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The glossary terms of a snapshot's skills: for each term, the rows that name it."""
+
+    key: tuple[Any, int, str]
+    rows: dict[str, tuple[int, ...]]
 
 
 def _matrix(column: Any, rows: int) -> np.ndarray:
@@ -162,6 +174,8 @@ class SkillSearch:
         self._snapshot: Snapshot | None = None
         # Keys are (table object, version, rank model fingerprint): compared by identity and equality.
         self._rank_vectors: tuple[tuple[Any, int, str], np.ndarray] | None = None
+        self._neutral: dict[str, Neutral] = {}  # by model key: the scoring and the rank model
+        self._snap_terms: Terms | None = None
         self._synced: tuple[Any, int, str] | None = None
         self._rank_table: Any = None
         self._rank_failed: str | None = None
@@ -300,9 +314,13 @@ class SkillSearch:
             self._synced = key
 
     def after_scan(self) -> None:
-        """``sync`` after a scan; a failure is logged, never fails the scan (the next search tries again)."""
+        """``sync`` after a scan, and both models' backgrounds made (once per model), so the next search does not
+        wait for them; a failure is logged, never fails the scan (the next search tries again)."""
         try:
             self.sync()
+            for record in (self.store.model(), self.rank_record()):
+                if record is not None:
+                    self._background(record)
         except Exception as exc:
             log.warning("skills: rank model table not updated after the scan (%s); the next search retries", exc)
 
@@ -330,34 +348,87 @@ class SkillSearch:
             self._rank_vectors = (key, matrix)
             return matrix
 
-    def _start_rank_query(self, query: str) -> tuple[ModelRecord, Future[np.ndarray]] | None:
-        """The rank model embeds the request in a worker thread while the scoring model does (ctypes and
-        numpy release the GIL): the search then costs about the slower model, not the sum."""
+    def _start_rank_query(self, texts: list[str]) -> tuple[ModelRecord, Future[list[np.ndarray]]] | None:
+        """The rank model embeds the request (and its translation) in a worker thread while the scoring model
+        does (ctypes and numpy release the GIL): the search then costs about the slower model, not the sum."""
         record = self.rank_record()
         if record is None:
             return None
-        return record, _pool().submit(self.store.embeddings.embed_query, query, record.key)
+        embed = self.store.embeddings.embed_query
+        return record, _pool().submit(lambda: [embed(text, record.key) for text in texts])
 
-    def _order(
-        self, pending: tuple[ModelRecord, Future[np.ndarray]] | None, cosines: np.ndarray, snap: Snapshot
-    ) -> tuple[np.ndarray, str]:
-        """Row indices best first, and the mode: "hybrid" (both models) or "vector" (the scoring model alone)."""
+    def _background(self, record: ModelRecord) -> Background:
+        return background(self.store.embeddings, record, self.store.embeddings.settings.cache_dir)
+
+    def _zscores(
+        self, snap: Snapshot, record: ModelRecord, vectors: np.ndarray, request: np.ndarray, lang: str
+    ) -> np.ndarray:
+        """Every skill's background z for ``request`` under one model (``vectors``: that model's rows)."""
+        bg = self._background(record)
+        key = (snap.table, snap.version, record.fingerprint)
+        made = self._neutral.get(record.key)
+        if made is None or not _same(made.key, key):
+            neutral = bg.neutral(vectors)
+            made = Neutral(key=key, vectors=neutral, stats=bg.skill_stats(neutral))
+            self._neutral[record.key] = made
+        return bg.zscores(made.vectors, made.stats, bg.neutral(request), lang)
+
+    def _request_zscores(
+        self, snap: Snapshot, record: ModelRecord, vectors: np.ndarray, embedded: list[np.ndarray], lang: str
+    ) -> np.ndarray:
+        """The request's z under one model; with a translation (``embedded[1]``), ``BLEND`` of it is the better of
+        the two: a word the model does not align across languages counts through its translation."""
         import numpy as np
 
-        fused = None
-        if pending is not None and len(snap.names) > 1:
-            record, future = pending
-            try:
-                matrix = self._rank_matrix(snap, record)
-                if matrix is not None:
-                    other = _cosines(matrix, future.result())
-                    weight = self.store.settings.rank_weight
-                    fused = (1 - weight) * _zscores(cosines) + weight * _zscores(other)
-            except Exception as exc:
-                self._give_up_rank(exc)
-        if fused is None:
-            return np.argsort(-cosines, kind="stable"), "vector"
-        return np.argsort(-fused, kind="stable"), "hybrid"
+        z = self._zscores(snap, record, vectors, embedded[0], lang)
+        if len(embedded) > 1:
+            z = (1 - BLEND) * z + BLEND * np.maximum(z, self._zscores(snap, record, vectors, embedded[1], "en"))
+        return z
+
+    def _rank_zscores(
+        self, pending: tuple[ModelRecord, Future[list[np.ndarray]]] | None, snap: Snapshot, lang: str
+    ) -> np.ndarray | None:
+        """The rank model's z for every skill, or None when it is off or failed (then the scoring model alone)."""
+        if pending is None:
+            return None
+        record, future = pending
+        try:
+            matrix = self._rank_matrix(snap, record)
+            if matrix is None:
+                return None
+            return self._request_zscores(snap, record, matrix, future.result(), lang)
+        except Exception as exc:
+            self._give_up_rank(exc)
+            return None
+
+    def _lexical(self, snap: Snapshot, query: str) -> np.ndarray:
+        """Per skill, the share of the request's glossary terms (either language) its name and description name,
+        each term weighted by its rarity among the skills (idf): 0 when the request names none."""
+        import numpy as np
+
+        terms = self._terms(snap)
+        wanted = glossary().terms(query)
+        share = np.zeros(len(snap.names))
+        if not wanted:
+            return share
+        total = 0.0
+        for term in wanted:
+            rows = terms.rows.get(term, ())
+            weight = float(np.log1p(len(snap.names) / (1 + len(rows))))
+            total += weight
+            share[list(rows)] += weight
+        return share / total
+
+    def _terms(self, snap: Snapshot) -> Terms:
+        made = self._snap_terms
+        if made is None or not _same(made.key, (snap.table, snap.version, "")):
+            rows: dict[str, list[int]] = {}
+            for row, (name, description) in enumerate(zip(snap.names, snap.descriptions, strict=True)):
+                for term in glossary().terms(f"{name.replace('-', ' ')} {description}"):
+                    rows.setdefault(term, []).append(row)
+            made = Terms(key=(snap.table, snap.version, ""), rows={t: tuple(r) for t, r in rows.items()})
+            self._snap_terms = made
+        return made
 
     # -- searching --------------------------------------------------------------------------------
     def search(self, query: str, limit: int = 5, threshold: float | None = None) -> dict[str, Any]:
@@ -366,7 +437,7 @@ class SkillSearch:
         if limit < 1 or limit > 100:
             raise AgentloomError(f"limit: {limit} is out of range; use 1 to 100.")
         if threshold is not None and not 0 <= threshold <= 1:
-            raise AgentloomError(f"threshold: {threshold} is out of range; use a cosine similarity from 0 to 1.")
+            raise AgentloomError(f"threshold: {threshold} is out of range; use a score from 0 to 1 (default 0.5).")
         query = query.strip()
         store = self.store
         copy, before = self._warm()
@@ -374,27 +445,32 @@ class SkillSearch:
             store.table()
         try:
             record = self._ensure_model() if copy is None else store.model()
-            pending = self._start_rank_query(query)
-            vector = store.embeddings.embed_query(query, record.key)
+            lang = language(query)
+            translation = glossary().translate(query) if lang == "zh" and TRANSLATE else None
+            texts = [query] if translation is None else [query, translation]
+            pending = self._start_rank_query(texts)
+            embedded = [store.embeddings.embed_query(query, record.key)]
+            cut = store.default_threshold() if threshold is None else threshold
+            snap = self.snapshot() if copy is None else copy
+            z = self._request_zscores(snap, record, snap.vectors, embedded, lang) if snap.names else None
         except LanceSearchError:
             raise
         except Exception as exc:
             return self._keyword_search(query, limit, exc)
         import numpy as np
 
-        cut = store.default_threshold(record) if threshold is None else threshold
-        snap = self.snapshot() if copy is None else copy
         results = []
         mode = "vector"
-        if snap.names:
-            cosines = np.clip(_cosines(snap.vectors, vector), 0.0, 1.0)
-            order, mode = self._order(pending, cosines, snap)
-            for row in order:
-                score = round(float(cosines[row]), 4)
-                if (
-                    not score >= cut
-                ):  # NaN too: a stored vector with a null in it (written by another tool) scores nothing
-                    continue  # the threshold belongs to the scoring model's cosine, whatever the order
+        if z is not None:
+            other = self._rank_zscores(pending, snap, lang)
+            if other is not None:
+                weight = self.store.settings.rank_weight
+                z, mode = (1 - weight) * z + weight * other, "hybrid"
+            scores = _scores(z + LEXICAL * self._lexical(snap, query))
+            for row in np.argsort(-scores, kind="stable"):
+                score = round(float(scores[row]), 4)
+                if not score >= cut:  # NaN too: a stored vector with a null in it (written by another tool)
+                    break  # sorted: nothing after it passes either
                 results.append(_hit(snap.names[row], snap.descriptions[row], score, snap.paths[row]))
                 if len(results) == limit:
                     break
@@ -403,7 +479,7 @@ class SkillSearch:
         notes = [m for m in (store.status_message(),) if m]
         if not results:
             notes.append(
-                f"no skill scored {cut:g} or more (cosine, model {record.key}); lower threshold or rephrase"
+                f"no skill scored {cut:g} or more (model {record.key}); lower threshold or rephrase"
                 if snap.names
                 else "no skills are indexed yet; put skill folders in a root and run skills_index"
             )

@@ -14,7 +14,9 @@ DEFAULT_SKILLS_MODEL = "multilingual-e5-small"
 # A second multilingual model that only re-orders results: much stronger on Chinese requests against
 # English descriptions, but its own cosines miss seed requests (see search.py for the measurements).
 DEFAULT_RANK_MODEL = "use-multilingual-v3"
-RANK_WEIGHT = 0.4
+RANK_WEIGHT = 0.3
+# Scores run from 0 to 1 and are 0.5 where a skill starts to fit (search.py, background.py).
+DEFAULT_THRESHOLD = 0.5
 # Follow the registry's default embedding model instead (a default switch re-indexes).
 FOLLOW_DEFAULT = "default"
 
@@ -30,16 +32,20 @@ class SkillSettings(BaseModel):
         description="Registry key of the model for skills (registered on first use when it is one of the packaged "
         "models), or 'default' to follow the registry's default embedding model.",
     )
-    threshold: float | None = Field(
-        None, ge=0, le=1, description="Default cosine cut-off for skills_search (unset: the model record's own)."
+    threshold: float = Field(
+        DEFAULT_THRESHOLD,
+        ge=0,
+        le=1,
+        description="Default score cut-off for skills_search (scores run from 0 to 1, the same for every request "
+        "and language; 0.5 is where a skill starts to fit).",
     )
     rank_model: str | None = Field(
         DEFAULT_RANK_MODEL,
-        description="Registry key of a second model that only re-orders results (fused with the scoring model; "
-        "scores stay the scoring model's cosines), or null/'' for the scoring model alone.",
+        description="Registry key of a second model whose judgement is mixed into every score, or null/'' for "
+        "the scoring model alone.",
     )
     rank_weight: float = Field(
-        RANK_WEIGHT, ge=0, le=1, description="Share of the second model in the fused ranking (0: ignore it)."
+        RANK_WEIGHT, ge=0, le=1, description="Share of the second model in every score (0: ignore it)."
     )
     scan_on_start: bool = Field(True, description="Scan the roots in the background when the server starts.")
     scan_delay_seconds: float = Field(

@@ -96,8 +96,8 @@ class SkillIndex:
     def model(self) -> ModelRecord:
         return self.store.model()
 
-    def default_threshold(self, record: ModelRecord) -> float:
-        return self.store.default_threshold(record)
+    def default_threshold(self) -> float:
+        return self.store.default_threshold()
 
     def rows(self) -> dict[str, dict[str, Any]]:
         return self.store.rows()
@@ -159,7 +159,7 @@ class SkillIndex:
 
     # -- reading -----------------------------------------------------------------------------------
     def search(self, query: str, limit: int = 5, threshold: float | None = None) -> dict[str, Any]:
-        """Best skills first; each score is the scoring model's cosine (search.py explains the ranking)."""
+        """Best skills first, sorted by score (search.py explains the scores)."""
         return self.searcher.search(query, limit, threshold)
 
     def names(self) -> list[str]:
@@ -227,7 +227,7 @@ class SkillIndex:
             "model": (made or {}).get("key"),
             "model_in_use": record.key,
             "up_to_date_model": self.store.current(record),
-            "default_threshold": self.default_threshold(record),
+            "default_threshold": self.default_threshold(),
             "rank_model": self.settings.rank_model or None,
             "rank_model_state": self.searcher.rank_state(),
             "version": int(self.table().version),

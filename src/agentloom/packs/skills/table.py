@@ -30,7 +30,6 @@ log = logging.getLogger("agentloom.packs.skills")
 
 TABLE = "skills"
 MODEL_TABLE = "skills_model"
-FALLBACK_THRESHOLD = 0.0
 
 
 class LanceSearchError(DependencyUnavailable):
@@ -199,11 +198,8 @@ class SkillTable:
         key = self.settings.embedding_model
         return self.embeddings.model(None if key == FOLLOW_DEFAULT else key)
 
-    def default_threshold(self, record: ModelRecord) -> float:
-        if self.settings.threshold is not None:
-            return self.settings.threshold
-        value = record.config.get("default_threshold")
-        return float(value) if isinstance(value, int | float) else FALLBACK_THRESHOLD
+    def default_threshold(self) -> float:
+        return self.settings.threshold
 
     def current(self, record: ModelRecord) -> bool:
         """Whether ``record`` made the table's vectors."""

@@ -126,9 +126,9 @@ async def _run(fn: Any, *args: Any) -> Any:
 
 @pack.tool(read_only=True)
 async def skills_search(index: SkillIndex, query: str, limit: int = 5, threshold: float | None = None) -> SearchResult:
-    """Skills that fit a request (any language), best first. score: cosine similarity (0-1) of
-    `model`; `threshold` drops lower ones (default: the model's); `fallback`: keyword matching (the
-    model failed). Then skills_get(name)."""
+    """Skills that fit a request (any language), best first. score: 0-1, the same scale for every
+    request and language (0.5: starts to fit); `threshold` drops lower ones (default 0.5); `fallback`:
+    keyword matching (the model failed). Then skills_get(name)."""
     return await _run(index.search, query, limit, threshold)
 
 
