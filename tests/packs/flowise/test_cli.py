@@ -40,3 +40,19 @@ def test_unreachable_server_is_named(server_env: dict[str, str]) -> None:
     assert bad.returncode == 0
     wrong = agentloom({**server_env, "AGENTLOOM_FLOWISE__URL": "localhost:3000"}, "flowise", "status")
     assert wrong.returncode == 2 and "http://host:port" in wrong.stderr
+
+
+def test_a_search_that_finds_nothing_says_so(fake_flowise: FakeFlowise, server_env: dict[str, str]) -> None:
+    trim(fake_flowise)
+    server_env.update(
+        AGENTLOOM_FLOWISE__URL=fake_flowise.url,
+        AGENTLOOM_FLOWISE__API_KEY=fake_flowise.api_key,
+        AGENTLOOM_FLOWISE__MIN_SCORE="0.99",  # nothing means this much: only word matches could answer
+    )
+    assert agentloom(server_env, "flowise", "refresh").returncode == 0
+    for args, what in ((("--templates",), "templates"), ((), "nodes")):
+        none = agentloom(server_env, "flowise", "search", "zebra migration patterns", *args)
+        assert none.returncode == 0 and none.stdout == "", none.stdout
+        assert f"no {what} match 'zebra migration patterns'" in none.stderr, none.stderr
+        listed = agentloom(server_env, "flowise", "search", "zebra migration patterns", "--json", *args)
+        assert listed.returncode == 0 and json.loads(listed.stdout) == []

@@ -15,9 +15,9 @@ import pytest
 
 from agentloom.core.errors import AgentloomError
 from agentloom.embeddings import ModelRecord
+from agentloom.embeddings.glossary import glossary
 from agentloom.packs.skills import search as search_module
 from agentloom.packs.skills.background import LANGUAGE_DIRECTIONS, Background, background, cosines, language
-from agentloom.packs.skills.glossary import glossary
 from agentloom.packs.skills.keywords import keyword_score
 from agentloom.packs.skills.search import (
     CENTER,

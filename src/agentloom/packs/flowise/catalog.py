@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError, DependencyUnavailable
 from agentloom.core.timestamps import iso
+from agentloom.embeddings.glossary import glossary
 from agentloom.packs.flowise.chroma import open_collection
 from agentloom.packs.flowise.client import FlowiseClient
 from agentloom.packs.flowise.documents import DOCUMENTS, consumers, node_document, template_document
@@ -145,6 +146,7 @@ class Catalog:
         self._state: CatalogState | None = None
         self._collections: dict[tuple[str, str], Any] = {}
         self._keyword: tuple[CatalogState, LexicalIndex] | None = None
+        self._template_keyword: tuple[CatalogState, LexicalIndex] | None = None
         self._lock = threading.RLock()
 
     # -- state ------------------------------------------------------------------------------------
@@ -366,12 +368,7 @@ class Catalog:
             self.connection.call(lambda: node_col.delete(ids=removed))
         template_col = self._collection(TEMPLATES, model, recreate=rebuild)
         if templates:
-            texts = [
-                template_document(
-                    t.name, t.description, t.usecases, [nodes.get(n, {}).get("label", n) for n in t.nodes]
-                )
-                for t in templates
-            ]
+            texts = [_template_text(t, nodes) for t in templates]
             vectors = self.embeddings.embed_documents(texts, model)
             ids = [t.template_id for t in templates]
             metas = [{"name": t.name, "nodes": ",".join(t.nodes)} for t in templates]
@@ -429,13 +426,36 @@ class Catalog:
         return [item for _, item in results[:limit]]
 
     def search_templates(self, query: str, limit: int) -> list[tuple[Template, float]]:
+        """Templates for a need, by what they do: their text (name, description, use cases, nodes and the nodes'
+        categories) through the catalog's model, then BM25's hits the model missed. A Chinese request is searched
+        through its glossary translation (the catalog's model reads English)."""
         state = self.state()
-        hits = self._query(TEMPLATES, state, query, _depth(limit), None)
-        return [
-            (state.templates[tid], score)
-            for tid, score in hits
-            if tid in state.templates and score >= self.settings.min_score
-        ][:limit]
+        text = glossary().translate(query) or query
+        depth = _depth(limit)
+        cosine = dict(self._query(TEMPLATES, state, text, depth, None))
+        keyword = [t for t, _ in self._template_lexical(state).search(text, depth)]
+        vector = [t for t, s in sorted(cosine.items(), key=lambda kv: -kv[1]) if s >= self.settings.min_score]
+        # The model orders; BM25 adds what the model scored under min_score or past its depth (a need named by a
+        # word, "10-K", "SQL"): BM25 picks which fill the places left, their cosines order them after the model's
+        # hits, so a reply is always in the order of the scores it shows.
+        hits = [t for t in vector if t in state.templates][:limit]
+        extra = [t for t in keyword if t not in hits and t in state.templates][: limit - len(hits)]
+        missing = [t for t in extra if t not in cosine]
+        if missing:  # a keyword hit beyond the vector leg's depth: its cosine, for the reply
+            cosine.update(self._scores(TEMPLATES, state, text, missing))
+        fused = hits + sorted(extra, key=lambda t: -cosine.get(t, 0.0))
+        return [(state.templates[t], cosine.get(t, 0.0)) for t in fused]
+
+    def _template_lexical(self, state: CatalogState) -> LexicalIndex:
+        """BM25 over the template texts, rebuilt when the catalog changes."""
+        from agentloom.packs.vectors.lexical import LexicalIndex
+
+        with self._lock:
+            if self._template_keyword is None or self._template_keyword[0] is not state:
+                ids = list(state.templates)
+                texts = [_template_text(state.templates[t], state.nodes) for t in ids]
+                self._template_keyword = (state, LexicalIndex.build(ids, texts))
+            return self._template_keyword[1]
 
     def _lexical(self, state: CatalogState) -> LexicalIndex:
         """BM25 over the node texts, rebuilt when the catalog changes (a few ms for 300 nodes)."""
@@ -476,6 +496,16 @@ class Catalog:
             )
         )
         return [(i, 1.0 - float(d)) for i, d in zip(answer["ids"][0], answer["distances"][0], strict=True)]
+
+
+def _template_text(template: Template, nodes: Mapping[str, Mapping[str, Any]]) -> str:
+    """What a template is found by: its name, description and use cases, and each node's label and category."""
+    labels = []
+    for name in dict.fromkeys(template.nodes):
+        node = nodes.get(name, {})
+        category = node.get("category")
+        labels.append(f"{node.get('label', name)} ({category})" if category else str(node.get("label", name)))
+    return template_document(template.name, template.description, template.usecases, labels)
 
 
 def _depth(limit: int) -> int:

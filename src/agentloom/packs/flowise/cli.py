@@ -108,6 +108,10 @@ def search_cmd(
     result = answer(search, as_json)
     if result is None:
         return
+    if not result:  # never silence: say that nothing matched (exit 0; with --json the list is empty)
+        what = "templates" if templates else "nodes"
+        typer.echo(f"no {what} match {query!r}; rephrase, or list them with a broader request", err=True)
+        return
     for hit in result:
         if templates:
             typer.echo(f"{hit['score']:.3f}  {hit['template_id']}  {', '.join(hit['nodes'])}")

@@ -20,9 +20,9 @@ from typing import Any
 
 from agentloom.packs.flowise.hints import HINTS
 
-# The version of the node texts: the number changes with node_document (bump it by hand), the hash with
-# HINTS (by itself), so catalogs embedded with other texts are embedded again.
-DOCUMENTS = "2-" + hashlib.sha256(json.dumps(HINTS, sort_keys=True).encode()).hexdigest()[:8]
+# The version of the node and template texts: the number changes with node_document or the template text (bump it
+# by hand), the hash with HINTS (by itself), so catalogs embedded with other texts are embedded again.
+DOCUMENTS = "3-" + hashlib.sha256(json.dumps(HINTS, sort_keys=True).encode()).hexdigest()[:8]
 
 Definition = Mapping[str, Any]
 

@@ -8,7 +8,7 @@ How a result list is made (``skills_search``):
 2. For each model, every skill gets a z: the request's and the skill's cosine with the language
    directions projected out, normalised by what both score against 480 ordinary texts
    (``background.py``). The rank model also reads a Chinese request's glossary translation
-   (``glossary.py``: 提交 -> commit), and ``BLEND`` of its z is the better of the two. The two models'
+   (``embeddings/glossary.py``: 提交 -> commit), and ``BLEND`` of its z is the better of the two. The two models'
    z are mixed, ``(1 - w) * z(scoring) + w * z(rank)`` with ``w = rank_weight``; ``mode`` is
    ``"hybrid"``, or ``"vector"`` when the rank model is off or failed.
 3. ``LEXICAL`` times the share of the request's glossary terms that a skill's name and description
@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError
+from agentloom.embeddings.glossary import glossary
 from agentloom.packs.skills import warm
 from agentloom.packs.skills.background import Background, SkillStats, background, language
-from agentloom.packs.skills.glossary import glossary
 from agentloom.packs.skills.keywords import keyword_score
 from agentloom.packs.skills.skillfile import embedding_text
 from agentloom.packs.skills.table import LanceSearchError, SkillTable, compact_table, ids_in, table_names

@@ -1,5 +1,8 @@
 """Chinese and English words for the same things (``glossary.json``): a request's translation and its terms.
 
+Used where a search meets requests in one language and texts in another: the skills pack (its rank
+model reads the translation; shared terms add to a score) and the flowise pack's template search.
+
 Multilingual embedding models align whole sentences across languages, but short requests in one
 language often miss the one word that decides the skill: 帮我提交代码 is about committing (提交 is
 git's "commit"), yet to the models it is mostly about 代码, "code". Dictionary-based query translation,
@@ -10,7 +13,7 @@ both languages meet on one set of terms:
   first English equivalent (the rest of the Chinese dropped); None when it knows none. Longest match
   first, so 代码评审 is "code review", not "code" + "review".
 - ``terms(text)``: the glossary entries a text mentions, in either language (an entry is named by its
-  Chinese form), for the lexical share in search.py.
+  Chinese form), for the skills search's lexical share.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ class Glossary:
 
 @cache
 def glossary() -> Glossary:
-    raw = json.loads(resources.files("agentloom.packs.skills").joinpath(DATA).read_text(encoding="utf-8"))
+    raw = json.loads(resources.files("agentloom.embeddings").joinpath(DATA).read_text(encoding="utf-8"))
     english: dict[str, tuple[str, ...]] = {}
     entries: dict[tuple[str, ...], str] = {}
     for chinese, *equivalents in raw["terms"]:
