@@ -124,3 +124,35 @@ def test_bad_values_name_the_argument_and_choices(catalog: dict[str, Any]) -> No
     )
     assert "no free input" in refused(template("LLM Chain"), catalog, memory_type="bufferMemory")
     assert "no chat model or LLM" in refused(template("OpenAI Assistant"), catalog, model="gpt-4o")
+
+
+def test_another_vendors_model_swaps_the_node_for_that_vendors(catalog: dict[str, Any]) -> None:
+    """Issue 39: gpt-4o on the Mistral template became a chatMistralAI told to run gpt-4o."""
+    flow = customise(template("Conversational Retrieval QA Chain"), catalog, model="gpt-4o")
+    assert check_flow(flow, catalog) == []
+    assert "chatMistralAI" not in json.dumps(flow)
+    assert node(flow, "chatOpenAI_0")["data"]["inputs"]["modelName"] == "gpt-4o"
+    for name, kind in (("claude-sonnet-4-5", "chatAnthropic"), ("llama3.1:8b", "chatOllama")):
+        swapped = customise(template("Tool Agent"), catalog, model=name)
+        assert check_flow(swapped, catalog) == []
+        models = [n["data"] for n in swapped["nodes"] if n["data"]["category"] == "Chat Models"]
+        assert [(m["name"], m["inputs"]["modelName"]) for m in models] == [(kind, name)]
+
+
+def test_a_vendors_model_on_a_llamaindex_flow_keeps_the_framework(catalog: dict[str, Any]) -> None:
+    original = template("SubQuestion Query Engine")  # two chatOpenAI_LlamaIndex
+    flow = customise(original, catalog, model="claude-sonnet-4-5")
+    assert check_flow(flow, catalog) == []
+    models = [n["data"] for n in flow["nodes"] if n["data"]["category"] == "Chat Models"]
+    assert [(m["name"], m["inputs"]["modelName"]) for m in models] == [
+        ("chatAnthropic_LlamaIndex", "claude-sonnet-4-5")
+    ] * 2
+    message = refused(original, catalog, model="gemini-2.0-flash")
+    assert "gemini-2.0-flash runs on chatGoogleGenerativeAI" in message and "chatOpenAI_LlamaIndex" in message
+
+
+def test_gateways_and_unknown_names_keep_their_node(catalog: dict[str, Any]) -> None:
+    azure = customise(template("LLM Chain"), catalog, model="gpt-4o")  # azureChatOpenAI serves OpenAI's models
+    assert [n["data"]["name"] for n in azure["nodes"] if n["data"]["category"] == "Chat Models"] == ["azureChatOpenAI"]
+    own = customise(template("Tool Agent"), catalog, model="my-finetune-v2")  # no vendor in the name
+    assert node(own, "chatOpenAI_0")["data"]["inputs"]["modelName"] == "my-finetune-v2"

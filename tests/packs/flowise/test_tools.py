@@ -179,3 +179,19 @@ def test_entry_point_is_discovered() -> None:
 async def test_empty_query_is_refused(fake_flowise: FakeFlowise, tmp_path: Path, query: str) -> None:
     async with Client(host(tmp_path, trim(fake_flowise)).server) as client:
         assert "query" in await error(client, "flowise_search_nodes", query=query)
+
+
+async def test_a_model_of_another_vendor_builds_that_vendors_chat_node(
+    fake_flowise: FakeFlowise, tmp_path: Path
+) -> None:
+    """Issue 39: the Mistral template with model="gpt-4o" saved a chatMistralAI_0 told to run gpt-4o."""
+    served = host(tmp_path, trim(fake_flowise))
+    async with Client(served.server) as client:
+        built = await call(
+            client, "flowise_build_flow", template_id="conversational-retrieval-qa-chain", model="gpt-4o"
+        )
+        assert "openAIApi for chatOpenAI_0" in built["credentials"], built
+        assert not any("mistral" in c.lower() for c in built["credentials"]), built
+        flow = stored_flow(fake_flowise, built["chatflow_id"])
+        models = [n["data"] for n in flow["nodes"] if n["data"]["category"] == "Chat Models"]
+        assert [(m["name"], m["inputs"]["modelName"]) for m in models] == [("chatOpenAI", "gpt-4o")]

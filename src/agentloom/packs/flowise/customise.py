@@ -11,7 +11,10 @@ place only:
   with handles of the new node, every ``{{oldId.data.instance}}`` reference rewritten, and the
   swap refused when the new node's classes do not fit an input it would feed (a LangChain model
   cannot feed a LlamaIndex engine). A model name goes into the chat model's ``modelName`` (or
-  ``model``) input; a name that looks like a misspelt node name is refused rather than stored.
+  ``model``) input; a name that looks like a misspelt node name is refused rather than stored. A
+  model name of another vendor (``model_providers.json``: gpt-4o on a Mistral node) first swaps the
+  node for that vendor's, as a node name would, or is refused when the flow's framework has none:
+  a node is never told to run another vendor's model.
 - ``memory_type`` swaps the memory node the same way, or adds one and connects it to the first
   free input that takes it (the ending node's first) when the flow has none. A swapped-in node
   whose own required inputs are empty (a summary memory needs a chat model) is fed from the
@@ -26,8 +29,11 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import json
+import re
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from typing import Any
 
 from agentloom.packs.flowise.flowdata import (
@@ -50,6 +56,7 @@ from agentloom.packs.flowise.layout import COLUMN_PITCH, ROW_GAP, resolve_overla
 from agentloom.packs.flowise.planner import FAMILIAR, PlanError
 
 MODEL_CATEGORIES = ("Chat Models", "LLMs")  # LLMs only when the flow has no chat model
+PROVIDERS = "model_providers.json"
 UNCARRIED = frozenset({"modelName", "model", "credential", "password", "file", "folder"})
 
 
@@ -228,7 +235,21 @@ def _set_model(flow: Json, catalog: Mapping[str, Any], model: str) -> None:
     close = difflib.get_close_matches(model, names, n=1, cutoff=0.85)
     if close:
         raise PlanError(f"model: no chat model node {model!r}; did you mean {close[0]}?")
-    for node in targets:
+    owner = model_provider(model)
+    for target in targets:
+        node = target
+        name = node["data"]["name"]
+        if owner is not None and name not in owner and name in _vendor_nodes():
+            # Another vendor's model on a vendor's own node: that vendor's node takes this one's place, never a
+            # node told to run it. Gateways (azureChatOpenAI, awsChatBedrock, chatOpenRouter...) keep theirs.
+            wanted = owner[1] if name.endswith("_LlamaIndex") else owner[0]
+            if wanted is None or wanted not in catalog:
+                raise PlanError(
+                    f"model: {model} runs on {owner[0]}, which cannot replace {name} in this flow; "
+                    f"name another {name} model"
+                )
+            new_id = replace_node(flow, node["id"], catalog[wanted], catalog, "model")
+            node = next(n for n in flow["nodes"] if n["id"] == new_id)
         params = {p["name"]: p for p in node["data"]["inputParams"]}
         param = params.get("modelName") or params.get("model")
         if param is None:
@@ -238,6 +259,25 @@ def _set_model(flow: Json, catalog: Mapping[str, Any], model: str) -> None:
         if param["type"] == "options" and model not in offered:
             raise PlanError(f"model: {node['data']['name']} offers no {model!r}; try {', '.join(offered[:2])}")
         node["data"]["inputs"][param["name"]] = model
+
+
+@functools.cache
+def _providers() -> list[tuple[re.Pattern[str], str, str | None]]:
+    raw = json.loads(resources.files("agentloom.packs.flowise").joinpath(PROVIDERS).read_text(encoding="utf-8"))
+    return [(re.compile(p["pattern"], re.IGNORECASE), p["langchain"], p["llamaindex"]) for p in raw["providers"]]
+
+
+def _vendor_nodes() -> set[str]:
+    return {name for _, *nodes in _providers() for name in nodes if name is not None}
+
+
+def model_provider(model: str) -> tuple[str, str | None] | None:
+    """The chat-model nodes (LangChain, LlamaIndex or None) that run ``model``, or None when the name says no
+    vendor (``model_providers.json``)."""
+    for pattern, langchain, llamaindex in _providers():
+        if pattern.search(model.strip()):
+            return langchain, llamaindex
+    return None
 
 
 def _set_temperature(flow: Json, temperature: float) -> None:
