@@ -156,3 +156,43 @@ def test_gateways_and_unknown_names_keep_their_node(catalog: dict[str, Any]) -> 
     assert [n["data"]["name"] for n in azure["nodes"] if n["data"]["category"] == "Chat Models"] == ["azureChatOpenAI"]
     own = customise(template("Tool Agent"), catalog, model="my-finetune-v2")  # no vendor in the name
     assert node(own, "chatOpenAI_0")["data"]["inputs"]["modelName"] == "my-finetune-v2"
+
+
+def test_settings_set_inputs_by_node_and_input_name_or_label(catalog: dict[str, Any]) -> None:
+    from agentloom.packs.flowise.customise import apply_settings
+
+    flow = plan_flow(["chatOpenAI", "promptTemplate", "llmChain"], catalog)
+    apply_settings(
+        flow,
+        {
+            "promptTemplate": {"Template": "Tell me a fact about {topic}"},  # a node name, an input label
+            "chatOpenAI_0": {"modelName": "gpt-4o", "temperature": 0.3},  # a node id, input names
+        },
+    )
+    assert check_flow(flow, catalog) == []
+    assert node(flow, "promptTemplate_0")["data"]["inputs"]["template"] == "Tell me a fact about {topic}"
+    assert node(flow, "chatOpenAI_0")["data"]["inputs"]["modelName"] == "gpt-4o"
+    assert node(flow, "chatOpenAI_0")["data"]["inputs"]["temperature"] == 0.3
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"pineapple": {"x": 1}}, "settings: no node 'pineapple' in this flow; its nodes: chatOpenAI_0"),
+        ({"chatOpenAI_0": {"colour": "red"}}, "settings.chatOpenAI_0: no input 'colour'; its inputs:"),
+        ({"chatOpenAI_0": {"temperature": "hot"}}, "settings.chatOpenAI_0.temperature: expects a number, got 'hot'"),
+        ({"chatOpenAI_0": {"streaming": "yes"}}, "settings.chatOpenAI_0.streaming: expects true or false"),
+        ({"chatOpenAI_0": {"credential": "abc"}}, "credentials are attached by credential name"),
+        ({"llmChain_0": {"model": "x"}}, "settings.llmChain_0.model: a connection, not a setting"),
+        ({"chatOpenAI_0": "gpt-4o"}, 'settings.chatOpenAI_0: give its inputs as {"input": value}'),
+    ],
+)
+def test_bad_settings_name_the_node_the_input_and_what_fits(
+    catalog: dict[str, Any], settings: dict[str, Any], says: str
+) -> None:
+    from agentloom.packs.flowise.customise import apply_settings
+
+    flow = plan_flow(["chatOpenAI", "promptTemplate", "llmChain"], catalog)
+    with pytest.raises(PlanError) as caught:
+        apply_settings(flow, settings)
+    assert says in str(caught.value) and tokens(str(caught.value)) < 50, str(caught.value)

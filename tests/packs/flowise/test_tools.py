@@ -195,3 +195,29 @@ async def test_a_model_of_another_vendor_builds_that_vendors_chat_node(
         flow = stored_flow(fake_flowise, built["chatflow_id"])
         models = [n["data"] for n in flow["nodes"] if n["data"]["category"] == "Chat Models"]
         assert [(m["name"], m["inputs"]["modelName"]) for m in models] == [("chatOpenAI", "gpt-4o")]
+
+
+async def test_settings_at_build_time_fill_what_no_argument_could(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
+    served = host(tmp_path, trim(fake_flowise))
+    async with Client(served.server) as client:
+        bare = await call(client, "flowise_build_flow", nodes=["chatOpenAI", "promptTemplate", "llmChain"])
+        assert any(f.startswith("promptTemplate_0") for f in bare.get("fill", [])), bare
+        settled = await call(
+            client,
+            "flowise_build_flow",
+            nodes=["chatOpenAI", "promptTemplate", "llmChain"],
+            settings={"Prompt Template": {"Template": "Tell me about {topic}"}, "chatOpenAI": {"modelName": "gpt-4o"}},
+        )
+        assert not any(f.startswith("promptTemplate_0") for f in settled.get("fill", [])), settled
+        flow = stored_flow(fake_flowise, settled["chatflow_id"])
+        prompt = next(n for n in flow["nodes"] if n["id"] == "promptTemplate_0")
+        assert prompt["data"]["inputs"]["template"] == "Tell me about {topic}"
+        count = len(fake_flowise.chatflows)
+        refusal = await error(
+            client,
+            "flowise_build_flow",
+            nodes=["chatOpenAI", "promptTemplate", "llmChain"],
+            settings={"chatOpenAI": {"temperature": "hot"}},
+        )
+        assert "settings.chatOpenAI_0.temperature: expects a number, got 'hot'" in refusal
+        assert len(fake_flowise.chatflows) == count  # a refused build creates nothing

@@ -14,13 +14,13 @@ upgraded to the catalog's versions (``upgrade``). A node the server lacks is nam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise.catalog import Catalog, Template, slug
 from agentloom.packs.flowise.client import FlowiseClient
-from agentloom.packs.flowise.customise import customise
+from agentloom.packs.flowise.customise import apply_settings, customise
 from agentloom.packs.flowise.design import build_design
 from agentloom.packs.flowise.flowdata import check_flow
 from agentloom.packs.flowise.planner import PlanError, plan_flow
@@ -55,6 +55,7 @@ class Builder:
         model: str | None,
         temperature: float | None,
         memory_type: str | None,
+        settings: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         if (template_id is None) == (nodes is None):
             raise AgentloomError("give template_id or nodes (a list of node names), not both or neither.")
@@ -80,6 +81,8 @@ class Builder:
                 default_name = _default_name(flow)
             if model is not None or temperature is not None or memory_type is not None:
                 flow = customise(flow, catalog, model=model, temperature=temperature, memory_type=memory_type)
+            if settings:
+                apply_settings(flow, settings)
         except PlanError as exc:
             raise AgentloomError(str(exc)) from None
         if nodes is not None:

@@ -280,6 +280,75 @@ def model_provider(model: str) -> tuple[str, str | None] | None:
     return None
 
 
+def apply_settings(flow: Json, settings: Mapping[str, Any]) -> None:
+    """Set node inputs: ``{node id, name or label: {input name or label: value}}``, each value checked against
+    the input's definition (type, options); the reply's ``fill`` then lists what is still empty."""
+    if not isinstance(settings, Mapping):
+        raise PlanError('settings: give {"node": {"input": value}}, e.g. {"chatOpenAI_0": {"modelName": "gpt-4o"}}')
+    for key, values in settings.items():
+        targets = _nodes_named(flow, str(key))
+        if not targets:
+            ids = ", ".join(n["id"] for n in flow["nodes"][:6])
+            raise PlanError(f"settings: no node {key!r} in this flow; its nodes: {ids}")
+        if not isinstance(values, Mapping) or not values:
+            raise PlanError(f'settings.{key}: give its inputs as {{"input": value}}')
+        for node in targets:
+            for field, value in values.items():
+                param = _param(node, str(field))
+                node["data"]["inputs"][param["name"]] = _checked(node, param, value)
+
+
+def _nodes_named(flow: Json, key: str) -> list[Json]:
+    """The nodes a settings key names: an id, else every node of that name, else of that label (any case)."""
+    by_id = [n for n in flow["nodes"] if n["id"] == key]
+    if by_id:
+        return by_id
+    by_name = [n for n in flow["nodes"] if n["data"].get("name") == key]
+    if by_name:
+        return by_name
+    return [n for n in flow["nodes"] if str(n["data"].get("label", "")).lower() == key.lower()]
+
+
+def _param(node: Json, field: str) -> Json:
+    data = node["data"]
+    for param in data.get("inputParams") or []:
+        if field in (param["name"], str(param.get("label", ""))) or field.lower() == str(param.get("label")).lower():
+            return param
+    if any(field in (a["name"], a.get("label")) for a in data.get("inputAnchors") or []):
+        raise PlanError(f"settings.{node['id']}.{field}: a connection, not a setting; name the node in nodes")
+    names = ", ".join(p["name"] for p in (data.get("inputParams") or [])[:8])
+    raise PlanError(f"settings.{node['id']}: no input {field!r}; its inputs: {names}")
+
+
+def _checked(node: Json, param: Json, value: Any) -> Any:
+    where, kind = f"settings.{node['id']}.{param['name']}", param.get("type")
+    if kind == "credential":
+        raise PlanError(f"{where}: credentials are attached by credential name, not as a setting")
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise PlanError(f"{where}: expects a number, got {value!r}")
+    elif kind == "boolean":
+        if not isinstance(value, bool):
+            raise PlanError(f"{where}: expects true or false, got {value!r}")
+    elif kind in ("options", "multiOptions"):
+        options = {o["name"]: o["name"] for o in param.get("options") or [] if isinstance(o, dict)}
+        options.update(
+            {str(o.get("label")).lower(): o["name"] for o in param.get("options") or [] if isinstance(o, dict)}
+        )
+        chosen = value if kind == "multiOptions" and isinstance(value, list) else [value]
+        picked = [options.get(v, options.get(str(v).lower())) for v in chosen]
+        if None in picked:
+            raise PlanError(f"{where}: {value!r} is not offered; choose from {', '.join(list(options)[:6])}")
+        return picked if kind == "multiOptions" else picked[0]
+    elif kind == "json":
+        if not isinstance(value, str | dict | list):
+            raise PlanError(f"{where}: expects JSON (an object, a list or its text)")
+        return value if isinstance(value, str) else json.dumps(value)
+    elif not isinstance(value, str):
+        raise PlanError(f"{where}: expects text, got {value!r}")
+    return value
+
+
 def _set_temperature(flow: Json, temperature: float) -> None:
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
         raise PlanError(f"temperature: {temperature!r} is not a number from 0 to 2; e.g. 0.2 for focused answers")

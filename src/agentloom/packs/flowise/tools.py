@@ -263,11 +263,13 @@ async def flowise_build_flow(
     model: str | None = None,
     temperature: float | None = None,
     memory_type: str | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
     request: str | None = None,
 ) -> Built:
     """Create a chatflow from a template_id or from node names (wired by type). model: a chat model
-    node (chatAnthropic) or a model name; memory_type: a memory node (bufferWindowMemory); request:
-    the user's words, for the log. The user then picks `credentials` and fills `fill` in Flowise."""
+    node (chatAnthropic) or a model name; memory_type: a memory node (bufferWindowMemory); settings:
+    {node id, name or label: {input name or label: value}} (checked); request: the user's words, for
+    the log. The user then picks `credentials` and fills what `fill` still lists."""
 
     def build() -> Built:
         started = time.perf_counter()
@@ -280,6 +282,7 @@ async def flowise_build_flow(
                 model=model,
                 temperature=temperature,
                 memory_type=memory_type,
+                settings=settings,
             )
         except AgentloomError as exc:
             log_session(state, what, "failed", str(exc), started, None)
