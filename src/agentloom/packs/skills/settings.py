@@ -11,8 +11,8 @@ from agentloom.core.settings import folder_list
 
 # The model skills use unless told otherwise: multilingual (Chinese requests, English skills).
 DEFAULT_SKILLS_MODEL = "multilingual-e5-small"
-# A second multilingual model that only re-orders results: much stronger on Chinese requests against
-# English descriptions, but its own cosines miss seed requests (see search.py for the measurements).
+# A second multilingual model mixed into every score (rank_weight): stronger on Chinese requests against
+# English descriptions, weaker where a request's one deciding word is not aligned across languages.
 DEFAULT_RANK_MODEL = "use-multilingual-v3"
 RANK_WEIGHT = 0.3
 # Scores run from 0 to 1 and are 0.5 where a skill starts to fit (search.py, background.py).
