@@ -10,6 +10,7 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -172,30 +173,46 @@ class HeldWorker:
         await writer.drain()
         writer.close()
 
+    def serve(
+        self,
+        db: Database,
+        dispatcher: Callable[[], Dispatcher],
+        sendings: Callable[[str], list[Sending]],
+        within: float,
+    ) -> None:
+        """Run a dispatcher against this worker until it has served what it expects, then dispose of ``db``.
+        ``sendings(url)`` makes what the dispatcher is given (in a thread: it may write to the database)."""
+
+        async def main() -> None:
+            server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+            url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/work"
+            running = dispatcher()
+            async with anyio.create_task_group() as tg:
+                await tg.start(running.run)
+                running.submit(await anyio.to_thread.run_sync(sendings, url))
+                with anyio.fail_after(within):
+                    await self.all_served.wait()
+                tg.cancel_scope.cancel()
+            server.close()
+
+        try:
+            anyio.run(main)
+        finally:
+            db.dispose()
+
 
 @pytest.mark.parametrize("sends_per_host", [1, 3])
 def test_concurrent_sends_to_one_worker_are_bounded(tmp_path: Path, sends_per_host: int) -> None:
     db = Database(f"sqlite:///{tmp_path / 'stitch.db'}")
     engine = Engine(db, "http://127.0.0.1:1")
     held = HeldWorker(hold=0.1, expected=8)
-
-    async def main() -> None:
-        server = await asyncio.start_server(held.handle, "127.0.0.1", 0)
-        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/work"
-        dispatcher = Dispatcher(engine, sends_per_host=sends_per_host, timeout=5)
-        async with anyio.create_task_group() as tg:
-            await tg.start(dispatcher.run)
-            # Outbox ids that do not exist: marking them sent changes nothing, sending is real.
-            dispatcher.submit([Sending(i, str(uuid.uuid4()), f"w{i}", 1, url, {"n": i}) for i in range(8)])
-            with anyio.fail_after(10):
-                await held.all_served.wait()
-            tg.cancel_scope.cancel()
-        server.close()
-
-    try:
-        anyio.run(main)
-    finally:
-        db.dispose()
+    # Outbox ids that do not exist: marking them sent changes nothing, sending is real.
+    held.serve(
+        db,
+        lambda: Dispatcher(engine, sends_per_host=sends_per_host, timeout=5),
+        lambda url: [Sending(i, str(uuid.uuid4()), f"w{i}", 1, url, {"n": i}) for i in range(8)],
+        within=10,
+    )
     assert held.served == 8 and held.most == sends_per_host
 
 
@@ -207,25 +224,11 @@ def test_a_webhook_still_being_sent_keeps_its_lease(database_url: str) -> None:
     engine = Engine(db, "http://127.0.0.1:1", lease_seconds=0.6)
     held = HeldWorker(hold=2.0, expected=1)
 
-    async def main() -> None:
-        server = await asyncio.start_server(held.handle, "127.0.0.1", 0)
-        flow = Flows(db).create(
-            "held", Graph.model_validate(one_worker(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/work"))
-        )
-        dispatcher = Dispatcher(engine, timeout=10, poll_interval=0.05)
-        async with anyio.create_task_group() as tg:
-            await tg.start(dispatcher.run)
-            _, sendings = await anyio.to_thread.run_sync(engine.start_run, flow["id"], 1)
-            dispatcher.submit(sendings)
-            with anyio.fail_after(20):
-                await held.all_served.wait()
-            tg.cancel_scope.cancel()
-        server.close()
+    def sendings(url: str) -> list[Sending]:
+        flow = Flows(db).create("held", Graph.model_validate(one_worker(url)))
+        return engine.start_run(flow["id"], 1)[1]
 
-    try:
-        anyio.run(main)
-    finally:
-        db.dispose()
+    held.serve(db, lambda: Dispatcher(engine, timeout=10, poll_interval=0.05), sendings, within=20)
     # A re-send after the first lease ran out would have reached the worker while it held the first.
     assert held.served == 1 and held.most == 1
 

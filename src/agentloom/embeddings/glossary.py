@@ -25,7 +25,8 @@ from functools import cache
 from importlib import resources
 
 DATA = "glossary.json"
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs, for a regex character class
+_CJK_RUN = re.compile(f"[{IDEOGRAPHS}]+")
 _WORDS = re.compile(r"[a-z0-9]+")
 
 

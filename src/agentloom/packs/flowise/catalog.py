@@ -145,8 +145,7 @@ class Catalog:
         self.embeddings = embeddings
         self._state: CatalogState | None = None
         self._collections: dict[tuple[str, str], Any] = {}
-        self._keyword: tuple[CatalogState, LexicalIndex] | None = None
-        self._template_keyword: tuple[CatalogState, LexicalIndex] | None = None
+        self._keyword: dict[str, tuple[CatalogState, LexicalIndex]] = {}  # NODES / TEMPLATES -> BM25 of that state
         self._lock = threading.RLock()
 
     # -- state ------------------------------------------------------------------------------------
@@ -401,9 +400,7 @@ class Catalog:
         keyword = [n for n, _ in self._lexical(state).search(query, depth, allowed)]
         vector = [n for n, s in sorted(cosine.items(), key=lambda kv: -kv[1]) if s >= self.settings.min_score]
         fused = reciprocal_rank_fusion([vector, keyword], k=RRF_K)
-        missing = [n for n, _ in fused if n not in cosine]
-        if missing:  # a keyword hit beyond the vector leg's depth: its cosine, for the reply
-            cosine.update(self._scores(NODES, state, query, missing))
+        self._add_cosines(NODES, state, query, [n for n, _ in fused], cosine)
         results = []
         for position, (name, _) in enumerate(fused):
             definition = state.nodes.get(name)
@@ -433,41 +430,42 @@ class Catalog:
         text = glossary().translate(query) or query
         depth = _depth(limit)
         cosine = dict(self._query(TEMPLATES, state, text, depth, None))
-        keyword = [t for t, _ in self._template_lexical(state).search(text, depth)]
+        keyword = [t for t, _ in self._lexical(state, TEMPLATES).search(text, depth)]
         vector = [t for t, s in sorted(cosine.items(), key=lambda kv: -kv[1]) if s >= self.settings.min_score]
         # The model orders; BM25 adds what the model scored under min_score or past its depth (a need named by a
         # word, "10-K", "SQL"): BM25 picks which fill the places left, their cosines order them after the model's
         # hits, so a reply is always in the order of the scores it shows.
         hits = [t for t in vector if t in state.templates][:limit]
         extra = [t for t in keyword if t not in hits and t in state.templates][: limit - len(hits)]
-        missing = [t for t in extra if t not in cosine]
-        if missing:  # a keyword hit beyond the vector leg's depth: its cosine, for the reply
-            cosine.update(self._scores(TEMPLATES, state, text, missing))
+        self._add_cosines(TEMPLATES, state, text, extra, cosine)
         fused = hits + sorted(extra, key=lambda t: -cosine.get(t, 0.0))
         return [(state.templates[t], cosine.get(t, 0.0)) for t in fused]
 
-    def _template_lexical(self, state: CatalogState) -> LexicalIndex:
-        """BM25 over the template texts, rebuilt when the catalog changes."""
+    def _lexical(self, state: CatalogState, name: str = NODES) -> LexicalIndex:
+        """BM25 over the node or template texts (``name``: NODES or TEMPLATES), rebuilt when the catalog changes
+        (a few ms for 300 nodes)."""
         from agentloom.packs.vectors.lexical import LexicalIndex
 
         with self._lock:
-            if self._template_keyword is None or self._template_keyword[0] is not state:
-                ids = list(state.templates)
-                texts = [_template_text(state.templates[t], state.nodes) for t in ids]
-                self._template_keyword = (state, LexicalIndex.build(ids, texts))
-            return self._template_keyword[1]
+            built = self._keyword.get(name)
+            if built is None or built[0] is not state:
+                if name == NODES:
+                    takers = consumers(state.nodes)
+                    ids = list(state.nodes)
+                    texts = [node_document(state.nodes[n], takers) for n in ids]
+                else:
+                    ids = list(state.templates)
+                    texts = [_template_text(state.templates[t], state.nodes) for t in ids]
+                built = self._keyword[name] = (state, LexicalIndex.build(ids, texts))
+            return built[1]
 
-    def _lexical(self, state: CatalogState) -> LexicalIndex:
-        """BM25 over the node texts, rebuilt when the catalog changes (a few ms for 300 nodes)."""
-        from agentloom.packs.vectors.lexical import LexicalIndex
-
-        with self._lock:
-            if self._keyword is None or self._keyword[0] is not state:
-                takers = consumers(state.nodes)
-                names = list(state.nodes)
-                texts = [node_document(state.nodes[n], takers) for n in names]
-                self._keyword = (state, LexicalIndex.build(names, texts))
-            return self._keyword[1]
+    def _add_cosines(
+        self, name: str, state: CatalogState, query: str, ids: list[str], cosine: dict[str, float]
+    ) -> None:
+        """The cosines of keyword hits beyond the vector leg's depth, added to ``cosine`` for the reply."""
+        missing = [i for i in ids if i not in cosine]
+        if missing:
+            cosine.update(self._scores(name, state, query, missing))
 
     def _scores(self, name: str, state: CatalogState, query: str, ids: list[str]) -> dict[str, float]:
         import numpy as np

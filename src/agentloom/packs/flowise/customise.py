@@ -267,8 +267,9 @@ def _providers() -> list[tuple[re.Pattern[str], str, str | None]]:
     return [(re.compile(p["pattern"], re.IGNORECASE), p["langchain"], p["llamaindex"]) for p in raw["providers"]]
 
 
-def _vendor_nodes() -> set[str]:
-    return {name for _, *nodes in _providers() for name in nodes if name is not None}
+@functools.cache
+def _vendor_nodes() -> frozenset[str]:
+    return frozenset(name for _, *nodes in _providers() for name in nodes if name is not None)
 
 
 def model_provider(model: str) -> tuple[str, str | None] | None:

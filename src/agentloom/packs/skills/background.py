@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING
 
 from agentloom.core.work import current
 from agentloom.embeddings.firstuse import building
+from agentloom.embeddings.glossary import IDEOGRAPHS
+from agentloom.embeddings.providers.normalise import l2_normalise
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,7 +47,7 @@ log = logging.getLogger("agentloom.packs.skills")
 
 DATA = "background.json"
 LANGUAGE_DIRECTIONS = 2
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK = re.compile(f"[{IDEOGRAPHS}]")
 _LOCK = threading.Lock()
 _LOADED: dict[tuple[str, str, str], Background] = {}
 
@@ -62,11 +64,13 @@ def _pairs() -> tuple[list[tuple[str, str]], str]:
     return pairs, hashlib.sha256(raw).hexdigest()[:16]
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
+def _without(vectors: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """``vectors`` (one or a matrix) with the ``basis`` directions projected out, L2-normalised again."""
     import numpy as np
 
-    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return vectors / np.where(norms > 0, norms, 1.0)
+    arr = np.asarray(vectors, dtype=np.float32)
+    rows = np.atleast_2d(arr)
+    return l2_normalise(rows - (rows @ basis.T) @ basis).reshape(arr.shape)
 
 
 def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -97,18 +101,14 @@ class Background:
     def from_vectors(cls, english: np.ndarray, chinese: np.ndarray) -> Background:
         import numpy as np
 
-        english, chinese = _unit(english.astype(np.float32)), _unit(chinese.astype(np.float32))
+        english, chinese = l2_normalise(english), l2_normalise(chinese)
         basis = np.linalg.svd(chinese - english, full_matrices=False)[2][:LANGUAGE_DIRECTIONS]
-        blank = cls(basis=basis, texts=np.zeros((0, basis.shape[1]), np.float32), by_language={})
-        en, zh = blank.neutral(english), blank.neutral(chinese)
+        en, zh = _without(english, basis), _without(chinese, basis)
         return cls(basis=basis, texts=np.vstack([en, zh]), by_language={"en": en, "zh": zh})
 
     def neutral(self, vectors: np.ndarray) -> np.ndarray:
         """``vectors`` (one or a matrix) without their language directions, L2-normalised again."""
-        import numpy as np
-
-        vectors = np.asarray(vectors, dtype=np.float32)
-        return _unit(vectors - (vectors @ self.basis.T) @ self.basis).astype(np.float32)
+        return _without(vectors, self.basis)
 
     def skill_stats(self, skills: np.ndarray) -> SkillStats:
         """``skills``: neutral vectors, one row per skill."""
