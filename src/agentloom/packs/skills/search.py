@@ -313,12 +313,14 @@ class SkillSearch:
                 log.info("skills: rank model %s: %d embedded, %d removed", record.key, len(todo), len(gone))
             self._synced = key
 
-    def after_scan(self) -> None:
-        """``sync`` after a scan, and both models' backgrounds made (once per model), so the next search does not
-        wait for them; a failure is logged, never fails the scan (the next search tries again)."""
+    def after_scan(self, embedded: bool = False) -> None:
+        """``sync`` after a scan; after one that ``embedded`` skills (its models are loaded by now), both models'
+        backgrounds too, so the next search does not wait for them. A scan that changed nothing loads no model:
+        the server's start stays light, and the first search makes what it needs. A failure is logged, never
+        fails the scan (the next search tries again)."""
         try:
             self.sync()
-            for record in (self.store.model(), self.rank_record()):
+            for record in (self.store.model(), self.rank_record()) if embedded else ():
                 if record is not None:
                     self._background(record)
         except Exception as exc:

@@ -154,7 +154,8 @@ class SkillIndex:
                 counts = self.scanner.run(record, path, progress)
             finally:
                 self.scanning = False
-        self.searcher.after_scan()  # the second model's vectors follow the table now, not at the next search
+        # The second model's vectors follow the table now, not at the next search.
+        self.searcher.after_scan(embedded=counts["added"] + counts["updated"] > 0)
         return counts
 
     # -- reading -----------------------------------------------------------------------------------
