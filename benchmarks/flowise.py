@@ -9,7 +9,10 @@
   node hints, by someone who saw neither them nor any search result): top-1 and top-3;
 - reply sizes in cl100k_base tokens per tool, against the issue's budgets;
 - the headline: tokens an agent spends to get the same chatflows by writing flowData itself
-  (reading the node definitions, writing the JSON, reading the create answer) against these tools.
+  (reading the node definitions, writing the JSON, reading the create answer) against these tools;
+- six whole sessions, from the user's request to a chatflow that answers (``tests/packs/flowise/journeys.py``,
+  with a model server on loopback speaking OpenAI's wire format): their answers, and their tokens against an
+  agent that writes flowData itself and calls Flowise's REST API directly.
 """
 
 from __future__ import annotations
@@ -62,6 +65,75 @@ def _passthrough_tokens(flow: dict[str, Any], definitions: dict[str, Any], creat
         {"name": "create_chatflow", "arguments": {"name": created.get("name"), "flowData": json.dumps(flow)}}
     )
     return read + write + tokens(created)
+
+
+def _journeys(state: Any, url: str, key: str, work: Path, results: dict[str, Any]) -> list[str]:
+    """The six journeys through a real MCP client; tokens per session, ours against the REST API by hand."""
+    import asyncio
+
+    from mcp.client import Client
+
+    from agentloom.core.settings import Settings
+    from agentloom.server.host import Host
+    from tests.packs.flowise.journeys import run_journeys
+    from tests.packs.flowise.live import credential
+    from tests.packs.flowise.model_server import ANSWER_PREFIX, ModelServer
+    from tests.packs.flowise.test_tools import FLOWISE_EP
+    from tests.packs.flowise.tokens import tokens
+
+    settings = Settings(
+        data_dir=work / "data", packs=["flowise"], pack_settings={"flowise": {"url": url, "api_key": key}}
+    )
+
+    async def run(model: ModelServer) -> Any:
+        async with Client(Host(settings, [FLOWISE_EP]).server) as client:
+            return await run_journeys(client, model, work)
+
+    work.mkdir(parents=True, exist_ok=True)
+    headers = {"Authorization": f"Bearer {key}"}
+    with ModelServer() as model, credential(url, "loopback OpenAI", "openAIApi", {"openAIApiKey": "sk-x"}):
+        started = time.perf_counter()
+        journeys = asyncio.run(run(model))
+        seconds = time.perf_counter() - started
+        import httpx
+
+        listed = httpx.get(f"{url}/api/v1/credentials", headers=headers, timeout=30).json()
+        catalog = state.catalog.state().nodes
+        lines, ratios = [], []
+        for journey in journeys:
+            ours = sum(_call_tokens(tool, args, reply) for tool, args, reply in journey.calls)
+            created = state.client.get_chatflow(journey.chatflow_id)
+            flow = json.loads(created["flowData"])
+            # By hand: the node definitions, the flowData written, the create answer, the credentials listed,
+            # the validation read, and each prediction's request and raw answer.
+            raw = _passthrough_tokens(flow, catalog, created) + tokens(listed)
+            raw += tokens(state.client.validation(journey.chatflow_id))
+            for tool, args, _ in journey.calls:
+                if tool == "flowise_predict":
+                    body = {"question": args["question"], "chatId": args.get("session_id")}
+                    answer = httpx.post(
+                        f"{url}/api/v1/prediction/{journey.chatflow_id}", json=body, headers=headers, timeout=120
+                    ).json()
+                    raw += tokens({"name": "create_prediction", "arguments": body}) + tokens(answer)
+            ratios.append(raw / ours)
+            answered = journey.answer["text"].startswith(ANSWER_PREFIX)
+            steps = ", ".join(dict.fromkeys(tool.removeprefix("flowise_") for tool, _, _ in journey.calls))
+            lines.append(
+                f"| {journey.name} | {steps} | {'yes' if answered else 'NO'} | {ours} | {raw} | {raw / ours:.0f}x |"
+            )
+    answering = sum(line.count("| yes |") for line in lines)
+    results.update(journeys_answering=answering, journey_ratio=statistics.median(ratios))
+    return [
+        f"**Whole sessions, request to answering chatflow:** {answering}/{len(journeys)} chatflows answered with the "
+        f"loopback model's text ({seconds:.1f} s for all six through a real MCP client). Tokens per session "
+        f"(every call's arguments and reply), these tools vs. an agent that writes flowData and calls the REST API "
+        f"itself: median **{statistics.median(ratios):.0f}x** fewer (goal >= 30x). The by-hand count is a floor: "
+        "one try, no retries after a refusal, no reading of templates.",
+        "",
+        "| session | tools called | answers | tokens, these tools | tokens, by hand | ratio |",
+        "|---|---|---|---|---|---|",
+        *lines,
+    ]
 
 
 def _templates(state: Any, results: dict[str, Any]) -> list[str]:
@@ -230,6 +302,8 @@ def main() -> None:
             *_node_lists(state, results),
             "",
             *_search(state, results),
+            "",
+            *_journeys(state, url, key, Path(tmp) / "journeys", results),
         ]
     print(json.dumps(results), flush=True)
     write_section("Flowise", "\n".join(body), "python -m benchmarks flowise")

@@ -75,6 +75,7 @@ _PERMISSIONS = {
 }
 
 # Paths that need no key (Flowise's WHITELIST_URLS, the ones this fake serves).
+_PERMISSIONS[("GET", "credentials")] = ("credentials:view", "credentials:create", "credentials:update")
 _OPEN = ("/api/v1/ping", "/api/v1/version")
 CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
 # uuid@10's validate(), which Flowise uses for chatflow ids.
@@ -163,8 +164,9 @@ class FakeFlowise:
     """A fake Flowise 3.1.2 on 127.0.0.1 (see the module's docstring).
 
     State a test may change while it runs: ``nodes`` (the catalog, a list of definitions), ``templates``,
-    ``chatflows`` (id -> saved record), ``permissions`` (those of ``api_key``; None = any). ``requests``
-    lists the (method, path) pairs seen, path without the query string.
+    ``chatflows`` (id -> saved record), ``credentials`` (records as ``GET /credentials`` lists them),
+    ``permissions`` (those of ``api_key``; None = any). ``requests`` lists the (method, path) pairs seen, path
+    without the query string.
     """
 
     def __init__(self, api_key: str | None = None, port: int = 0):
@@ -175,6 +177,7 @@ class FakeFlowise:
         self.nodes: list[dict[str, Any]] = json.loads(_raw("nodes.json"))
         self.templates: list[dict[str, Any]] = json.loads(_raw("marketplaces_templates.json"))
         self.chatflows: dict[str, dict[str, Any]] = {}
+        self.credentials: list[dict[str, Any]] = []
         self.permissions: set[str] | None = None
         self.workspace_id = str(uuid.uuid4())
         self.requests: list[tuple[str, str]] = []
@@ -317,6 +320,9 @@ class FakeFlowise:
             )
         if head == "chatflows" and len(segments) <= 2:
             return self._chatflows(method, segments[1] if len(segments) == 2 else None, query, body)
+        if method == "GET" and rest == "credentials":
+            self._check("GET", "credentials")
+            return _Reply(200, [{k: v for k, v in c.items() if k != "plainDataObj"} for c in self.credentials])
         if method == "GET" and head == "validation" and len(segments) == 2:
             return self._validation(segments[1])
         # Express falls through to the UI's catch-all (e.g. GET /api/v1/nodes-list)

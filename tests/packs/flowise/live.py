@@ -30,7 +30,10 @@ API_KEY_PERMISSIONS = [
     "chatflows:update",
     "chatflows:delete",
     "templates:marketplace",
+    "credentials:view",
 ]
+EMAIL = "agentloom-tests@example.com"
+PASSWORD = "Agentloom-Test-1"
 
 
 class FlowiseUnavailable(RuntimeError):
@@ -47,8 +50,8 @@ def _tail(path: Path, lines: int = 30) -> str:
 def bootstrap_api_key(
     url: str,
     *,
-    email: str = "agentloom-tests@example.com",
-    password: str = "Agentloom-Test-1",
+    email: str = EMAIL,
+    password: str = PASSWORD,
     key_name: str = "agentloom-tests",
     permissions: list[str] | None = None,
     timeout: float = 30,
@@ -79,6 +82,25 @@ def bootstrap_api_key(
             if key.get("keyName") == key_name and key.get("apiKey"):
                 return str(key["apiKey"])
         raise FlowiseUnavailable(f"apikey: no key named {key_name} in {str(answer)[:300]}")
+
+
+@contextmanager
+def credential(url: str, name: str, kind: str, secrets: dict[str, str], timeout: float = 30) -> Iterator[str]:
+    """A credential created as a user does in the UI (logged in, ``x-request-from: internal``), deleted on exit;
+    yields its id. An API key cannot create credentials, and the pack never does: secrets stay with the user.
+    """
+    with httpx.Client(base_url=f"{url}/api/v1", timeout=timeout, headers={"x-request-from": "internal"}) as client:
+        reply = client.post("/auth/login", json={"email": EMAIL, "password": PASSWORD})
+        if reply.status_code != 200:
+            raise FlowiseUnavailable(f"login: HTTP {reply.status_code} {reply.text[:300]}")
+        reply = client.post("/credentials", json={"name": name, "credentialName": kind, "plainDataObj": secrets})
+        if reply.status_code != 200:
+            raise FlowiseUnavailable(f"credentials: HTTP {reply.status_code} {reply.text[:300]}")
+        credential_id = str(reply.json()["id"])
+        try:
+            yield credential_id
+        finally:
+            client.delete(f"/credentials/{credential_id}").raise_for_status()
 
 
 def flowise_home() -> Path:
@@ -170,4 +192,11 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
-__all__ = ["API_KEY_PERMISSIONS", "FlowiseUnavailable", "bootstrap_api_key", "flowise_home", "live_flowise"]
+__all__ = [
+    "API_KEY_PERMISSIONS",
+    "FlowiseUnavailable",
+    "credential",
+    "bootstrap_api_key",
+    "flowise_home",
+    "live_flowise",
+]

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from agentloom.core.errors import AgentloomError
-from agentloom.packs.flowise.builder import MAX_NODES, Builder, _credentials, _default_name
+from agentloom.packs.flowise.builder import MAX_NODES, Builder, _default_name
 from agentloom.packs.flowise.catalog import Template
+from agentloom.packs.flowise.credentials import attach
 from tests.packs.flowise.fake_flowise import FakeFlowise
 from tests.packs.flowise.test_catalog import saved_catalog
 
@@ -96,13 +97,16 @@ def test_credentials_name_each_node_that_needs_one() -> None:
             node("oldNode_0", "oldNode", credential={"credentialNames": ["oldApi"]}),
         ]
     }
-    assert _credentials(flow, catalog) == [
+    assert attach(flow, catalog, [], []).missing == [
         "openAIApi for chatOpenAI_0",
         "pineconeApi|pineconeEnv for pinecone_0",
         "oldApi for oldNode_0",
     ]
-    assert _credentials({"nodes": []}, catalog) == []
-    assert _credentials({}, catalog) == [] and _credentials({"nodes": [{"id": "bare_0"}]}, catalog) == []
+    assert attach({"nodes": []}, catalog, [], []).missing == []
+    assert (
+        attach({}, catalog, [], []).missing == []
+        and attach({"nodes": [{"id": "bare_0"}]}, catalog, [], []).missing == []
+    )
 
 
 def test_default_name_is_the_ending_node_and_the_count() -> None:
@@ -198,7 +202,7 @@ def test_create_reply_splits_flowise_validation_into_fill_and_issues(
 
 def test_validation_alone(served: Builder) -> None:
     created = served.client.create_chatflow("v", flow_with_issues())
-    fill, issues = served._validation(created["id"])
+    fill, issues = served.blockers(created["id"])
     assert fill == ["pinecone_0: Pinecone Index, Namespace", "lonely_0: Key"]
     assert issues == [
         "pinecone_0: Connected to non-existent target node ghost_0; Connected to non-existent target node ghost_1",

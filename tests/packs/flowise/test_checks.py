@@ -31,6 +31,7 @@ STORIES = [
     "data-management",
     "learning",
     "resilience",
+    "run-and-test",
     "search",
     "validation",
 ]

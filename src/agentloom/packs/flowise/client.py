@@ -10,6 +10,7 @@ UI for unknown paths such as ``/api/v1/nodes-list``), also uncounted.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,21 @@ class FlowiseServerError(DependencyFailure):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
+
+
+class PermissionRefused(ConfigError):
+    """The API key lacks a permission one call needs (credentials:view, say); the rest still works."""
+
+
+class FlowiseFlowError(AgentloomError):
+    """A prediction that Flowise answered with its own error (a 500 with ``{message}``): the chatflow's fault (a
+    missing credential, a model that refused), not the server's, so the breaker does not count it."""
+
+    def __init__(self, reason: str) -> None:
+        # Flowise prefixes where it failed: "Error: predictionsServices.buildChatflow - Error: ..."
+        reason = re.sub(r"^(Error: )?\w+\.\w+ - ", "", reason)
+        super().__init__(f"Flowise could not run it: {reason}")
+        self.reason = reason
 
 
 class FlowiseClient:
@@ -73,8 +89,36 @@ class FlowiseClient:
     def delete_chatflow(self, chatflow_id: str) -> None:
         self._json("DELETE", f"/api/v1/chatflows/{chatflow_id}")
 
+    def update_chatflow(self, chatflow_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """``changes``: ``name`` and/or ``flow_data`` (a dict, sent as Flowise's JSON string)."""
+        body: dict[str, Any] = {}
+        if "name" in changes:
+            body["name"] = changes["name"]
+        if "flow_data" in changes:
+            body["flowData"] = json.dumps(changes["flow_data"])
+        return self._json("PUT", f"/api/v1/chatflows/{chatflow_id}", json=body)
+
     def validation(self, chatflow_id: str) -> list[dict[str, Any]]:
         return self._list("GET", f"/api/v1/validation/{chatflow_id}", None)
+
+    def credentials(self) -> list[dict[str, Any]]:
+        """The user's credentials as Flowise lists them: id, name, credentialName, dates (never the secret)."""
+        return self._list("GET", "/api/v1/credentials", None, permission="credentials:view")
+
+    def predict(self, chatflow_id: str, question: str, session_id: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"question": question, "streaming": False}
+        if session_id:
+            body["chatId"] = session_id  # Flowise keys a conversation's memory by its chat id
+        answer = self._json(
+            "POST",
+            f"/api/v1/prediction/{chatflow_id}",
+            json=body,
+            timeout=self.settings.predict_timeout_seconds,
+            flow_errors=True,
+        )
+        if not isinstance(answer, dict):
+            return {"text": answer if isinstance(answer, str) else json.dumps(answer)}
+        return answer
 
     def ping(self) -> str | None:
         """Whether the server answers, for health checks: None when it does, else the reason.
@@ -105,20 +149,29 @@ class FlowiseClient:
                 self._http = httpx.Client(base_url=self.url, headers=headers, timeout=self.settings.timeout_seconds)
             return self._http
 
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _send(self, method: str, path: str, *, flow_errors: bool = False, **kwargs: Any) -> httpx.Response:
         client = self._client()
 
         def request() -> httpx.Response:
             response = client.request(method, path, **kwargs)
+            if flow_errors and response.status_code == 500 and _flowise_error(response):
+                raise FlowiseFlowError(_message(response))
             if response.status_code >= 500:
                 raise FlowiseServerError(response.status_code, _message(response))
             return response
 
         return self.dependency.call(request)
 
-    def _json(self, method: str, path: str, *, setting: str | None = None, **kwargs: Any) -> Json:
+    def _json(
+        self, method: str, path: str, *, setting: str | None = None, permission: str | None = None, **kwargs: Any
+    ) -> Json:
         response = self._send(method, path, **kwargs)
         if response.status_code in (401, 403):
+            if permission is not None and self.settings.api_key is not None:
+                raise PermissionRefused(
+                    f"Flowise at {self.url} refused {path} ({response.status_code}): give the API key the "
+                    f"{permission} permission (Settings → API Keys)."
+                )
             if self.settings.api_key is None:
                 raise ConfigError(
                     f"Flowise at {self.url} needs an API key: create one in its UI (Settings → API Keys) "
@@ -167,6 +220,15 @@ def _message(response: httpx.Response) -> str:
     if isinstance(body, dict) and body.get("message"):
         return str(body["message"])[:160]
     return str(body)[:120]
+
+
+def _flowise_error(response: httpx.Response) -> bool:
+    """Flowise's own error answer ``{statusCode, success: false, message}``, not a proxy's or a crash's page."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("success") is False and bool(body.get("message"))
 
 
 def _is_transport_error(exc: BaseException) -> bool:

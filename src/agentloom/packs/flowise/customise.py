@@ -34,6 +34,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from agentloom.packs.flowise.flowdata import (
@@ -57,6 +58,7 @@ from agentloom.packs.flowise.planner import FAMILIAR, PlanError
 
 MODEL_CATEGORIES = ("Chat Models", "LLMs")  # LLMs only when the flow has no chat model
 PROVIDERS = "model_providers.json"
+MAX_FILE_BYTES = 30 * 2**20  # base64 grows it by a third, under Flowise's default 50 MB request limit
 UNCARRIED = frozenset({"modelName", "model", "credential", "password", "file", "folder"})
 
 
@@ -297,6 +299,17 @@ def apply_settings(flow: Json, settings: Mapping[str, Any]) -> None:
             for field, value in values.items():
                 param = _param(node, str(field))
                 node["data"]["inputs"][param["name"]] = _checked(node, param, value)
+                if param.get("type") == "file":
+                    _name_source(node, value)
+
+
+def _name_source(node: Json, value: Any) -> None:
+    """A document loader given one file names it as its documents' source, unless its metadata says
+    otherwise: Flowise would call an uploaded file's documents "blob", and answers cite their sources."""
+    inputs = node["data"]["inputs"]
+    has_metadata = any(p["name"] == "metadata" and p["type"] == "json" for p in node["data"]["inputParams"])
+    if has_metadata and isinstance(value, str) and not value.startswith("data:") and not inputs.get("metadata"):
+        inputs["metadata"] = json.dumps({"source": Path(value).name})
 
 
 def _nodes_named(flow: Json, key: str) -> list[Json]:
@@ -341,6 +354,8 @@ def _checked(node: Json, param: Json, value: Any) -> Any:
         if None in picked:
             raise PlanError(f"{where}: {value!r} is not offered; choose from {', '.join(list(options)[:6])}")
         return picked if kind == "multiOptions" else picked[0]
+    elif kind == "file":
+        return file_value(where, value)
     elif kind == "json":
         if not isinstance(value, str | dict | list):
             raise PlanError(f"{where}: expects JSON (an object, a list or its text)")
@@ -348,6 +363,33 @@ def _checked(node: Json, param: Json, value: Any) -> Any:
     elif not isinstance(value, str):
         raise PlanError(f"{where}: expects text, got {value!r}")
     return value
+
+
+def file_value(where: str, value: Any) -> str:
+    """A file input's value as Flowise stores an upload: ``data:<type>;base64,<bytes>,filename:<name>``, from a
+    path on this machine (or several, as a list); a value already in that form is kept."""
+    paths = value if isinstance(value, list) else [value]
+    if not paths or not all(isinstance(p, str) and p.strip() for p in paths):
+        raise PlanError(f"{where}: give the path of a file on this machine (or a list of paths)")
+    encoded = [p if p.startswith("data:") else _data_url(where, p) for p in paths]
+    return encoded[0] if len(encoded) == 1 else json.dumps(encoded)
+
+
+def _data_url(where: str, path: str) -> str:
+    import base64
+    import mimetypes
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise PlanError(f"{where}: no file {path!r} on this machine; give its full path")
+    size = file.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise PlanError(
+            f"{where}: {file.name} is {size / 2**20:.0f} MiB; Flowise takes uploads up to "
+            f"{MAX_FILE_BYTES // 2**20} MiB here: split it or use a document store"
+        )
+    kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+    return f"data:{kind};base64,{base64.b64encode(file.read_bytes()).decode()},filename:{file.name}"
 
 
 def _set_temperature(flow: Json, temperature: float) -> None:

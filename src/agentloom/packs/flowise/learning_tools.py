@@ -55,6 +55,7 @@ def _own_keys_listed(schema: dict[str, Any]) -> None:
 class Reused(TypedDict):
     chatflow_id: NotRequired[str]
     name: NotRequired[str]
+    attached: NotRequired[list[str]]
     credentials: NotRequired[list[str]]
     fill: NotRequired[list[str]]
     issues: NotRequired[list[str]]

@@ -13,6 +13,9 @@ class FlowiseSettings(BaseModel):
         None, description="A Flowise API key (Settings → API Keys in its UI), sent as 'Authorization: Bearer ...'."
     )
     timeout_seconds: float = Field(30.0, gt=0, description="Timeout of one Flowise API call.")
+    predict_timeout_seconds: float = Field(
+        120.0, gt=0, description="Timeout of one prediction (flowise_predict, flowise_test_flow): the model's time."
+    )
     nodes_path: str = Field(
         "/api/v1/nodes",
         description="The catalog endpoint. Flowise 3.x serves it at /api/v1/nodes (/api/v1/nodes-list answers the "

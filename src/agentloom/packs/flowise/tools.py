@@ -66,6 +66,7 @@ class TemplateSearch(TypedDict):
 class Built(TypedDict):
     chatflow_id: str
     name: str
+    attached: NotRequired[list[str]]
     credentials: NotRequired[list[str]]
     fill: NotRequired[list[str]]
     issues: NotRequired[list[str]]
@@ -264,12 +265,14 @@ async def flowise_build_flow(
     temperature: float | None = None,
     memory_type: str | None = None,
     settings: dict[str, dict[str, Any]] | None = None,
+    credentials: list[str] | None = None,
     request: str | None = None,
 ) -> Built:
     """Create a chatflow from a template_id or from node names (wired by type). model: a chat model
     node (chatAnthropic) or a model name; memory_type: a memory node (bufferWindowMemory); settings:
-    {node id, name or label: {input name or label: value}} (checked); request: the user's words, for
-    the log. The user then picks `credentials` and fills what `fill` still lists."""
+    {node id, name or label: {input name or label: value}} (checked; a file input takes a path);
+    credentials: names or ids (flowise_list_credentials; the only one of a kind is used unasked);
+    request: the user's words, for the log. `credentials` and `fill` in the reply say what is left."""
 
     def build() -> Built:
         started = time.perf_counter()
@@ -283,6 +286,7 @@ async def flowise_build_flow(
                 temperature=temperature,
                 memory_type=memory_type,
                 settings=settings,
+                credentials=credentials,
             )
         except AgentloomError as exc:
             log_session(state, what, "failed", str(exc), started, None)
