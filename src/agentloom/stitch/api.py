@@ -181,7 +181,12 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
             webhooks,
             node_timeout=settings.node_timeout,
         )
-        dispatcher = Dispatcher(engine, timeout=settings.worker_timeout, poll_interval=settings.poll_interval)
+        dispatcher = Dispatcher(
+            engine,
+            timeout=settings.worker_timeout,
+            poll_interval=settings.poll_interval,
+            max_response_bytes=settings.worker_max_response_bytes,
+        )
         app.state.engine, app.state.dispatcher, app.state.flows = engine, dispatcher, Flows(db, webhooks)
         app.state.callbacks = Callbacks(engine, GroupCommit(engine), dispatcher)
         app.state.feed = EventFeed(db)

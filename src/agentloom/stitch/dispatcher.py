@@ -6,11 +6,19 @@ A webhook that never reached a worker (connection refused or reset, no answer in
 sent again after ``backoff`` (0.2, 0.4, 0.8 s, jittered) with the same attempt and token
 before the node fails; a worker that answered (non-2xx, a redirect) or a target the policy
 refuses fails the node at once: trying again would get the same answer. At most
-``sends_per_host`` webhooks are in flight to one host and port; the rest queue in the pool.
+``sends_per_host`` webhooks are in flight to one host and port (:class:`HostSlots`); the
+rest wait for a slot, and that wait does not count against the worker.
 
-Targets follow :mod:`webhooks`: address literals are checked before sending, host names by
-the resolver the connection uses; redirects are not followed; of an error answer only a
-short excerpt without control characters is kept (it becomes the node's error).
+One send (connecting, the request, the answer's status and headers, then the answer's body)
+ends within ``timeout``. The worker has accepted once a 2xx status arrived: what happens to its
+body after that (too slow, too long) only closes the connection, it never sends the webhook
+again. At most ``max_response_bytes`` of an answer are read; beyond that the connection is
+closed (the body is not used beyond an excerpt).
+
+Targets follow :mod:`webhooks`: the host is judged as the HTTP client reads it (IDNA,
+fullwidth forms folded), address literals before sending, host names by the resolver the
+connection uses; redirects are not followed; of an error answer only a short excerpt without
+control characters is kept (it becomes the node's error).
 
 A webhook's outbox row is leased to the process sending it. While this process still sends
 it (waiting for a connection, for the worker's answer, or between re-sends), the reconciler
@@ -23,21 +31,31 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
+from yarl import URL
 
 from agentloom.stitch.engine import Engine, Sending
-from agentloom.stitch.webhooks import EXCERPT_BYTES, TargetRefused, WebhookPolicy, excerpt, shown_url
+from agentloom.stitch.webhooks import (
+    EXCERPT_BYTES,
+    MAX_RESPONSE_BYTES,
+    TargetRefused,
+    WebhookPolicy,
+    excerpt,
+    shown_url,
+)
 
 log = logging.getLogger(__name__)
 DELIVERY_BACKOFF = (0.2, 0.4, 0.8)  # seconds before each re-send of an undelivered webhook
 SENDS_PER_HOST = 64  # webhooks in flight to one worker host:port
+SENDS_IN_ALL = 256  # webhooks in flight from one process
 MARK_SENT_DELAY = 0.2  # seconds a delivered webhook waits to be marked sent, with others
 
 
@@ -50,6 +68,39 @@ class Delivery:
     again: bool = False  # the webhook may not have arrived: worth sending again
 
 
+@dataclass(frozen=True)
+class Target:
+    """A webhook URL as the HTTP client reads it, and why the policy refuses its address literal."""
+
+    url: URL | None  # None: not a URL the client can send to
+    slot: tuple[str, int]  # host and port, for :class:`HostSlots`
+    refused: str | None = None
+
+
+class HostSlots:
+    """At most ``per_host`` sends in flight to one host and port, and ``total`` in all. Kept here
+    rather than in the connection pool, so that waiting for a slot is not part of a send's time."""
+
+    def __init__(self, per_host: int, total: int) -> None:
+        self.per_host = per_host
+        self.total = anyio.Semaphore(total)
+        self._hosts: dict[tuple[str, int], tuple[anyio.Semaphore, int]] = {}  # slot -> (semaphore, users)
+
+    @asynccontextmanager
+    async def slot(self, key: tuple[str, int]) -> AsyncIterator[None]:
+        semaphore, users = self._hosts.get(key) or (anyio.Semaphore(self.per_host), 0)
+        self._hosts[key] = (semaphore, users + 1)
+        try:
+            async with semaphore, self.total:
+                yield
+        finally:
+            semaphore, users = self._hosts[key]
+            if users == 1:
+                del self._hosts[key]
+            else:
+                self._hosts[key] = (semaphore, users - 1)
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -60,14 +111,19 @@ class Dispatcher:
         webhooks: WebhookPolicy | None = None,
         backoff: tuple[float, ...] = DELIVERY_BACKOFF,
         sends_per_host: int = SENDS_PER_HOST,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         if sends_per_host < 1:
             raise ValueError(f"sends_per_host is {sends_per_host}; it must be at least 1")
+        if max_response_bytes < 1:
+            raise ValueError(f"max_response_bytes is {max_response_bytes}; it must be at least 1")
         self.engine = engine
         self.backoff = backoff
         self.sends_per_host = sends_per_host
+        self.max_response_bytes = max_response_bytes
         self.webhooks = webhooks or engine.webhooks
-        self._literal_checks: dict[str, str | None] = {}  # url -> why its address literal is refused
+        self._targets: dict[str, Target] = {}  # url -> as the client reads it
+        self._slots = HostSlots(sends_per_host, max(SENDS_IN_ALL, sends_per_host))
         self.timeout = timeout
         self.poll_interval = poll_interval
         self._sent: list[tuple[Sending, int | None]] = []  # with the HTTP status the worker answered
@@ -80,12 +136,10 @@ class Dispatcher:
         """Run until cancelled: the reconciler loop, the sent-marker, and every send."""
         # aiohttp rather than httpx here: it costs about a third of the CPU per request, and
         # sending webhooks is most of what this process does.
-        # No total: time queued for a pool slot (sends_per_host) must not count against the
-        # worker; connecting and each read get the timeout instead.
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=self.timeout)
-        connector = aiohttp.TCPConnector(
-            limit=max(256, self.sends_per_host), limit_per_host=self.sends_per_host, resolver=self.webhooks.resolver()
-        )
+        # The pool has no limits of its own: HostSlots bounds the sends before they reach it,
+        # and each send's own deadline (_post) bounds connecting, the answer and its body.
+        timeout = aiohttp.ClientTimeout(total=None)
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, resolver=self.webhooks.resolver())
         async with (
             aiohttp.ClientSession(timeout=timeout, connector=connector) as client,
             anyio.create_task_group() as tg,
@@ -199,28 +253,23 @@ class Dispatcher:
         self.submit(more)
 
     async def _post(self, sending: Sending) -> Delivery:
-        """Deliver one webhook once. (The connector bounds concurrency per host.)"""
-        assert self._client is not None
+        """Deliver one webhook once, within ``timeout`` once a slot for its host is free."""
+        target = self._target(sending.url)
         where = shown_url(sending.url)
-        refused = self._literal_problem(sending.url)
-        if refused:
+        if target.refused:
             return Delivery(
-                f"webhook to {where} refused: {refused}; allow it with STITCH_WEBHOOK_ALLOW if that is intended"
+                f"webhook to {where} refused: {target.refused}; allow it with STITCH_WEBHOOK_ALLOW if that is intended"
             )
+        if target.url is None:
+            return Delivery(f"worker at {where} could not be sent to (not a URL the HTTP client can use)")
+        async with self._slots.slot(target.slot):
+            return await self._post_within(target.url, sending, where, anyio.current_time() + self.timeout)
+
+    async def _post_within(self, url: URL, sending: Sending, where: str, deadline: float) -> Delivery:
+        assert self._client is not None
         try:
-            async with self._client.post(sending.url, json=sending.payload, allow_redirects=False) as response:
-                if 200 <= response.status < 300:
-                    await response.read()
-                    return Delivery(status=response.status)
-                worker = f"worker at {where} answered HTTP {response.status}"
-                if 300 <= response.status < 400:
-                    location = excerpt(response.headers.get("Location", ""), 120) or "nowhere"
-                    return Delivery(
-                        f"{worker}, a redirect to {location}: redirects are not followed; "
-                        "set data.webhookUrl to the final URL",
-                        response.status,
-                    )
-                return Delivery(f"{worker}: {excerpt(await response.content.read(EXCERPT_BYTES))}", response.status)
+            with anyio.fail_after(deadline - anyio.current_time()):
+                response = await self._client.post(url, json=sending.payload, allow_redirects=False)
         except TargetRefused as exc:
             return Delivery(f"webhook to {where} refused: {exc}")
         except TimeoutError:
@@ -231,18 +280,56 @@ class Dispatcher:
             return Delivery(f"worker at {where} is unreachable ({type(exc).__name__}: {excerpt(str(exc))})", again=True)
         except aiohttp.ClientError as exc:  # a malformed answer, an unusable URL: the same next time
             return Delivery(f"worker at {where} could not be sent to ({type(exc).__name__}: {excerpt(str(exc))})")
-
-    def _literal_problem(self, url: str) -> str | None:
-        """Address literals never reach the resolver, so they are checked here (cached per URL)."""
+        # The worker answered: from here on the webhook is not sent again, whatever its body does.
         try:
-            return self._literal_checks[url]
+            status = response.status
+            if 200 <= status < 300:
+                await self._read_body(response, self.max_response_bytes, deadline)
+                return Delivery(status=status)
+            worker = f"worker at {where} answered HTTP {status}"
+            if 300 <= status < 400:
+                location = excerpt(response.headers.get("Location", ""), 120) or "nowhere"
+                return Delivery(
+                    f"{worker}, a redirect to {location}: redirects are not followed; "
+                    "set data.webhookUrl to the final URL",
+                    status,
+                )
+            body = await self._read_body(response, min(EXCERPT_BYTES, self.max_response_bytes), deadline)
+            return Delivery(f"{worker}: {excerpt(body)}", status)
+        finally:
+            response.release()
+
+    @staticmethod
+    async def _read_body(response: aiohttp.ClientResponse, limit: int, deadline: float) -> bytes:
+        """At most ``limit`` bytes of the answer, read before ``deadline``. An answer not read to its
+        end in time or within the limit closes the connection (a reused one would carry its rest)."""
+        chunks: list[bytes] = []
+        size = 0
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            while size < limit:
+                chunk = await response.content.read(limit - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        if not response.content.at_eof():
+            response.close()
+        return b"".join(chunks)
+
+    def _target(self, url: str) -> Target:
+        """The URL as aiohttp reads it, with the literal-address check (address literals never
+        reach the resolver), cached per URL."""
+        try:
+            return self._targets[url]
         except KeyError:
             pass
         try:
-            problem = self.webhooks.literal_problem(urlsplit(url).hostname)
-        except ValueError:
-            problem = None  # not a URL aiohttp can send to either: it reports that itself
-        if len(self._literal_checks) > 4096:
-            self._literal_checks.clear()
-        self._literal_checks[url] = problem
-        return problem
+            parsed = URL(url)
+            host = parsed.host
+            target = Target(parsed, (host or "", parsed.port or 0), self.webhooks.literal_problem(host))
+        except (ValueError, UnicodeError):
+            target = Target(None, ("", 0))
+        if len(self._targets) > 4096:
+            self._targets.clear()
+        self._targets[url] = target
+        return target

@@ -10,10 +10,13 @@ are listed in ``graph.BEYOND_SCHEMA``.
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, WithJsonSchema, model_validator
+
+from agentloom.stitch.ids import shown
 
 NO_NUL = "^[^\\u0000]*$"
 # ids.node_id_problem: the URL-safe alphabet, not dots alone.
@@ -76,8 +79,23 @@ class Status(StrEnum):
 
 class Position(BaseModel):
     model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
-    x: float = 0
-    y: float = 0
+    # Strict: JSON numbers only; false or "1" would otherwise be stored as 0.0 or 1.0.
+    x: StrictFloat = 0
+    y: StrictFloat = 0
+
+
+def position_problem(node: Any) -> str | None:
+    """Why a raw node's ``position`` is not two JSON numbers, naming the node (or None)."""
+    if not isinstance(node, dict) or not isinstance(node.get("position"), dict):
+        return None
+    for axis in ("x", "y"):
+        value = node["position"].get(axis, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return (
+                f"node {shown(node.get('id'))}: position.{axis} must be a number, "
+                f"not {json.dumps(value, ensure_ascii=True)[:40]}; send the canvas coordinate as a JSON number"
+            )
+    return None
 
 
 # What a node's data must hold, by type (graph._config_problems and _saving_problems).
@@ -131,6 +149,15 @@ class StitchNode(BaseModel):
     """A React Flow node. Unknown React Flow keys (width, selected, ...) are kept."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra=_NODE_SCHEMA)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _position_is_numbers(cls, data: Any) -> Any:
+        problem = position_problem(data)
+        if problem:
+            raise ValueError(problem)
+        return data
+
     id: str = Field(min_length=1, max_length=200, json_schema_extra={"pattern": NODE_ID_PATTERN})
     type: NodeType
     position: Position = Field(default_factory=Position)

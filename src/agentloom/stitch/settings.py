@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agentloom.stitch.webhooks import WebhookPolicy
+from agentloom.stitch.webhooks import MAX_RESPONSE_BYTES, WebhookPolicy
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 ANY_ADDRESS = ("0.0.0.0", "::", "")  # every interface: no one address to suggest
@@ -36,7 +36,17 @@ class StitchSettings(BaseSettings):
         None, description="Required on management endpoints when set; must be set off loopback."
     )
     secret: str | None = Field(None, description="Callback-signing key (default: one kept in the database).")
-    worker_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a worker to accept a webhook.")
+    worker_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds one webhook send may take: connecting, the worker's answer and its body.",
+    )
+    worker_max_response_bytes: int = Field(
+        MAX_RESPONSE_BYTES,
+        gt=0,
+        description="Most bytes of a worker's answer to a webhook that are read (only an excerpt is kept); "
+        "a longer answer's connection is closed.",
+    )
     node_timeout: float | None = Field(
         None,
         gt=0,

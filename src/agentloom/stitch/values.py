@@ -28,6 +28,7 @@ from typing import Any
 MAX_DEPTH = 64
 
 _BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,14 @@ class Problem:
         return json_path(self.loc)
 
     def as_error(self, prefix: tuple[str, ...] = ("body",)) -> dict[str, Any]:
-        return {"type": "json_value", "loc": [*prefix, *self.loc], "msg": f"{self.path}: {self.message}"}
+        # A key holding a lone surrogate cannot be written in any answer: it is named escaped.
+        loc = [part if isinstance(part, int) else _answerable(part) for part in self.loc]
+        return {"type": "json_value", "loc": [*prefix, *loc], "msg": f"{self.path}: {self.message}"}
+
+
+def _answerable(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``\\ud800``), so it can be encoded."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8") if _SURROGATE.search(text) else text
 
 
 def json_path(loc: tuple[str | int, ...]) -> str:

@@ -9,10 +9,18 @@
   address it resolves to is refused (the connection then goes to exactly the addresses
   checked). ``STITCH_WEBHOOK_ALLOW`` (comma-separated addresses, networks or host names)
   permits some anyway.
+- The host is judged as the HTTP client will connect to it (:func:`client_host`), at save
+  and at send alike: the client maps ideographic full stops to dots, fullwidth digits and
+  letters to ASCII and applies IDNA, so ``http://169。254。169。254/`` is 169.254.169.254 and
+  is refused as such. Integer, octal and hexadecimal forms (``2852039166``,
+  ``0251.0376.0251.0376``) are refused when the flow is saved; at send time the client refuses
+  an integer form itself, and any form it hands to the resolver is judged by the addresses
+  the resolver returns.
 - Loopback and private networks are allowed: workers often run beside Stitch.
   ``STITCH_WEBHOOK_DENY_PRIVATE=true`` refuses every address that is not global.
-- Redirects are not followed (a 3xx fails the dispatch and says so), and of a worker's
-  error answer only a short excerpt is kept, without control characters.
+- Redirects are not followed (a 3xx fails the dispatch and says so), at most
+  ``STITCH_WORKER_MAX_RESPONSE_BYTES`` of a worker's answer are read, and of an error answer
+  only a short excerpt is kept, without control characters.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ import ipaddress
 import socket
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
+
+from yarl import URL
 
 if TYPE_CHECKING:
     from aiohttp.abc import AbstractResolver
@@ -33,6 +43,7 @@ LINK_LOCAL = tuple(ipaddress.ip_network(n) for n in ("169.254.0.0/16", "fe80::/1
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 EXCERPT_BYTES = 1024  # read at most this much of a worker's error answer
+MAX_RESPONSE_BYTES = 64 * 1024  # and at most this much of any answer (STITCH_WORKER_MAX_RESPONSE_BYTES)
 EXCERPT_CHARS = 200  # and keep at most this much of it
 
 
@@ -90,7 +101,9 @@ class WebhookPolicy:
             )
         if any(ch.isspace() or not ch.isprintable() for ch in url):
             return "must not contain spaces or control characters"
-        host = parts.hostname
+        host = client_host(url)
+        if host is None:
+            return "has a host the HTTP client cannot use; write it as a host name or an address"
         if self.host_allowed(host):
             return None
         address = _address(host)
@@ -101,7 +114,11 @@ class WebhookPolicy:
                 return None  # a host name: checked when it is resolved, at dispatch time
             return f"uses the address {host!r} in a legacy numeric form; write it as a dotted quad"
         problem = self.address_problem(address)
-        return f"points to {problem}; allow it with STITCH_WEBHOOK_ALLOW if that is intended" if problem else None
+        if problem is None:
+            return None
+        written = parts.hostname
+        as_written = "" if written == host else f" (written {written!r}, which the HTTP client reads as {host})"
+        return f"points to {problem}{as_written}; allow it with STITCH_WEBHOOK_ALLOW if that is intended"
 
     def literal_problem(self, host: str | None) -> str | None:
         """At dispatch time, for a host that is an address literal (not resolved, so checked here)."""
@@ -139,9 +156,19 @@ class WebhookPolicy:
         return GuardedResolver(DefaultResolver())
 
 
-def _address(host: str) -> Address | None:
+def client_host(url: str) -> str | None:
+    """The host the HTTP client (aiohttp, through yarl) connects to for ``url``: IDNA-encoded,
+    ideographic full stops and fullwidth forms folded to ASCII. None when it cannot parse it."""
     try:
-        return ipaddress.ip_address(host.strip("[]"))
+        return URL(url).host
+    except (ValueError, UnicodeError):
+        return None
+
+
+def _address(host: str) -> Address | None:
+    """The address a literal host means; a trailing dot (a fully qualified name) changes nothing."""
+    try:
+        return ipaddress.ip_address(host.strip("[]").rstrip("."))
     except ValueError:
         return None
 

@@ -64,7 +64,7 @@ class StitchClient:
             lambda: _checked(client.request(method, path, json=json, params=query), self.settings.url)
         )
         if response.status_code == 401:
-            raise AgentloomError("the Stitch server wants an API key: set AGENTLOOM_STITCH__API_KEY")
+            raise AgentloomError(self._key_refused())
         if response.status_code >= 400:
             detail = _detail(response)
             raise (NotFoundError if response.status_code == 404 else AgentloomError)(f"Stitch refused: {detail}")
@@ -73,6 +73,15 @@ class StitchClient:
         if isinstance(body, dict) and body.get("ok") is False:
             raise AgentloomError(f"Stitch refused: {str(body.get('detail', 'no reason given'))[:300]}")
         return body
+
+    def _key_refused(self) -> str:
+        url = self.settings.url
+        if self.settings.api_key:
+            return (
+                f"the Stitch server at {url} refused the API key in AGENTLOOM_STITCH__API_KEY: it is not the "
+                "server's STITCH_API_KEY; set AGENTLOOM_STITCH__API_KEY to the key the server was started with"
+            )
+        return f"the Stitch server at {url} wants an API key: set AGENTLOOM_STITCH__API_KEY to its STITCH_API_KEY"
 
     def _unreachable(self, exc: BaseException) -> str:
         if isinstance(exc, DependencyFailure):
@@ -122,7 +131,13 @@ def flow_id(value: str) -> str:
 def node_id(value: str) -> str:
     # Percent-encoding makes any other text one harmless path segment (an unknown node is the
     # server's 404). Flows saved before node ids were restricted may still have ids outside
-    # today's alphabet, so only what encoding cannot carry is refused here.
+    # today's alphabet, so only what encoding cannot carry is refused here. A '/' is one of
+    # those: the server decodes %2F before routing, so it would split the segment in two.
+    if "/" in value:
+        raise AgentloomError(
+            f"node_id: {shown(value)} contains '/', which no node id can contain (node ids use "
+            f"{NODE_ID_CHARACTERS}; fan-out paths are named like w_0_1); stitch_run_status lists the run's nodes"
+        )
     if not value or not value.strip(".") or not value.isprintable() or len(value) > 1000:
         raise AgentloomError(
             f"node_id: {shown(value)} is not a node id (node ids use {NODE_ID_CHARACTERS}); "

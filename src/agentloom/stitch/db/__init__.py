@@ -3,6 +3,7 @@ their :class:`~.dialect.Dialect` (:mod:`.sqlite`, :mod:`.postgres`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +15,8 @@ from sqlalchemy.engine import URL, make_url
 from agentloom.stitch.db import migrations, schema
 from agentloom.stitch.db.dialect import Dialect
 from agentloom.stitch.db.hot import HotPath
+
+log = logging.getLogger(__name__)
 
 
 class Database:
@@ -48,7 +51,12 @@ class Database:
             yield conn
 
     def claim_due(self, now: float, lease_seconds: float, limit: int = 100) -> list[RowMapping]:
+        """Lease again the webhooks whose lease ran out, after settling those whose attempt has
+        already finished (a crash between a callback and the sent mark leaves such rows)."""
         with self.transaction() as conn:
+            settled = conn.execute(self.dialect.settle_finished(now, limit)).rowcount
+            if settled:
+                log.info("settled %d webhooks whose attempt finished before they were marked sent", settled)
             return list(conn.execute(self.dialect.claim(now, now + lease_seconds, limit)).mappings().all())
 
     def setting(self, key: str) -> str | None:

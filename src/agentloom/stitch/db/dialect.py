@@ -17,7 +17,10 @@ import orjson
 from sqlalchemy import Connection, Engine, Update, select, update
 from sqlalchemy.engine import URL
 
-from agentloom.stitch.db.schema import outbox
+from agentloom.stitch.db.schema import attempts, outbox
+
+# Why a pending webhook was settled without sending it (its row's last_error).
+SETTLED = "not sent again: its attempt had finished when its lease ran out (its sender stopped before marking it)"
 
 
 class Dialect(ABC):
@@ -59,6 +62,34 @@ class Dialect(ABC):
             .returning(
                 outbox.c.id, outbox.c.run_id, outbox.c.node_key, outbox.c.attempt, outbox.c.url, outbox.c.payload
             )
+        )
+
+    def settle_finished(self, now: float, limit: int) -> Update:
+        """Mark 'skipped' the outbox rows whose lease ran out but whose attempt has finished (at
+        most ``limit``): a callback, a deadline or a cancellation ended it after the webhook went
+        out, and the sender died before marking the row. Sending it again would only earn a 409."""
+        finished = (
+            select(attempts.c.id)
+            .where(
+                attempts.c.run_id == outbox.c.run_id,
+                attempts.c.node_key == outbox.c.node_key,
+                attempts.c.attempt == outbox.c.attempt,
+                attempts.c.finished_at.is_not(None),
+            )
+            .exists()
+        )
+        due = (
+            select(outbox.c.id)
+            .where(outbox.c.state == "pending", outbox.c.lease_until < now, finished)
+            .order_by(outbox.c.id)
+            .limit(limit)
+        )
+        if self.skip_locked():
+            due = due.with_for_update(skip_locked=True, of=outbox)
+        return (
+            update(outbox)
+            .where(outbox.c.id.in_(due.scalar_subquery()), outbox.c.state == "pending")
+            .values(state="skipped", last_error=SETTLED)
         )
 
     def lock_migrations(self, conn: Connection) -> None:  # noqa: B027 - most databases need nothing here
