@@ -192,8 +192,7 @@ def render(backlog: Backlog) -> bytes:
     directory = os.environ.get(MULTIPROC_ENV)
     if directory:
         _forget_dead(directory)
-        # prometheus_client leaves its multiprocess functions unannotated (hence the ignores)
-        counted: Collector = MultiProcessCollector(None, path=directory)  # type: ignore[no-untyped-call]
+        counted: Collector = MultiProcessCollector(None, path=directory)  # type: ignore[no-untyped-call]  # unannotated
     else:
         counted = _REGISTRY
     return generate_latest(_Scraped([counted, _BacklogCollector(backlog)]))
@@ -203,7 +202,7 @@ def process_exiting() -> None:
     """This process stops: its live gauges leave the sums (its counters stay)."""
     directory = os.environ.get(MULTIPROC_ENV)
     if directory:
-        mark_process_dead(os.getpid(), directory)  # type: ignore[no-untyped-call]
+        mark_process_dead(os.getpid(), directory)  # type: ignore[no-untyped-call]  # unannotated in the library
 
 
 _LIVE_FILE = re.compile(r"gauge_live\w+?_(\d+)\.db$")
@@ -214,7 +213,7 @@ def _forget_dead(directory: str) -> None:
     for path in glob.glob(os.path.join(directory, "gauge_live*_*.db")):
         found = _LIVE_FILE.search(path)
         if found and not _alive(int(found.group(1))):
-            mark_process_dead(int(found.group(1)), directory)  # type: ignore[no-untyped-call]
+            mark_process_dead(int(found.group(1)), directory)  # type: ignore[no-untyped-call]  # unannotated
 
 
 def _alive(pid: int) -> bool:
