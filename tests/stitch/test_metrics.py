@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import free_port
@@ -182,5 +185,59 @@ def test_two_server_processes_add_up(database_url: str, tmp_path: Path, worker: 
             assert value(samples, "stitch_dispatch_seconds_count", result="delivered") == 48
             assert value(samples, "stitch_dispatch_backlog") == 0
             assert value(samples, "stitch_pruned_rows_total", table="runs") == 0
+    finally:
+        server.stop()
+
+
+def server_processes_of(server: StitchServer) -> set[int]:
+    """The pids of ``serve``'s worker processes (uvicorn spawns them; it also restarts one that dies)."""
+    assert server.proc is not None
+    found = set()
+    for task in Path(f"/proc/{server.proc.pid}/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.add(int(pid))
+    return found
+
+
+def every_file_says(directory: str) -> float:
+    """stitch_server_processes summed over every file in the folder, a dead process's included."""
+    return sum(
+        sample.value
+        for family in MultiProcessCollector(None, path=directory).collect()
+        for sample in family.samples
+        if sample.name == "stitch_server_processes"
+    )
+
+
+@pytest.mark.slow
+def test_a_killed_process_keeps_its_counts_and_leaves_the_live_gauges(
+    database_url: str, tmp_path: Path, worker: Worker
+) -> None:
+    server = StitchServer(database_url, tmp_path, workers=2).start()
+    try:
+        deadline = time.monotonic() + 30
+        while value(scrape(server), "stitch_server_processes") < 2 or len(server_processes_of(server)) < 2:
+            assert time.monotonic() < deadline, "the two server processes did not both start"
+            time.sleep(0.2)
+        flow_id = fan_out_flow(server, worker.url)
+        runs = [start(server, flow_id, [1, 2]) for _ in range(6)]
+        for run_id in runs:
+            assert server.wait_for(run_id, timeout=60)["status"] == "completed"
+        settled(server)
+        victim = min(server_processes_of(server))
+        environ = Path(f"/proc/{victim}/environ").read_text().split("\0")
+        directory = dict(line.split("=", 1) for line in environ if "=" in line)["PROMETHEUS_MULTIPROC_DIR"]
+        os.kill(victim, signal.SIGKILL)  # no shutdown: its files stay behind
+        deadline = time.monotonic() + 60
+        while every_file_says(directory) < 3:  # the dead process's 1, and the replacement's once it started
+            assert time.monotonic() < deadline, "uvicorn did not replace the killed process"
+            time.sleep(0.2)
+        for _ in range(4):
+            samples = scrape(server)
+            assert value(samples, "stitch_server_processes") == 2  # not 3: the dead one's share was dropped
+            assert value(samples, "stitch_runs_started_total", flow=flow_id) == 6  # its counts kept
+            assert value(samples, "stitch_node_completions_total", flow=flow_id) == 6 * (1 + 2 + 1)
+        assert every_file_says(directory) == 2  # the dead process's live gauge file is gone
     finally:
         server.stop()
