@@ -47,6 +47,7 @@ NOT_TESTED = {
     "development.md": 3,
     "flowise.md": 2,
     "stitch-api.md": 1,
+    "stitch-metrics.md": 1,
     "stitch.md": 1,
 }
 FENCE = re.compile(r"^```(\S*)\n(.*?)^```\n", re.S | re.M)

@@ -7,10 +7,11 @@ Content-Length header or while the body streams in, before it is parsed), JSON d
 Stitch's value rules (:mod:`values`: 422 naming the JSON path), the request models, and for
 flows the graph checks (node ids, webhook targets). Nothing is written before all of them.
 With ``STITCH_API_KEY`` set, every endpoint but the callbacks and health needs the key,
-``/docs`` and ``/openapi.json`` included (the API description is not public on a server
-that is not). A database that cannot be reached answers 503, so clients can tell an outage
-from a request that failed. A query parameter an endpoint does not take is a 422 naming it and
-the ones it takes, never silently ignored (a misspelt filter would otherwise list everything).
+``/docs``, ``/openapi.json`` and ``/metrics`` included (the API description is not public on a
+server that is not). ``/metrics`` is Prometheus's text format (:mod:`metrics`). A database
+that cannot be reached answers 503, so clients can tell an outage from a request that failed. A
+query parameter an endpoint does not take is a 422 naming it and the ones it takes, never
+silently ignored (a misspelt filter would otherwise list everything).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from agentloom.stitch import console, queries
+from agentloom.stitch import console, metrics, queries
 from agentloom.stitch.callbacks import CallbackFastPath, Callbacks, NotSigned
 from agentloom.stitch.db import Database
 from agentloom.stitch.dispatcher import Dispatcher
@@ -173,6 +174,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = await anyio.to_thread.run_sync(Database, database_url)
+        metrics.process_started()
         engine = Engine(
             db,
             settings.base_url or "",
@@ -196,6 +198,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
             yield
             tg.cancel_scope.cancel()
         db.dispose()
+        metrics.process_exiting()
 
     app = FastAPI(
         title="Stitch",
@@ -511,5 +514,13 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
             "schema_version": engine.db.version,
             "pending_dispatches": pending,
         }
+
+    @app.get("/metrics", include_in_schema=False)  # Prometheus's path and format, not the JSON API
+    async def prometheus_metrics(request: Request) -> Response:
+        engine = engine_of(request)
+        backlog = await call(engine.backlog)
+        metrics.pool_in_use(engine.db.connections_in_use())
+        body = await anyio.to_thread.run_sync(metrics.render, backlog)
+        return Response(body, media_type=metrics.CONTENT_TYPE)
 
     return app

@@ -21,6 +21,7 @@ bodies are refused before it reads them.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -29,6 +30,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentloom.stitch import metrics
 from agentloom.stitch.dispatcher import Dispatcher
 from agentloom.stitch.engine import Engine
 from agentloom.stitch.execution import Result
@@ -63,9 +65,11 @@ class Callbacks:
         not sign, and the database's error when the commit failed (nothing of it was kept)."""
         if not self.engine.signer.verify(run_id, key, attempt, sig):
             raise NotSigned
+        started = time.perf_counter()
         result, sendings = await self.commits.callback(
             run_id, key, attempt, callback.status, callback.output, callback.error
         )
+        metrics.callback_handled(result.outcome.name.lower(), time.perf_counter() - started)
         self.dispatcher.submit(sendings)
         return result
 

@@ -42,6 +42,7 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 from yarl import URL
 
+from agentloom.stitch import metrics
 from agentloom.stitch.engine import Engine, Sending
 from agentloom.stitch.webhooks import (
     EXCERPT_BYTES,
@@ -66,6 +67,13 @@ class Delivery:
     reason: str | None = None
     status: int | None = None  # the worker's HTTP status, when it answered
     again: bool = False  # the webhook may not have arrived: worth sending again
+
+    @property
+    def cause(self) -> str:
+        """Why an undelivered webhook failed, as the metrics label it."""
+        if self.status is not None:
+            return "worker_answered"
+        return "unreachable" if self.again else "refused"
 
 
 @dataclass(frozen=True)
@@ -186,6 +194,7 @@ class Dispatcher:
 
     async def _reconcile_forever(self) -> None:
         while True:
+            metrics.pool_in_use(self.engine.db.connections_in_use())  # sampled: no work per checkout
             try:
                 await self.reconcile_once()
             except Exception:  # the database may be restarting; try again next round
@@ -215,11 +224,13 @@ class Dispatcher:
             self._sending.pop(sending.outbox_id, None)
 
     async def _deliver(self, sending: Sending) -> None:
+        started = time.perf_counter()
         tries = 0
         while True:
             tries += 1
             delivery = await self._post(sending)
             if delivery.reason is None:
+                metrics.delivered(time.perf_counter() - started)
                 self._sent.append((sending, delivery.status))
                 self._flush_due.set()
                 return
@@ -237,6 +248,8 @@ class Dispatcher:
                 delay,
             )
             await anyio.sleep(delay)
+            metrics.resent()
+        metrics.delivery_failed(delivery.cause, time.perf_counter() - started)
         reason = delivery.reason
         if tries > 1:
             reason = f"{reason}; gave up after {tries} tries"

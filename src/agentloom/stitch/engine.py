@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, delete, select, update
+from sqlalchemy import Connection, RowMapping, delete, func, select, update
 
 from agentloom.core.timestamps import iso
+from agentloom.stitch import metrics
 from agentloom.stitch.db import Database
 from agentloom.stitch.db.hot import RunRow
 from agentloom.stitch.db.schema import attempts, outbox, timers
@@ -54,6 +55,14 @@ class Sending:
     attempt: int
     url: str
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one run's event wrote: its webhooks to send, and the run's status after it."""
+
+    sendings: list[Sending]
+    status: str
 
 
 # A worker's callback: (run_id, node key, attempt, status, output, error).
@@ -124,8 +133,10 @@ class Engine:
                     flow_id,
                 ),
             )
-            sendings = self._write(conn, [(run_id, execution)], stamp)[0]
-        return row, sendings
+            written = self._write(conn, [(run_id, execution)], stamp)[0]
+        metrics.run_started(flow_id)
+        metrics.applied(flow_id, execution, written.status)
+        return row, written.sendings
 
     # -- events on a run -----------------------------------------------------------
     def callback(
@@ -231,6 +242,7 @@ class Engine:
         """
         waiting = sorted(range(len(calls)), key=lambda i: calls[i][0])
         done: dict[int, tuple[Result, list[Sending]]] = {}
+        counted: list[tuple[str, Execution, str]] = []  # counted once the transaction committed
         with self.db.transaction() as conn:
             while waiting:
                 this_round: dict[str, int] = {}
@@ -241,14 +253,23 @@ class Engine:
                     else:
                         this_round[calls[i][0]] = i
                 waiting = later
-                self._callback_round(conn, [calls[i] for i in this_round.values()], list(this_round.values()), done)
+                self._callback_round(
+                    conn, [calls[i] for i in this_round.values()], list(this_round.values()), done, counted
+                )
+        for flow_id, execution, status in counted:
+            metrics.applied(flow_id, execution, status)
         return [done[i] for i in range(len(calls))]
 
     def _callback_round(
-        self, conn: Connection, calls: list[CallbackCall], ids: list[int], done: dict[int, tuple[Result, list[Sending]]]
+        self,
+        conn: Connection,
+        calls: list[CallbackCall],
+        ids: list[int],
+        done: dict[int, tuple[Result, list[Sending]]],
+        counted: list[tuple[str, Execution, str]],
     ) -> None:
         rows = self.db.hot.read_runs(conn, [call[0] for call in calls if is_uuid(call[0])])
-        applied: list[tuple[int, str, Execution]] = []
+        applied: list[tuple[int, RunRow, str, Execution]] = []
         for i, (run_id, key, attempt, status, output, error) in zip(ids, calls, strict=True):
             row = rows.get(run_id)
             if row is None:
@@ -257,9 +278,11 @@ class Engine:
             execution = self._load(conn, run_id, row)
             done[i] = execution.callback(key, attempt, status, output, error), []
             if execution.events:
-                applied.append((i, run_id, execution))
-        for (i, _, _), sendings in zip(applied, self._write(conn, [(r, ex) for _, r, ex in applied]), strict=True):
-            done[i] = done[i][0], sendings
+                applied.append((i, row, run_id, execution))
+        written = self._write(conn, [(run_id, ex) for _, _, run_id, ex in applied])
+        for (i, row, _, execution), run in zip(applied, written, strict=True):
+            done[i] = done[i][0], run.sendings
+            counted.append((row.flow_id, execution, run.status))
 
     def _event(self, run_id: str, apply: Any, *, with_connection: bool = False) -> tuple[Result, list[Sending]]:
         """One event on one run, in its own transaction."""
@@ -274,7 +297,9 @@ class Engine:
             result = apply(execution, conn) if with_connection else apply(execution)
             if not execution.events:
                 return result, []
-            return result, self._write(conn, [(run_id, execution)])[0]
+            written = self._write(conn, [(run_id, execution)])[0]
+        metrics.applied(row.flow_id, execution, written.status)
+        return result, written.sendings
 
     def _load(self, conn: Connection, run_id: str, row: RunRow) -> Execution:
         plan, _ = _plan(row.flow_id, row.flow_version, lambda: self.db.hot.read_graph(conn, run_id))
@@ -292,18 +317,22 @@ class Engine:
 
     def _write(
         self, conn: Connection, changed: list[tuple[str, Execution]], stamp: datetime | None = None
-    ) -> list[list[Sending]]:
+    ) -> list[Written]:
         """What events did to their runs (at most one event per run): the run rows, events, attempt
         history, timers and outbox rows, one statement per kind (:mod:`db.hot`). Returns each
-        run's webhooks to send. ``stamp``: a run just inserted with this time (its row is written)."""
+        run's webhooks to send and status. ``stamp``: a run just inserted with this time (its row is written)."""
         hot, json_in = self.db.hot, self.db.hot.json_in
         at = hot.stamp(stamp or now())
+        statuses = [ex.run_status() for _, ex in changed]
         with hot.pipeline(conn):  # PostgreSQL: one round trip for all of it
             if stamp is None:
                 hot.many(
                     conn,
                     "update_run",
-                    ((json_in(node_states_json(ex.run.nodes)), ex.run_status(), at, run_id) for run_id, ex in changed),
+                    (
+                        (json_in(node_states_json(ex.run.nodes)), status, at, run_id)
+                        for (run_id, ex), status in zip(changed, statuses, strict=True)
+                    ),
                 )
             hot.many(
                 conn,
@@ -363,7 +392,9 @@ class Engine:
             sendings.setdefault(run_id, []).append(
                 Sending(ids[(run_id, d.key, d.attempt)], run_id, d.key, d.attempt, d.url, d.payload)
             )
-        return [sendings.get(run_id, []) for run_id, _ in changed]
+        return [
+            Written(sendings.get(run_id, []), status) for (run_id, _), status in zip(changed, statuses, strict=True)
+        ]
 
     # -- delivery bookkeeping --------------------------------------------------------
     def mark_sent(self, sent: Sequence[tuple[Sending, int | None]]) -> None:
@@ -402,12 +433,22 @@ class Engine:
         return [_sending(r) for r in rows]
 
     def pending_dispatches(self) -> int:
-        from sqlalchemy import func
-
         with self.db.reading() as conn:
             return int(
                 conn.execute(select(func.count()).select_from(outbox).where(outbox.c.state == "pending")).scalar() or 0
             )
+
+    def backlog(self) -> metrics.Backlog:
+        """The outbox rows still pending and the age of the oldest (for a metrics scrape)."""
+        with self.db.reading() as conn:
+            count, oldest = conn.execute(
+                select(func.count(), func.min(outbox.c.created_at)).where(outbox.c.state == "pending")
+            ).one()
+        if oldest is None:
+            return metrics.Backlog(0, 0.0)
+        if oldest.tzinfo is None:  # SQLite keeps naive UTC
+            oldest = oldest.replace(tzinfo=UTC)
+        return metrics.Backlog(int(count), max(0.0, (now() - oldest).total_seconds()))
 
 
 def _no_run(run_id: str) -> Result:

@@ -37,9 +37,16 @@ def serve(
     STITCH_BASE_URL says where workers reach this server (on loopback it defaults to
     http://127.0.0.1:PORT, with a warning; elsewhere it is required). STITCH_API_KEY, when set, must be
     at least 16 characters; STITCH_MAX_BODY_BYTES, STITCH_WEBHOOK_ALLOW and
-    STITCH_WEBHOOK_DENY_PRIVATE tune what is accepted and where webhooks may go."""
+    STITCH_WEBHOOK_DENY_PRIVATE tune what is accepted and where webhooks may go. Prometheus metrics
+    are at /metrics (docs/stitch-metrics.md)."""
     import logging
     import os
+    import shutil
+    import tempfile
+
+    # prometheus_client reads this once, when imported: one process keeps its metrics in memory,
+    # and several get a fresh folder of their own below (an inherited one may hold old counts).
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
 
     import uvicorn
 
@@ -80,4 +87,9 @@ def serve(
     Database(url).dispose()
     os.environ["STITCH_DATABASE_URL"] = url
     os.environ["STITCH_BASE_URL"] = stitch.base_url or ""
-    run("agentloom.stitch.api:app_from_environment", factory=True, workers=workers)
+    metrics_dir = tempfile.mkdtemp(prefix="stitch-metrics-")  # the worker processes add their counts up here
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    try:
+        run("agentloom.stitch.api:app_from_environment", factory=True, workers=workers)
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)

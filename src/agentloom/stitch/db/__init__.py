@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine, RowMapping, select
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import QueuePool
 
 from agentloom.stitch.db import migrations, schema
 from agentloom.stitch.db.dialect import Dialect
@@ -65,6 +66,11 @@ class Database:
                 select(schema.settings.c.value).where(schema.settings.c.key == key)
             ).scalar()
             return value
+
+    def connections_in_use(self) -> int:
+        """Connections checked out of this process's pool now."""
+        pool = self.engine.pool
+        return pool.checkedout() if isinstance(pool, QueuePool) else 0
 
     def dispose(self) -> None:
         self.engine.dispose()
