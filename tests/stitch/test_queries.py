@@ -61,7 +61,7 @@ def test_runs_page_newest_first_and_filter_by_flow_and_status(server: StitchServ
         page = server.http.get(
             "/runs", params={"flow_id": flow, "limit": 3, **({"cursor": cursor} if cursor else {})}
         ).json()
-        assert set(page) == {"runs", "next_cursor"} and len(page["runs"]) <= 3
+        assert set(page) == {"runs", "next_cursor", "retention"} and len(page["runs"]) <= 3
         assert all("node_states" not in r and TIMESTAMP.fullmatch(r["created_at"]) for r in page["runs"])
         seen += [r["id"] for r in page["runs"]]
         pages += 1

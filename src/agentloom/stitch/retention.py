@@ -119,7 +119,7 @@ def prune(
     report = Report(dry_run)
     if not policy.limits:
         return report
-    moment = now or datetime.now(UTC)
+    moment = _utc(now or datetime.now(UTC))
     age_cut = moment - policy.max_age if policy.max_age is not None else None
     with db.reading() as conn:
         flow_ids = [flow_id] if flow_id is not None else list(conn.execute(select(flows.c.id)).scalars())
@@ -190,7 +190,12 @@ def _newest_kept(db: Database, finished: Any, keep: int) -> tuple[datetime, str]
             .offset(keep - 1)
             .limit(1)
         ).first()
-    return None if row is None else (row.created_at, row.id)
+    return None if row is None else (_utc(row.created_at), row.id)
+
+
+def _utc(moment: datetime) -> datetime:
+    """Aware, in UTC: SQLite hands timestamps back naive (they are stored in UTC)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _count(conn: Connection, run_ids: list[str]) -> dict[str, int]:
