@@ -5,12 +5,30 @@ import { onLink } from "./router";
 
 const PAGE = 25;
 
+type Retention = { max_age_hours: number | null; max_runs_per_flow: number | null };
+
+// "Finished runs are kept 14 days, at most 10,000 per flow", from the server's STITCH_RETENTION_*.
+export function retentionLine(retention: Retention | null): string {
+  if (!retention) return "Finished runs are kept until deleted.";
+  const parts: string[] = [];
+  const hours = retention.max_age_hours;
+  if (hours !== null) {
+    const days = hours / 24;
+    parts.push(Number.isInteger(days) ? `${days} ${days === 1 ? "day" : "days"}` : `${+hours.toFixed(2)} ${hours === 1 ? "hour" : "hours"}`);
+  }
+  if (retention.max_runs_per_flow !== null) {
+    parts.push(`at most ${retention.max_runs_per_flow.toLocaleString("en-US")} per flow`);
+  }
+  return `Finished runs are kept ${parts.join(", ")}.`;
+}
+
 export function RunTable({ flowId, flowNames }: { flowId?: string; flowNames?: Record<string, string> }) {
   const [status, setStatus] = useState("");
   const [cursors, setCursors] = useState<(string | null)[]>([null]);  // the cursor of each page seen
   const [runs, setRuns] = useState<RunSummary[]>([]);
   const [next, setNext] = useState<string | null>(null);
   const [error, setError] = useState("");
+  const [retention, setRetention] = useState<Retention | null | undefined>(undefined);  // undefined: not read yet
   const cursor = cursors[cursors.length - 1];
   const firstPage = cursors.length === 1;
 
@@ -20,8 +38,8 @@ export function RunTable({ flowId, flowNames }: { flowId?: string; flowNames?: R
     if (status) query.set("status", status);
     if (cursor) query.set("cursor", cursor);
     let live = true;
-    api<{ runs: RunSummary[]; next_cursor: string | null }>(`/runs?${query}`)
-      .then((page) => { if (live) { setRuns(page.runs); setNext(page.next_cursor); setError(""); } })
+    api<{ runs: RunSummary[]; next_cursor: string | null; retention: Retention | null }>(`/runs?${query}`)
+      .then((page) => { if (live) { setRuns(page.runs); setNext(page.next_cursor); setRetention(page.retention); setError(""); } })
       .catch((e: Error) => live && setError(e.message));
     return () => { live = false; };
   }, [flowId, status, cursor]);
@@ -53,6 +71,7 @@ export function RunTable({ flowId, flowNames }: { flowId?: string; flowNames?: R
         <button data-testid="next-page" disabled={!next} onClick={() => next && setCursors([...cursors, next])}>Older →</button>
       </div>
       {error && <p className="error">{error}</p>}
+      {flowId && retention !== undefined && <p className="retention" data-testid="retention">{retentionLine(retention)}</p>}
       <table>
         <thead><tr><th>Run</th>{!flowId && <th>Flow</th>}<th>Status</th><th>Started</th><th>Updated</th></tr></thead>
         <tbody>

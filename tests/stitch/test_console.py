@@ -274,3 +274,9 @@ def test_a_keyed_server_asks_for_the_key_and_keeps_it_out_of_urls(tmp_path: Path
         expect(page.get_by_test_id("login-form")).to_be_visible()
     finally:
         server.stop()
+
+
+def test_the_flow_page_says_how_long_finished_runs_are_kept(stitch: StitchServer, worker: Worker, page: Page) -> None:
+    flow_id = new_flow(stitch, laid_out(worker), "kept")
+    page.goto(f"{stitch.base}/flows/{flow_id}")
+    expect(page.get_by_test_id("retention")).to_have_text("Finished runs are kept 14 days, at most 10,000 per flow.")

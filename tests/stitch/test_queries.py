@@ -61,7 +61,7 @@ def test_runs_page_newest_first_and_filter_by_flow_and_status(server: StitchServ
         page = server.http.get(
             "/runs", params={"flow_id": flow, "limit": 3, **({"cursor": cursor} if cursor else {})}
         ).json()
-        assert set(page) == {"runs", "next_cursor"} and len(page["runs"]) <= 3
+        assert set(page) == {"runs", "next_cursor", "retention"} and len(page["runs"]) <= 3
         assert all("node_states" not in r and TIMESTAMP.fullmatch(r["created_at"]) for r in page["runs"])
         seen += [r["id"] for r in page["runs"]]
         pages += 1
@@ -112,7 +112,7 @@ def test_every_endpoint_refuses_unknown_query_parameters(server: StitchServer, p
 @pytest.mark.slow
 def test_a_flow_with_10000_runs_pages_fast(server: StitchServer) -> None:
     flow = gated_flow(server)
-    base = datetime(2026, 1, 1, tzinfo=UTC)
+    base = datetime.now(UTC) - timedelta(days=1)  # recent: within the default retention, never pruned here
     # Written straight into the database (starting 10,000 runs over HTTP would take minutes):
     # groups of 3 share a created_at, so the id must break ties for no run to be skipped or repeated.
     rows = [

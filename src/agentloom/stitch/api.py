@@ -69,6 +69,7 @@ from agentloom.stitch.replies import (
     as_reply,
     errors,
 )
+from agentloom.stitch.retention import Policy, Pruner
 from agentloom.stitch.settings import StitchSettings
 from agentloom.stitch.values import BadJson, decode
 
@@ -167,6 +168,12 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     settings.check_api_key()  # a blank or short key is refused before anything listens
     webhooks = settings.webhook_policy()
     keyed = (401,) if settings.api_key else ()
+    retention = (
+        Policy.of(settings.retention_max_age_hours, settings.retention_max_runs_per_flow, settings.retention_batch_size)
+        if settings.retention_enabled
+        else None
+    )
+    retention_reply = retention.describe() if retention is not None and retention.limits else None
 
     def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
         return errors(*codes, *keyed, 422, 503)  # any endpoint: a bad or unknown query parameter, the database
@@ -195,6 +202,10 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         async with anyio.create_task_group() as tg:
             await tg.start(dispatcher.run)  # its first reconciler round resumes what a restart interrupted
             await tg.start(app.state.feed.run)
+            if retention is not None and retention.limits:
+                # Every process prunes: its batches are idempotent (see retention.py).
+                pruner = Pruner(db, retention, settings.retention_interval_seconds, on_pruned=metrics.pruned)
+                tg.start_soon(pruner.run)
             yield
             tg.cancel_scope.cancel()
         db.dispose()
@@ -326,7 +337,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         page = await call(
             queries.list_runs, engine_of(request).db, status=status, flow_id=flow_id, cursor=cursor, limit=limit
         )
-        return {"runs": as_replies(page["runs"]), "next_cursor": page["next_cursor"]}
+        return {"runs": as_replies(page["runs"]), "next_cursor": page["next_cursor"], "retention": retention_reply}
 
     @app.get(f"{PREFIX}/runs/waiting", response_model=list[WaitingGate], responses=documented())
     async def waiting_runs(

@@ -106,11 +106,24 @@ class RunSummary(BaseModel):
     updated_at: Moment
 
 
+class Retention(BaseModel):
+    """How long this server keeps finished runs (completed, failed, cancelled); running and
+    waiting runs are always kept."""
+
+    max_age_hours: float | None = Field(description="Finished runs older than this are pruned; null: no age limit.")
+    max_runs_per_flow: int | None = Field(
+        description="Only this many of a flow's newest finished runs are kept; null: no limit."
+    )
+
+
 class RunPage(BaseModel):
     """One page of runs, newest first."""
 
     runs: list[RunSummary]
     next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last page.")
+    retention: Retention | None = Field(
+        description="How long finished runs are kept (STITCH_RETENTION_*); null: kept forever."
+    )
 
 
 class WaitingGate(BaseModel):

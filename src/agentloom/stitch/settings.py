@@ -69,6 +69,22 @@ class StitchSettings(BaseSettings):
         description="Refuse webhooks to loopback and private addresses too (only public addresses remain).",
     )
 
+    # Retention, in the spirit of n8n's defaults (EXECUTIONS_DATA_PRUNE, _MAX_AGE 336 h,
+    # _PRUNE_MAX_COUNT 10,000, about hourly): docs/stitch-operations.md says why.
+    retention_enabled: bool = Field(
+        True, description="Prune finished runs (completed, failed, cancelled) in the background."
+    )
+    retention_max_age_hours: float = Field(
+        336.0, ge=0, description="Finished runs older than this are pruned (hours; 0: no age limit)."
+    )
+    retention_max_runs_per_flow: int = Field(
+        10_000, ge=0, description="At most this many finished runs kept per flow, the newest (0: no limit)."
+    )
+    retention_interval_seconds: float = Field(3600.0, gt=0, description="Seconds between background prunes.")
+    retention_batch_size: int = Field(
+        200, ge=1, le=10_000, description="Runs deleted per transaction (each batch holds the write lock briefly)."
+    )
+
     def checked(self, host: str, port: int, warn: Callable[[str], None] | None = None) -> StitchSettings:
         """Refuse to start without a usable base URL, or off loopback without an API key.
 

@@ -93,3 +93,82 @@ def serve(
         run("agentloom.stitch.api:app_from_environment", factory=True, workers=workers)
     finally:
         shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+@app.command("prune")
+def prune(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than",
+            metavar="AGE",
+            help="Prune finished runs that finished longer ago than this: 14d, 12h or 30m.",
+        ),
+    ],
+    flow: Annotated[
+        str | None, typer.Option("--flow", metavar="ID", help="Only this flow's runs (its id, a UUID).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")] = False,
+    database: Annotated[
+        str | None,
+        typer.Option(
+            "--database",
+            metavar="URL",
+            help="sqlite:///file.db or postgresql://user@host/db (default: STITCH_DATABASE_URL, else SQLite in "
+            "the data dir).",
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size", min=1, max=10_000, help="Runs per transaction (default: STITCH_RETENTION_BATCH_SIZE)."
+        ),
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Prune finished runs (completed, failed, cancelled) and everything they own, now, and print
+    the rows deleted per table. Running runs and runs waiting for a person are never pruned. Safe
+    while servers run on the same database: it works in short batches, as their own pruning does."""
+    from agentloom.stitch.db import Database, default_url
+    from agentloom.stitch.ids import is_uuid
+    from agentloom.stitch.retention import TABLES, BadAge, Policy, parse_age
+    from agentloom.stitch.retention import prune as prune_runs
+    from agentloom.stitch.settings import StitchSettings
+
+    try:
+        age = parse_age(older_than)
+    except BadAge as exc:
+        typer.echo(f"error: --older-than: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if flow is not None and not is_uuid(flow):
+        typer.echo(
+            f"error: --flow: {flow!r} is not a flow id; flow ids are UUIDs, as GET /api/stitch/flows lists them",
+            err=True,
+        )
+        raise typer.Exit(2)
+    stitch = StitchSettings()
+    url = database or stitch.database_url or default_url(load_settings(data_dir=data_dir).data_dir)
+    db = Database(url)
+    try:
+        if flow is not None and not _flow_exists(db, flow.lower()):
+            typer.echo(
+                f"error: --flow: no flow {flow} in {db.describe()}; GET /api/stitch/flows lists the flows", err=True
+            )
+            raise typer.Exit(2)
+        policy = Policy(max_age=age, batch_size=batch_size or stitch.retention_batch_size)
+        report = prune_runs(db, policy, flow_id=flow and flow.lower(), dry_run=dry_run)
+    finally:
+        db.dispose()
+    typer.echo(f"{'would delete' if dry_run else 'deleted'} (runs finished more than {older_than} ago):")
+    width = max(len(table) for table in TABLES)
+    for table in TABLES:
+        typer.echo(f"  {table:<{width}}  {report.rows[table]}")
+
+
+def _flow_exists(db: Any, flow_id: str) -> bool:
+    from sqlalchemy import select
+
+    from agentloom.stitch.db.schema import flows
+
+    with db.reading() as conn:
+        return conn.execute(select(flows.c.id).where(flows.c.id == flow_id)).first() is not None

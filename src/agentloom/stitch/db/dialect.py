@@ -95,6 +95,9 @@ class Dialect(ABC):
     def lock_migrations(self, conn: Connection) -> None:  # noqa: B027 - most databases need nothing here
         """Serialise the schema steps of servers that start together."""
 
+    def reclaim_space(self, engine: Engine) -> None:  # noqa: B027 - PostgreSQL's autovacuum does it by itself
+        """Give back the space of rows just deleted (after a retention prune)."""
+
     # -- values on the driver (the fixed statements of :mod:`.hot`) -------------------------
     @abstractmethod
     def json_in(self, value: Any) -> Any:

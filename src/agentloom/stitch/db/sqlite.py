@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -16,6 +17,10 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
 from agentloom.stitch.db.dialect import Dialect, dumps
+
+log = logging.getLogger(__name__)
+INCREMENTAL = 2  # PRAGMA auto_vacuum's answer for INCREMENTAL
+RECLAIM_PAGES = 2000  # pages freed per step of the incremental vacuum (8 MB with 4 KB pages)
 
 
 class SQLite(Dialect):
@@ -42,7 +47,15 @@ class SQLite(Dialect):
         def _connect(dbapi_connection: Any, _record: Any) -> None:
             dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
             cursor = dbapi_connection.cursor()
-            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=30000", "foreign_keys=ON"):
+            # auto_vacuum first: it takes effect only on a database that has no table yet (an
+            # older database is switched by one VACUUM, in reclaim_space).
+            for pragma in (
+                "auto_vacuum=INCREMENTAL",
+                "journal_mode=WAL",
+                "synchronous=NORMAL",
+                "busy_timeout=30000",
+                "foreign_keys=ON",
+            ):
                 cursor.execute(f"PRAGMA {pragma}")
             cursor.close()
 
@@ -61,6 +74,31 @@ class SQLite(Dialect):
 
     def writer(self) -> WriterQueue:
         return self._writer
+
+    def reclaim_space(self, engine: Engine) -> None:
+        """Free pages go back to the file system, RECLAIM_PAGES at a time under the write lock,
+        so writers wait for one short step at a time. A database made before auto_vacuum was
+        set is switched to INCREMENTAL by one VACUUM, which rewrites the whole file while
+        holding the write lock: once, on its first prune."""
+        raw = engine.raw_connection()
+        try:
+            driver = raw.driver_connection
+            assert driver is not None  # a pooled connection is always open
+            with self._writer:
+                if driver.execute("PRAGMA auto_vacuum").fetchone()[0] != INCREMENTAL:
+                    log.info("sqlite: switching the database to auto_vacuum=INCREMENTAL (one VACUUM)")
+                    driver.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                    driver.execute("VACUUM")
+                    return
+            while True:
+                with self._writer:
+                    # Each step of the pragma frees pages: the cursor must be read to the end.
+                    driver.execute(f"PRAGMA incremental_vacuum({RECLAIM_PAGES})").fetchall()
+                    left = driver.execute("PRAGMA freelist_count").fetchone()[0]
+                if not left:
+                    return
+        finally:
+            raw.close()
 
     def json_in(self, value: Any) -> str | None:
         # SQLAlchemy stores SQL NULL for None in a JSON column by default; so do we.
