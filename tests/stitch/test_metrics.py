@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
+from agentloom.stitch import metrics
 from tests.conftest import free_port
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
@@ -241,3 +242,20 @@ def test_a_killed_process_keeps_its_counts_and_leaves_the_live_gauges(
         assert every_file_says(directory) == 2  # the dead process's live gauge file is gone
     finally:
         server.stop()
+
+
+def test_pruned_rows_are_labelled_by_the_short_table_name() -> None:
+    """Retention reports its tables by their SQL names (stitch_runs); the metric shows them as listed at 0."""
+
+    def counted() -> dict[str, float]:
+        text = metrics.render(metrics.Backlog(0, 0.0)).decode()
+        family = next(f for f in text_string_to_metric_families(text) if f.name == "stitch_pruned_rows")
+        return {s.labels["table"]: s.value for s in family.samples if s.name.endswith("_total")}
+
+    before = counted()
+    assert set(before) == set(metrics.PRUNED_TABLES)
+    metrics.pruned("stitch_runs", 3)
+    metrics.pruned("stitch_events", 0)
+    after = counted()
+    assert set(after) == set(metrics.PRUNED_TABLES)
+    assert after["runs"] - before["runs"] == 3 and after["events"] == before["events"]

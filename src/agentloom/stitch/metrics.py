@@ -147,9 +147,10 @@ def pool_in_use(connections: int) -> None:
 
 
 def pruned(table: str, rows: int) -> None:
-    """Rows retention deleted from ``table`` (one of :data:`PRUNED_TABLES`, short names)."""
+    """Rows retention deleted from ``table`` (``stitch_runs`` or ``runs``: labelled by the short name, as
+    :data:`PRUNED_TABLES` shows them)."""
     if rows:
-        PRUNED_ROWS.labels(table).inc(rows)
+        PRUNED_ROWS.labels(table.removeprefix("stitch_")).inc(rows)
 
 
 # -- the scrape ------------------------------------------------------------------------------
