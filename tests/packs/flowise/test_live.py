@@ -44,6 +44,7 @@ def stored(live: tuple[str, str], chatflow_id: str) -> dict:
     return json.loads(answer.json()["flowData"])
 
 
+@pytest.mark.timeout(900)  # 24 chatflows created, validated and deleted on the real server: minutes on a busy machine
 async def test_every_marketplace_template_by_id(live_flowise: tuple[str, str], data_dir: Path) -> None:
     async with Client(served(data_dir, live_flowise).server) as client:
         refreshed = await call(client, "flowise_refresh_catalog", force=True)

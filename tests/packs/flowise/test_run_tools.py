@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mcp.client import Client
 
+from tests.cli_runner import agentloom
 from tests.packs.flowise.fake_flowise import FakeFlowise
 from tests.packs.flowise.live import API_KEY_PERMISSIONS
 from tests.packs.flowise.test_catalog import trim
@@ -30,24 +31,33 @@ def node_data(fake: FakeFlowise, chatflow_id: str, node_id: str) -> dict:
     return next(n["data"] for n in stored_flow(fake, chatflow_id)["nodes"] if n["id"] == node_id)
 
 
+def test_credentials_are_listed_by_kind_never_with_secrets(
+    fake_flowise: FakeFlowise, server_env: dict[str, str]
+) -> None:
+    fake = trim(fake_flowise)
+    mine = {**credential("team OpenAI"), "plainDataObj": {"openAIApiKey": "sk-secret"}}
+    fake.credentials = [mine, credential("Claude", "anthropicApi")]
+    server_env.update(AGENTLOOM_FLOWISE__URL=fake.url, AGENTLOOM_FLOWISE__API_KEY=fake.api_key)
+    listed = agentloom(server_env, "flowise", "credentials", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [
+        {"id": fake.credentials[1]["id"], "name": "Claude", "kind": "anthropicApi"},
+        {"id": mine["id"], "name": "team OpenAI", "kind": "openAIApi"},
+    ]
+    plain = agentloom(server_env, "flowise", "credentials", "--kind", "openAIApi")
+    assert plain.stdout.splitlines() == [f"openAIApi  team OpenAI  {mine['id']}"] and "sk-secret" not in plain.stdout
+    none = agentloom(server_env, "flowise", "credentials", "--kind", "pineconeApi")
+    assert none.returncode == 0 and none.stdout == "" and "no pineconeApi credential" in none.stderr
+    fake.permissions = {p for p in API_KEY_PERMISSIONS if not p.startswith("credentials:")}
+    refused = agentloom(server_env, "flowise", "credentials")
+    assert refused.returncode == 1 and "credentials:view" in refused.stderr
+
+
 async def test_the_only_credential_of_a_kind_is_attached_and_said(fake_flowise: FakeFlowise, tmp_path: Path) -> None:
     fake = trim(fake_flowise)
     mine = credential("team OpenAI")
     fake.credentials = [mine, credential("Claude", "anthropicApi")]
     async with Client(host(tmp_path, fake).server) as client:
-        listed = await call(client, "flowise_list_credentials")
-        assert listed == {
-            "credentials": [
-                {"id": fake.credentials[1]["id"], "name": "Claude", "kind": "anthropicApi"},
-                {"id": mine["id"], "name": "team OpenAI", "kind": "openAIApi"},
-            ]
-        }
-        assert (await call(client, "flowise_list_credentials", kind="openAIApi"))["credentials"][0]["name"] == mine[
-            "name"
-        ]
-        none = await call(client, "flowise_list_credentials", kind="pineconeApi")
-        assert none["credentials"] == [] and "Flowise" in none["message"]
-
         built = await call(client, "flowise_build_flow", nodes=CHAIN)
         assert built["attached"] == ["team OpenAI → chatOpenAI_0 (the only openAIApi)"], built
         assert "credentials" not in built and "fill" not in built and "issues" not in built, built
@@ -72,8 +82,6 @@ async def test_a_key_without_credentials_permission_still_builds(fake_flowise: F
     fake.credentials = [credential("team OpenAI")]
     fake.permissions = {p for p in API_KEY_PERMISSIONS if not p.startswith("credentials:")}
     async with Client(host(tmp_path, fake).server) as client:
-        refused = await error(client, "flowise_list_credentials")
-        assert "credentials:view" in refused and tokens(refused) < 60, refused
         built = await call(client, "flowise_build_flow", nodes=CHAIN)
         assert built["credentials"][0] == "openAIApi for chatOpenAI_0"
         assert "credentials:view" in built["credentials"][1], built
@@ -92,9 +100,10 @@ async def test_update_changes_settings_name_node_and_credentials(fake_flowise: F
             "flowise_update_chatflow",
             chatflow_id=flow_id,
             name="Support bot v2",
-            settings={"chatOpenAI_0": {"Model Name": "gpt-4o", "basepath": "http://127.0.0.1:9/v1"}},
+            settings={
+                "chatOpenAI_0": {"Model Name": "gpt-4o", "basepath": "http://127.0.0.1:9/v1", "temperature": 0.1}
+            },
             swap={"bufferMemory_0": "bufferWindowMemory"},
-            temperature=0.1,
         )
         assert updated == {
             "chatflow_id": flow_id,

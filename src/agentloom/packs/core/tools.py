@@ -68,8 +68,7 @@ def setup(ctx: PackContext) -> Core:
 
 @pack.tool(title="Server health", read_only=True)
 async def health(core: Core, check_model: bool = True) -> HealthResult:
-    """Server health: dependencies, data directory, embedding model (unless check_model is false),
-    each pack and its stores, circuit breakers."""
+    """Server health: dependencies, data, embedding model (unless check_model is false), packs, breakers."""
     # the first run may build the model: its messages become progress notifications
     report = await run_work("health", lambda: core.host.health(check_model=check_model, progress=current().note))
     return report  # type: ignore[return-value]  # Host.health builds the dict HealthResult describes
@@ -77,6 +76,5 @@ async def health(core: Core, check_model: bool = True) -> HealthResult:
 
 @pack.tool(title="Reset a circuit breaker", idempotent=True)
 async def breaker_reset(core: Core, name: str) -> BreakerResult:
-    """Close a dependency's circuit breaker now instead of waiting for its retry; `health` lists
-    them."""
+    """Close a dependency's circuit breaker now; `health` lists them."""
     return core.breakers.reset(name).as_dict()  # type: ignore[return-value]  # as_dict has BreakerResult's keys

@@ -135,17 +135,17 @@ def health(docsets: Docsets) -> list[Check]:
 async def search_docs(
     docsets: Docsets,
     ctx: Context,
-    docset: Annotated[str, Field(description="Docset name or alias, as list_docsets shows it.")],
+    docset: Annotated[str, Field(description="Name or alias, from list_docsets.")],
     keywords: Annotated[
         list[str],
         Field(
-            description=f"The specific terms to look for, most specific first (1 to {MAX_KEYWORDS}, "
+            description=f"Terms to look for, most specific first (1 to {MAX_KEYWORDS}, "
             f"each under {MAX_KEYWORD_LENGTH + 1} characters)."
         ),
     ],
     generalized_keywords: Annotated[
         list[str],
-        Field(description="Broader or related terms to try when the specific ones find nothing (may be empty)."),
+        Field(description="Broader terms to try when the specific ones find nothing."),
     ] = [],  # noqa: B006 - never mutated; the schema shows the default
 ) -> str:
     """Tell you where a docset's files are and how to search them with your own text-search tools."""

@@ -120,6 +120,27 @@ def search_cmd(
             typer.echo(f"{hit['score']:.3f}  {hit['name']}  {hit['label']} [{hit['category']}]{flag}")
 
 
+@app.command("credentials")
+def credentials_cmd(
+    kind: Annotated[str | None, typer.Option("--kind", help="Only this kind, such as openAIApi.")] = None,
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+) -> None:
+    """The credentials in Flowise that chatflows can use: name, kind and id, never a secret (the API key
+    needs the credentials view permission)."""
+    from agentloom.packs.flowise.run_tools import credential_lines
+
+    state = _state(data_dir)
+    result = answer(lambda: credential_lines(state, kind), as_json)
+    if result is None:
+        return
+    if not result:
+        typer.echo(f"no {kind + ' ' if kind else ''}credential in Flowise yet: add one there (Credentials)", err=True)
+        return
+    for line in result:
+        typer.echo(f"{line['kind']}  {line['name']}  {line['id']}")
+
+
 app.add_typer(data_app, name="data")
 app.add_typer(checklist_app, name="checklist")
 app.command("check")(check_cmd)

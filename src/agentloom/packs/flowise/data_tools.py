@@ -26,7 +26,7 @@ class DataStats(TypedDict):
 
 @pack.tool(read_only=True)
 async def flowise_data_stats(state: Flowise) -> DataStats:
-    """What the pack stores, per collection; the user cleans up with `agentloom flowise data`."""
+    """What the pack stores, per collection (cleanup: `agentloom flowise data`)."""
     from agentloom.packs.flowise.data import stats
 
     def collect() -> DataStats:

@@ -82,9 +82,8 @@ async def flowise_save_artifact(
     success: bool = True,
     reason: str | None = None,
 ) -> Saved:
-    """Store a finished design bundle and the user's request, for flowise_find_design. design:
-    {nodes: [names], connections: [[from, to], ...], config: {node: {input: value}}}. success=false
-    (needs `reason`) keeps it as a failure, never offered."""
+    """Store a finished design for flowise_find_design: {nodes, connections: [[from, to]], config:
+    {node: {input: value}}}; success=false (with `reason`) keeps a failure."""
     from agentloom.packs.flowise.learning import check_design
 
     compact = check_design(design)
@@ -99,8 +98,7 @@ async def flowise_save_artifact(
 
 @pack.tool(read_only=True)
 async def flowise_find_design(state: Flowise, request: str) -> Found:
-    """Before designing a chatflow, find earlier designs of similar requests (similarity > 0.70).
-    `missing` and `deprecated` name nodes the catalog lacks. Then flowise_reuse_design."""
+    """Before designing: earlier designs of similar requests (> 0.70); then flowise_reuse_design."""
 
     def find() -> Found:
         catalog = state.catalog.state()
@@ -116,8 +114,7 @@ async def flowise_find_design(state: Flowise, request: str) -> Found:
 
 @pack.tool()
 async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, reason: str | None = None) -> Reused:
-    """approve=true: create the chatflow from the stored design; false: record the user's `reason`
-    (required), then do a full design."""
+    """approve=true: build the stored design; false: record the user's `reason`."""
 
     def reuse() -> Reused:
         started = time.perf_counter()
@@ -146,7 +143,7 @@ async def flowise_reuse_design(state: Flowise, artifact_id: str, approve: bool, 
 
 @pack.tool(idempotent=True)
 async def flowise_rate(state: Flowise, artifact_id: str, stars: int) -> Rated:
-    """Rate a stored design 1-5 stars: flowise_find_design offers 4-5 first, 1-2 last."""
+    """Rate a stored design 1-5 stars (4-5 are offered first)."""
     return await run_call(state.learning.rate, artifact_id, stars)
 
 

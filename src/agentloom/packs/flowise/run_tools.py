@@ -1,7 +1,7 @@
 """The flowise pack's tools for a chatflow after it is built: change it, give it credentials, run it, test it.
 
-``flowise_update_chatflow`` changes a saved chatflow with the checks of ``flowise_build_flow``;
-``flowise_list_credentials`` names the user's credentials (never their secrets) for either to attach;
+``flowise_update_chatflow`` changes a saved chatflow with the checks of ``flowise_build_flow`` (the
+credentials either attaches are the user's; ``agentloom flowise credentials`` lists them, never their secrets);
 ``flowise_predict`` asks the chatflow a question (streaming off) and answers with the text, the source
 documents' names and the tools used; ``flowise_test_flow`` says in a few dozen tokens whether it is ready:
 Flowise's validation, then one question.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, NotRequired
 
+from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
@@ -32,11 +33,6 @@ class CredentialLine(TypedDict):
     kind: str
 
 
-class Credentials(TypedDict):
-    credentials: list[CredentialLine]
-    message: NotRequired[str]
-
-
 class Answer(TypedDict):
     text: str
     session_id: NotRequired[str]
@@ -50,68 +46,55 @@ class Tested(TypedDict):
     blocks: NotRequired[list[str]]
 
 
+def _as_built(schema: dict[str, Any]) -> None:
+    """tools/list says each thing once: the reply is flowise_build_flow's, whose output schema lists it."""
+    schema["properties"] = {}
+    schema["description"] = "flowise_build_flow's reply"
+
+
+@with_config(ConfigDict(json_schema_extra=_as_built))
+class Updated(Built):
+    pass
+
+
 @pack.tool()
 async def flowise_update_chatflow(
     state: Flowise,
     chatflow_id: str,
     name: str | None = None,
-    model: str | None = None,
-    temperature: float | None = None,
-    memory_type: str | None = None,
     settings: dict[str, dict[str, Any]] | None = None,
     credentials: list[str] | None = None,
     swap: dict[str, str] | None = None,
     remove: list[str] | None = None,
-) -> Built:
-    """Change a saved chatflow, checked as flowise_build_flow checks: name, model, temperature, memory_type,
-    settings ({node: {input: value}}), credentials (names or ids), swap ({node id: node name} replaces a node,
-    rewired), remove (node ids; refused if that breaks the flow). Answers what is still to fill."""
+) -> Updated:
+    """Change a saved chatflow as flowise_build_flow checks: name, settings, credentials, swap ({node id:
+    node name}), remove (node ids)."""
 
-    def update() -> Built:
+    def update() -> Updated:
         reply = state.builder.update(
-            chatflow_id,
-            name=name,
-            model=model,
-            temperature=temperature,
-            memory_type=memory_type,
-            settings=settings,
-            credentials=credentials,
-            swap=swap,
-            remove=remove,
+            chatflow_id, name=name, settings=settings, credentials=credentials, swap=swap, remove=remove
         )
         return reply  # type: ignore[return-value]  # Builder answers a plain dict with the reply's keys
 
     return await run_call(update)
 
 
-@pack.tool(read_only=True)
-async def flowise_list_credentials(state: Flowise, kind: str | None = None) -> Credentials:
-    """The user's Flowise credentials (id, name, kind such as openAIApi; never secrets), optionally of one
-    kind. Pass names to flowise_build_flow or flowise_update_chatflow `credentials`."""
-
-    def listing() -> Credentials:
-        lines: list[CredentialLine] = sorted(
-            (
-                {"id": str(c["id"]), "name": str(c.get("name")), "kind": str(c.get("credentialName"))}
-                for c in state.client.credentials()
-                if c.get("id") and (kind is None or c.get("credentialName") == kind)
-            ),
-            key=lambda c: (c["kind"], c["name"]),
-        )
-        reply: Credentials = {"credentials": lines}
-        if not lines:
-            reply["message"] = f"no {kind or ''} credential yet: the user adds one in Flowise (Credentials).".replace(
-                "  ", " "
-            )
-        return reply
-
-    return await run_call(listing)
+def credential_lines(state: Flowise, kind: str | None = None) -> list[CredentialLine]:
+    """The user's Flowise credentials (id, name, kind; never secrets), of one kind or all, by kind and name.
+    Agents need no tool for it: a build names the choices when there are several (``credentials``)."""
+    return sorted(
+        (
+            {"id": str(c["id"]), "name": str(c.get("name")), "kind": str(c.get("credentialName"))}
+            for c in state.client.credentials()
+            if c.get("id") and (kind is None or c.get("credentialName") == kind)
+        ),
+        key=lambda c: (c["kind"], c["name"]),
+    )
 
 
 @pack.tool(open_world=True)
 async def flowise_predict(state: Flowise, chatflow_id: str, question: str, session_id: str | None = None) -> Answer:
-    """Ask a chatflow a question; answers its text, the source documents' names and the tools it used.
-    Give the returned session_id again to continue the same conversation."""
+    """Ask a chatflow; the same session_id continues a conversation."""
     if not isinstance(question, str) or not question.strip():
         raise AgentloomError("question: it is empty; write what the user would ask the chatflow.")
 
@@ -124,8 +107,7 @@ async def flowise_predict(state: Flowise, chatflow_id: str, question: str, sessi
 
 @pack.tool(open_world=True)
 async def flowise_test_flow(state: Flowise, chatflow_id: str, question: str = TEST_QUESTION) -> Tested:
-    """Is this chatflow ready? Flowise's validation, then one question: `ready`, the start of the answer,
-    or what blocks it (settings to fill, credentials, the error the run gave)."""
+    """Is this chatflow ready? Validation, then one question: the answer, or what blocks it."""
 
     def test() -> Tested:
         flow_id = check_id(chatflow_id)

@@ -212,8 +212,7 @@ def _ready(state: Flowise) -> str | None:
 
 @pack.tool(read_only=True)
 async def flowise_search_nodes(state: Flowise, query: str, category: str | None = None, limit: int = 5) -> NodeSearch:
-    """Flowise nodes for a need ("split PDFs"), best first; `category` narrows to one (Chat Models,
-    Memory, Tools, ...); deprecated ones rank lower. Pass the names to flowise_build_flow."""
+    """Flowise nodes for a need ("split PDFs"), best first; `category` narrows (Memory, Tools, ...)."""
     _check_search(query, limit)
 
     def search() -> NodeSearch:
@@ -231,7 +230,7 @@ async def flowise_search_nodes(state: Flowise, query: str, category: str | None 
 
 @pack.tool(read_only=True)
 async def flowise_search_templates(state: Flowise, query: str, limit: int = 5) -> TemplateSearch:
-    """Marketplace chatflow templates for a need, best first: pass a template_id to flowise_build_flow."""
+    """Marketplace chatflow templates for a need, best first."""
     _check_search(query, limit)
 
     def search() -> TemplateSearch:
@@ -268,11 +267,9 @@ async def flowise_build_flow(
     credentials: list[str] | None = None,
     request: str | None = None,
 ) -> Built:
-    """Create a chatflow from a template_id or from node names (wired by type). model: a chat model
-    node (chatAnthropic) or a model name; memory_type: a memory node (bufferWindowMemory); settings:
-    {node id, name or label: {input name or label: value}} (checked; a file input takes a path);
-    credentials: names or ids (flowise_list_credentials; the only one of a kind is used unasked);
-    request: the user's words, for the log. `credentials` and `fill` in the reply say what is left."""
+    """Create a chatflow from a template_id or node names. model: a chat node or model
+    name; settings: {node: {input: value}} (files as paths); credentials: names (a kind's only one is
+    used unasked)."""
 
     def build() -> Built:
         started = time.perf_counter()
@@ -320,8 +317,7 @@ def log_session(
 
 @pack.tool(idempotent=True)
 async def flowise_refresh_catalog(state: Flowise, force: bool = False) -> Refreshed:
-    """Fetch and index Flowise's node catalog and templates if older than 24 h (or `force`); while
-    Flowise is unreachable the cache stays (stale)."""
+    """Fetch and index Flowise's nodes and templates if older than 24 h (or `force`)."""
 
     return await run_call(state.catalog.refresh, force, current_step)
 

@@ -126,9 +126,8 @@ async def _run(fn: Any, *args: Any) -> Any:
 
 @pack.tool(read_only=True)
 async def skills_search(index: SkillIndex, query: str, limit: int = 5, threshold: float | None = None) -> SearchResult:
-    """Skills that fit a request (any language), best first. score: 0-1, the same scale for every
-    request and language (0.5: starts to fit); `threshold` drops lower ones (default 0.5); `fallback`:
-    keyword matching (the model failed). Then skills_get(name)."""
+    """Skills that fit a request (any language), best first; score 0-1 (0.5: starts to fit),
+    `threshold` drops lower; `fallback`: keyword matching. Then skills_get(name)."""
     return await _run(index.search, query, limit, threshold)
 
 
@@ -140,8 +139,7 @@ async def skills_get(index: SkillIndex, name: str) -> SkillDetail:
 
 @pack.tool(idempotent=True)
 async def skills_index(index: SkillIndex, path: str | None = None) -> IndexResult:
-    """(Re)index every skills root, or one folder (a skill or a folder of skills); only changed
-    skills are re-embedded."""
+    """(Re)index every skills root, or one folder; only changed skills are re-embedded."""
     result = await _run(index.scan, Path(path) if path else None, current_step)  # scan expands a leading ~
     return IndexResult(
         added=result["added"],
@@ -163,5 +161,5 @@ async def skills_list(index: SkillIndex) -> SkillList:
 
 @pack.tool(destructive=True, idempotent=True)
 async def skills_remove(index: SkillIndex, name: str) -> Removed:
-    """Drop a skill from the index (its folder stays; the next scan indexes it again)."""
+    """Drop a skill from the index (its folder stays)."""
     return await _run(index.remove, name)

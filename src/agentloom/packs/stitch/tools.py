@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, NotRequired
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
@@ -64,6 +64,17 @@ class RunStatus(TypedDict):
     flow_id: str
     status: str
     nodes: dict[str, NodeSummary]
+
+
+def _as_status(schema: dict[str, Any]) -> None:
+    """tools/list says each thing once: the reply is stitch_run_status's, whose output schema lists it."""
+    schema["properties"] = {}
+    schema["description"] = "stitch_run_status's reply"
+
+
+@with_config(ConfigDict(json_schema_extra=_as_status))
+class RunStarted(RunStatus):
+    pass
 
 
 class RunSummary(TypedDict):
@@ -141,41 +152,38 @@ def stitch_list_flows(stitch: StitchClient) -> FlowList:
 @pack.tool(open_world=True)
 def stitch_create_flow(
     stitch: StitchClient,
-    name: Annotated[str, Field(min_length=1, max_length=200, description="The flow's name.")],
+    name: Annotated[str, Field(min_length=1, max_length=200)],
     graph: Annotated[
         dict[str, Any],
         Field(
             description=(
                 "The React Flow graph: {nodes: [{id, type: Worker|UX|Splitter|Collector, data}], "
                 "edges: [{id, source, target}]}. "
-                "A Worker needs data.webhookUrl, a Splitter data.arrayPath; a UX node may set data.prompt."
+                "A Worker needs data.webhookUrl, a Splitter data.arrayPath."
             )
         ),
     ],
 ) -> CreatedFlow:
-    """Save a new flow, for stitch_start_run; the server checks the graph (node types, edges, no
-    cycles)."""
+    """Save a new flow for stitch_start_run; the server checks the graph."""
     flow = stitch.call("POST", "/flows", {"name": name, "graph": graph})
     return {"id": flow["id"], "name": flow["name"], "version": flow["version"], "nodes": len(flow["graph"]["nodes"])}
 
 
 @pack.tool(open_world=True)
-def stitch_start_run(stitch: StitchClient, flow_id: str, input: Any = None) -> RunStatus:
-    """Start a run of a flow with `input`; returns the run id and the first node states."""
+def stitch_start_run(stitch: StitchClient, flow_id: str, input: Any = None) -> RunStarted:
+    """Start a run of a flow with `input`."""
     return _summary(stitch.call("POST", client.path("flows", client.flow_id(flow_id), "runs"), {"input": input}))
 
 
 @pack.tool(read_only=True, open_world=True)
 def stitch_list_runs(
     stitch: StitchClient,
-    flow_id: Annotated[str | None, Field(description="Only this flow's runs (an id from stitch_list_flows).")] = None,
-    status: Annotated[RunState | None, Field(description="Only runs in this status.")] = None,
-    cursor: Annotated[
-        str | None, Field(description="The next_cursor of the previous page; leave out for the first.")
-    ] = None,
+    flow_id: Annotated[str | None, Field(description="Only this flow's runs.")] = None,
+    status: RunState | None = None,
+    cursor: Annotated[str | None, Field(description="The previous page's next_cursor.")] = None,
     limit: Annotated[int, Field(ge=1, le=100, description="Runs per page, 1 to 100.")] = 20,
 ) -> RunList:
-    """Runs, newest first; status waiting_for_user finds those waiting for a person."""
+    """Runs, newest first (status waiting_for_user: waiting for a person)."""
     params = {
         "flow_id": client.flow_id(flow_id) if flow_id is not None else None,
         "status": status,
@@ -197,29 +205,27 @@ def stitch_list_runs(
 
 @pack.tool(read_only=True, open_world=True)
 def stitch_run_status(stitch: StitchClient, run_id: str, include_outputs: bool = False) -> RunStatus:
-    """A run's status and each node's (error, a waiting gate's prompt, fan-out path counts; outputs
-    if include_outputs)."""
+    """A run's status and each node's (error, a gate's prompt, path counts; outputs if include_outputs)."""
     return _summary(stitch.call("GET", client.path("runs", client.run_id(run_id))), include_outputs)
 
 
 @pack.tool(open_world=True)
 def stitch_complete(stitch: StitchClient, run_id: str, node_id: str, output: Any = None) -> Done:
-    """Complete a UX node that is waiting_for_user, with the person's input as `output`."""
+    """Complete a waiting UX node with the person's input as `output`."""
     body = stitch.call("POST", client.path("complete", client.run_id(run_id), client.node_id(node_id)), output)
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "completed"))}
 
 
 @pack.tool(open_world=True)
 def stitch_retry(stitch: StitchClient, run_id: str, node_id: str) -> Done:
-    """Retry a failed node (a fan-out node: its failed paths); it fires once its upstream nodes
-    are complete."""
+    """Retry a failed node (a fan-out node: its failed paths), once its upstream is complete."""
     body = stitch.call("POST", client.path("retry", client.run_id(run_id), client.node_id(node_id)))
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "retrying"))}
 
 
 @pack.tool(destructive=True, idempotent=True, open_world=True)
 def stitch_cancel_run(stitch: StitchClient, run_id: str) -> Cancelled:
-    """Cancel a run: running nodes are marked cancelled and nothing more goes to workers."""
+    """Cancel a run: nothing more goes to workers."""
     body = stitch.call("POST", client.path("runs", client.run_id(run_id), "cancel"))
     reply: Cancelled = {"run_id": run_id, "detail": str(body.get("detail", "cancelled"))}
     if body.get("duplicate"):

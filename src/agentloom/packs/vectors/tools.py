@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
 
 from mcp.server.mcpserver import Context
-from pydantic import BaseModel, ConfigDict, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
@@ -68,6 +68,17 @@ class AddedDocument(TypedDict):
     embedding_model: str
     chunk_ids: NotRequired[list[str]]
     warning: NotRequired[str]  # chunk_size beyond what the model reads: capped
+
+
+def _as_added(schema: dict[str, Any]) -> None:
+    """tools/list says each thing once: the reply is vector_add_document's, whose output schema lists it."""
+    schema["properties"] = {}
+    schema["description"] = "vector_add_document's reply"
+
+
+@with_config(ConfigDict(json_schema_extra=_as_added))
+class ReplacedDocument(AddedDocument):
+    pass
 
 
 class AddedDocuments(TypedDict):
@@ -267,8 +278,7 @@ def chunk_progress(total: int) -> Callable[[int, int], None]:
 async def vector_create_collection(
     vectors: Vectors, name: str, metadata: dict[str, str | int | float | bool] | None = None
 ) -> CollectionInfo:
-    """Create a collection (name: 3-63 letters, digits, '.', '_', '-'); it keeps the embedding model
-    it is built with."""
+    """Create a collection (name: 3-63 letters, digits, '.', '_', '-') on the embedding model it keeps."""
     return await _run(vectors.store.create_collection, name, metadata)
 
 
@@ -295,8 +305,7 @@ async def vector_add_document(
     chunk_overlap: int | None = None,
     include_chunk_ids: bool = False,
 ) -> AddedDocument:
-    """Chunk (at paragraph and sentence bounds; sizes in model tokens), embed and store a text.
-    Without document_id one is made; an existing one is replaced whole."""
+    """Chunk (sizes in model tokens), embed and store a text; an existing document_id is replaced."""
     from agentloom.packs.vectors.ingest import compact
 
     store = vectors.store
@@ -320,8 +329,7 @@ async def vector_add_documents(
     documents: list[NewDocumentInput],
     include_chunk_ids: bool = False,
 ) -> AddedDocuments:
-    """vector_add_document for up to 1,000 documents, embedded together (much faster). All are
-    checked before any is written."""
+    """vector_add_document for up to 1,000 documents, embedded together; all checked before any is written."""
     from agentloom.packs.vectors.ingest import compact, text_windows
 
     store = vectors.store
@@ -373,9 +381,8 @@ async def vector_add_files(
     patterns: list[str] | None = None,
     metadata: dict[str, str | int | float | bool] | None = None,
 ) -> AddedFiles:
-    """Add files, or the files of folders matching `patterns` (default *.md, *.markdown, *.txt,
-    *.rst), inside the client's roots or the server's file_roots (default: its working directory).
-    Document id: the path relative to that root; adding a file again replaces it."""
+    """Add files, or folders' files matching `patterns` (default *.md, *.markdown, *.txt, *.rst), in
+    the client's roots or file_roots; document id: the path from its root."""
     from agentloom.packs.vectors.files import allowed_roots, expand
     from agentloom.packs.vectors.ingest import file_windows
 
@@ -458,10 +465,8 @@ async def vector_search(
     one_per_document: bool = False,
     min_score: float | None = None,
 ) -> SearchResult:
-    """Chunks closest to `query`, best first, score 0-1 (cosine). filter: {field: value} or
-    {field: {$ne|$gt|$gte|$lt|$lte|$in|$contains: v}}, combined by {$and|$or: [...]}; created_at and
-    updated_at take ISO dates. document_contains: a substring of the chunk. hybrid: also rank by
-    keywords (BM25)."""
+    """Chunks closest to `query`, best first, score 0-1. filter: {field: value|{$ne|$gt|$gte|$lt|$lte|
+    $in|$contains: v}}, {$and|$or: [...]}; dates ISO. document_contains: a substring. hybrid: + BM25."""
     return await _run(
         vectors.searcher.search, collection, query, n, filter, document_contains, hybrid, one_per_document, min_score
     )
@@ -475,9 +480,8 @@ async def vector_update_document(
     text: str,
     metadata: dict[str, str | int | float | bool] | None = None,
     include_chunk_ids: bool = False,
-) -> AddedDocument:
-    """Replace a document's text and metadata at once: searches see the old or the new version,
-    never a mix."""
+) -> ReplacedDocument:
+    """Replace a document's text and metadata at once (searches never see a mix)."""
     from agentloom.packs.vectors.ingest import compact
 
     store = vectors.store
@@ -506,9 +510,8 @@ async def vector_list_documents(
     limit: int = 50,
     cursor: str | None = None,
 ) -> DocumentList:
-    """A collection's documents in id order, `limit` (1-1000) a page; title: first heading or line.
-    `filter` as in vector_search, on metadata, document_id, created_at, updated_at. `cursor`: the
-    previous page's next_cursor."""
+    """A collection's documents in id order, `limit` (1-1000) a page; `filter` as vector_search's;
+    `cursor`: the previous page's next_cursor."""
     from agentloom.packs.vectors.browse import list_documents
 
     return await _run(list_documents, vectors.store, collection, filter, limit, cursor)
@@ -522,8 +525,7 @@ async def vector_get_document(
     offset: int = 0,
     max_characters: int = 100_000,
 ) -> DocumentText:
-    """A document's text, rebuilt from its chunks: `max_characters` from `offset`; next_offset
-    continues (null at the end)."""
+    """A document's text from its chunks: `max_characters` from `offset`; next_offset continues."""
     from agentloom.packs.vectors.browse import get_document
 
     return await _run(get_document, vectors.store, collection, document_id, offset, max_characters)
