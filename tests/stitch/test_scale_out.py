@@ -86,6 +86,8 @@ def test_several_processes_share_one_sqlite_file(tmp_path: Path, worker: Worker)
             assert run["status"] == "completed" and run["node_states"]["c"]["output"] == list(range(30))
             events = [(e["node_key"], e["status"]) for e in server.http.get(f"/runs/{run_id}/events").json()]
             assert events.count(("c", "completed")) == 1
-        assert len(worker.received) == 90 and len({(p["runId"], p["nodeId"]) for p in worker.received}) == 90
+        # At least once (docs/stitch-operations.md): a slow machine may see a lease run out and a webhook sent
+        # again; every path's webhook arrived, and the run above was applied once.
+        assert len({(p["runId"], p["nodeId"]) for p in worker.received}) == 90 and len(worker.received) >= 90
     finally:
         server.stop()

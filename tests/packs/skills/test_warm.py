@@ -28,7 +28,14 @@ def _cpu_budget() -> float:
     return WARM_CPU_SECONDS * min(2.0, max(1.0, oversubscribed))
 
 
-WARM_WALL_SECONDS = 8.0
+WARM_WALL_SECONDS = 8.0  # on a quiet machine; scaled as the CPU budget is (_wall_budget)
+
+
+def _wall_budget() -> float:
+    """WARM_WALL_SECONDS, scaled (up to 2x) as :func:`_cpu_budget` is: other tasks stretch wall time more."""
+    oversubscribed = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return WARM_WALL_SECONDS * min(2.0, max(1.0, oversubscribed))
+
 
 # Reports the modules a command imported, at exit (the command itself exits through SystemExit).
 _RUN = (
@@ -100,7 +107,8 @@ def test_a_cold_cache_is_announced_then_a_warm_cli_search_is_fast(tmp_path: Path
     best_cpu = min(cpu for _, _, cpu in runs)
     budget = _cpu_budget()
     assert best_cpu <= budget, f"warm CLI search used {best_cpu:.2f} s of CPU (budget {budget:.2f} s)"
-    assert best_wall <= WARM_WALL_SECONDS, f"warm CLI search took {best_wall:.2f} s"
+    wall_budget = _wall_budget()
+    assert best_wall <= wall_budget, f"warm CLI search took {best_wall:.2f} s (budget {wall_budget:.2f} s)"
 
 
 @pytest.mark.slow
