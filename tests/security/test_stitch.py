@@ -125,8 +125,9 @@ async def test_tool_arguments_cannot_reach_another_endpoint(
                 "Stitch refused",
             ),  # would complete the gate
             ("stitch_complete", {"run_id": run_id, "node_id": "gate.v1:review#x", "output": {}}, "Stitch refused"),
-            ("stitch_complete", {"run_id": run_id, "node_id": "../retry/w", "output": {}}, "Stitch refused"),
-            ("stitch_retry", {"run_id": run_id, "node_id": "w/../w"}, "Stitch refused"),
+            # A '/' is refused before any request, naming the field (no node id can hold one).
+            ("stitch_complete", {"run_id": run_id, "node_id": "../retry/w", "output": {}}, "node_id: '../retry/w'"),
+            ("stitch_retry", {"run_id": run_id, "node_id": "w/../w"}, "node_id: 'w/../w'"),
             ("stitch_retry", {"run_id": run_id, "node_id": "w%2F..%2F..%2Fretry"}, "Stitch refused"),
         ]
         for tool, arguments, named in attacks:
