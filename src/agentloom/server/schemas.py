@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from typing import Any
 
 from mcp_types import ToolAnnotations
@@ -96,6 +97,17 @@ def _lean(node: Any) -> Any:
     if any(k in out for k in implied):
         del out["type"]
     return out
+
+
+def reply_of(tool: str) -> Callable[[dict[str, Any]], None]:
+    """A reply type's ``json_schema_extra`` when its tool answers as ``tool`` does: tools/list says each thing
+    once, so the output schema names that tool instead of listing the same keys again (replies still match)."""
+
+    def listed(schema: dict[str, Any]) -> None:
+        schema["properties"] = {}
+        schema["description"] = f"{tool}'s reply"
+
+    return listed
 
 
 def compact_annotations(annotations: ToolAnnotations | None) -> ToolAnnotations | None:

@@ -19,6 +19,7 @@ from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise.builder import CREDENTIAL_ISSUES, REQUIRED, check_id
 from agentloom.packs.flowise.client import FlowiseFlowError
 from agentloom.packs.flowise.tools import Built, Flowise, pack, run_call
+from agentloom.server.schemas import reply_of
 
 MAX_ANSWER_CHARS = 4000
 MAX_SOURCES = 5
@@ -46,13 +47,7 @@ class Tested(TypedDict):
     blocks: NotRequired[list[str]]
 
 
-def _as_built(schema: dict[str, Any]) -> None:
-    """tools/list says each thing once: the reply is flowise_build_flow's, whose output schema lists it."""
-    schema["properties"] = {}
-    schema["description"] = "flowise_build_flow's reply"
-
-
-@with_config(ConfigDict(json_schema_extra=_as_built))
+@with_config(ConfigDict(json_schema_extra=reply_of("flowise_build_flow")))
 class Updated(Built):
     pass
 

@@ -22,6 +22,7 @@ from agentloom.core.timestamps import iso, parse
 from agentloom.packs.stitch import client
 from agentloom.packs.stitch.client import StitchClient, StitchPackSettings
 from agentloom.server.packs import Pack, PackContext
+from agentloom.server.schemas import reply_of
 from agentloom.stitch.models import RunStatus as RunState
 
 pack: Pack[StitchClient] = Pack(
@@ -66,13 +67,7 @@ class RunStatus(TypedDict):
     nodes: dict[str, NodeSummary]
 
 
-def _as_status(schema: dict[str, Any]) -> None:
-    """tools/list says each thing once: the reply is stitch_run_status's, whose output schema lists it."""
-    schema["properties"] = {}
-    schema["description"] = "stitch_run_status's reply"
-
-
-@with_config(ConfigDict(json_schema_extra=_as_status))
+@with_config(ConfigDict(json_schema_extra=reply_of("stitch_run_status")))
 class RunStarted(RunStatus):
     pass
 

@@ -20,6 +20,7 @@ from agentloom.core.settings import Settings
 from agentloom.core.work import Cancelled, Work, count, current
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.roots import client_roots
+from agentloom.server.schemas import reply_of
 from agentloom.server.work import run_work
 
 if TYPE_CHECKING:
@@ -70,13 +71,7 @@ class AddedDocument(TypedDict):
     warning: NotRequired[str]  # chunk_size beyond what the model reads: capped
 
 
-def _as_added(schema: dict[str, Any]) -> None:
-    """tools/list says each thing once: the reply is vector_add_document's, whose output schema lists it."""
-    schema["properties"] = {}
-    schema["description"] = "vector_add_document's reply"
-
-
-@with_config(ConfigDict(json_schema_extra=_as_added))
+@with_config(ConfigDict(json_schema_extra=reply_of("vector_add_document")))
 class ReplacedDocument(AddedDocument):
     pass
 
