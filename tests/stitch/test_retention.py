@@ -222,9 +222,11 @@ def page_count(path: str) -> int:
         return int(conn.execute("PRAGMA page_count").fetchone()[0])
 
 
+SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # PostgreSQL's space is autovacuum's
+
+
+@SQLITE_ONLY
 def test_the_sqlite_file_shrinks_after_pruning_and_stops_growing(made: Made, database_url: str) -> None:
-    if made.db.name != "sqlite":
-        pytest.skip("SQLite's page count; PostgreSQL's space is autovacuum's")
     path = database_url.removeprefix("sqlite:///")
     gates = new_flow(made, gate_graph())
     empty = page_count(path)
@@ -244,11 +246,10 @@ def test_the_sqlite_file_shrinks_after_pruning_and_stops_growing(made: Made, dat
         assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
 
 
+@SQLITE_ONLY
 def test_an_older_sqlite_database_is_switched_to_incremental_vacuum_on_its_first_prune(
     made: Made, database_url: str
 ) -> None:
-    if made.db.name != "sqlite":
-        pytest.skip("SQLite's auto_vacuum")
     path = database_url.removeprefix("sqlite:///")
     with sqlite3.connect(path, isolation_level=None) as conn:  # as a database made before this change was
         conn.execute("PRAGMA auto_vacuum=NONE")
