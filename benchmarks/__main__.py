@@ -16,6 +16,7 @@ SUITES = {
     "long-work": "benchmarks.long_work",
     "docs": "benchmarks.docs",
     "stitch": "benchmarks.stitch",
+    "stitch-fanout": "benchmarks.stitch_fanout",  # also run by stitch
     "console": "benchmarks.console",
     "skills": "benchmarks.skills",
     "chunker": "benchmarks.chunker",
@@ -24,7 +25,7 @@ SUITES = {
     "tools-list": "benchmarks.tools_list",
     "mutation": "benchmarks.mutation",  # about an hour; writes MUTATION.md; only when named
 }
-EXPLICIT_ONLY = {"mutation"}
+EXPLICIT_ONLY = {"mutation", "stitch-fanout"}
 
 
 USAGE = f"""usage: python -m benchmarks [SUITE ...]

@@ -312,6 +312,9 @@ def main() -> None:
     body = "\n".join(lines)
     print(body)
     write_section("Stitch", body, "python -m benchmarks stitch")
+    from benchmarks import stitch_fanout  # it reuses this module's helpers
+
+    stitch_fanout.main()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentloom.stitch.execution import (
     CANCELLED_ERROR,
@@ -21,12 +23,13 @@ from agentloom.stitch.execution import (
     Result,
     Timer,
     initial_states,
+    recount,
     summary,
     template_summary,
 )
 from agentloom.stitch.graph import Plan, analyse
 from agentloom.stitch.models import Graph
-from agentloom.stitch.state import RunState, node_states, node_states_json
+from agentloom.stitch.state import RunState, Tally, node_states, node_states_json
 
 W = "http://127.0.0.1:9/w"
 NOW = "2026-11-26T12:00:00.000Z"
@@ -911,3 +914,63 @@ def test_the_run_status_follows_its_nodes(seen: list[str], status: str) -> None:
     ex = new(plan([worker("a")]), {f"k{i}": {"status": s} for i, s in enumerate(seen)})
     assert ex.run_status() == status
     assert ex.cancelled() is (status == "cancelled")
+
+
+# -- the tally: counted as states change, equal to a count over all of them ----------------------
+def wide() -> Plan:
+    """s -> a -> b -> c (Collector, inputs b and s) -> after; a has a retry policy."""
+    return plan(
+        [node("s", "Splitter"), worker("a", retry={"maxAttempts": 2, "backoffSeconds": 1}), worker("b")]
+        + [node("c", "Collector"), worker("after")],
+        ("s", "a"),
+        ("a", "b"),
+        ("b", "c"),
+        ("s", "c"),
+        ("c", "after"),
+    )
+
+
+def counted(tally: Tally) -> tuple[dict[str, int], dict[str, list[int]]]:
+    return {s: n for s, n in tally.statuses.items() if n}, tally.gather
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.sampled_from(["fan", "nested", "wide"]),
+    widths=st.lists(st.integers(0, 3), min_size=1, max_size=3),
+    moves=st.lists(
+        st.tuples(st.sampled_from(["ok", "fail", "retry", "timer", "cancel"]), st.integers(0, 50)), max_size=40
+    ),
+)
+def test_the_tally_kept_event_by_event_equals_a_count_of_all_states(
+    shape: str, widths: list[int], moves: list[tuple[str, int]]
+) -> None:
+    p = {"fan": fan, "nested": nested, "wide": wide}[shape]()
+    run_input: Any = {"items": list(range(widths[0]))} if shape == "fan" else [list(range(w)) for w in widths]
+    if shape == "wide":
+        run_input = list(range(widths[0]))
+    ex = started(p, run_input)
+    if shape == "fan":
+        then(ex).callback("w", 1, "completed", run_input, None)
+    for move, pick in moves:
+        assert counted(ex.run.tally) == counted(recount(p, ex.run.nodes)), move
+        assert ex.run_status() == Execution(RunState("r1", None, dict(ex.run.nodes)), p, url, NOW).run_status()
+        states = sorted(ex.run.nodes.items())
+        open_ = [(k, s) for k, s in states if s.path is not None and s.status in ("running", "waiting_for_user")]
+        failed = [(k, s) for k, s in states if s.path is not None and s.status == "failed"]
+        retrying = [(k, s) for k, s in states if s.status == "retrying"]
+        event = then(ex)
+        if move in ("ok", "fail") and open_:
+            key, state = open_[pick % len(open_)]
+            if state.status == "waiting_for_user":
+                event.complete(key, pick) if move == "ok" else event.cancel()
+            else:
+                event.callback(key, state.attempt, "completed" if move == "ok" else "failed", pick, "boom")
+        elif move == "retry" and failed:
+            event.retry(failed[pick % len(failed)][0])
+        elif move == "timer" and retrying:
+            key, state = retrying[pick % len(retrying)]
+            event.fire_timer(key, state.attempt, "retry")
+        elif move == "cancel" and pick % 10 == 0:
+            event.cancel()
+    assert counted(ex.run.tally) == counted(recount(p, ex.run.nodes))

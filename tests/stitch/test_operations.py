@@ -8,6 +8,7 @@ the timers (deadlines, automatic retries) as a server's reconciler would once th
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,13 +18,14 @@ import pytest
 from sqlalchemy import create_engine, insert, inspect, select, text
 
 from agentloom.stitch.db import Database, normalise_url, schema
+from agentloom.stitch.db.hot import HotPath
 from agentloom.stitch.db.schema import attempts, events, outbox, timers
 from agentloom.stitch.engine import Engine, Sending
 from agentloom.stitch.execution import Outcome, initial_states, template_summary
 from agentloom.stitch.flows import Flows
 from agentloom.stitch.graph import GraphError, analyse
 from agentloom.stitch.models import Graph
-from agentloom.stitch.queries import get_run
+from agentloom.stitch.queries import get_run, waiting
 from agentloom.stitch.state import NodeState, node_states
 from agentloom.stitch.webhooks import WebhookPolicy
 from tests.stitch.conftest import StitchServer
@@ -384,7 +386,12 @@ def test_a_version_1_database_is_upgraded_in_place(database_url: str, worker: Wo
         schema.metadata.create_all(conn, tables=kept)
         for index in ("ix_stitch_runs_listing", "ix_stitch_runs_status", "ix_stitch_runs_flow_listing"):
             conn.execute(text(f"DROP INDEX {index}"))
-        for table, column in (("stitch_flows", "deleted_at"), ("stitch_events", "error"), ("stitch_events", "summary")):
+        for table, column in (
+            ("stitch_flows", "deleted_at"),
+            ("stitch_events", "error"),
+            ("stitch_events", "summary"),
+            ("stitch_runs", "tally"),
+        ):
             conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
         conn.execute(text("CREATE TABLE stitch_schema_version (version INTEGER NOT NULL)"))
         conn.execute(text("INSERT INTO stitch_schema_version (version) VALUES (1)"))
@@ -393,10 +400,11 @@ def test_a_version_1_database_is_upgraded_in_place(database_url: str, worker: Wo
 
     db = Database(database_url)
     try:
-        assert db.version == 3
+        assert db.version == 4
         with db.reading() as conn:
             found = inspect(conn)
-            assert {"stitch_attempts", "stitch_timers"} <= set(found.get_table_names())
+            assert {"stitch_attempts", "stitch_timers", "stitch_paths"} <= set(found.get_table_names())
+            assert "tally" in {c["name"] for c in found.get_columns("stitch_runs")}
             assert {"error", "summary"} <= {c["name"] for c in found.get_columns("stitch_events")}
             assert "deleted_at" in {c["name"] for c in found.get_columns("stitch_flows")}
             indexes = {i["name"] for i in found.get_indexes("stitch_runs")}
@@ -436,3 +444,84 @@ def test_an_undeliverable_webhook_is_retried_under_the_policy_and_keeps_the_work
     second = history(engine, run_id, "w")[1]
     assert (second["attempt"], second["status"], second["worker_status"]) == (2, "failed", 500)
     assert [r["state"] for r in rows(engine, outbox, run_id)] == ["failed", "failed"]
+
+
+def fan_flow(db: Database) -> tuple[Engine, str]:
+    b = Builder()
+    b.node("Splitter", "s")
+    b.node("Worker", "w")
+    b.node("Collector", "c")
+    b.node("UX", "gate")
+    b.chain("s", "w", "c", "gate")
+    return Engine(db, "http://127.0.0.1:9"), str(Flows(db).create("fan", Graph.model_validate(b.graph()))["id"])
+
+
+def test_a_run_stored_before_paths_were_kept_apart_goes_on_and_moves_them(database_url: str) -> None:
+    """A fan-out under way when the database was upgraded: its paths in node_states and no tally,
+    as version 3 stored it. Its next events count it once, finish it, and move its paths."""
+    db = Database(database_url)
+    try:
+        engine, flow_id = fan_flow(db)
+        run, _ = engine.start_run(flow_id, {"items": [1, 2, 3]})
+        run_id = run["id"]
+        engine.callback(run_id, "w_0", 1, "completed", "a", None)
+        with db.transaction() as conn:  # back to the version 3 form
+            kept = conn.execute(select(schema.runs.c.node_states).where(schema.runs.c.id == run_id)).scalar_one()
+            apart = {k: v for k, v in conn.execute(select(schema.paths.c.key, schema.paths.c.state))}
+            assert {"s", "c", "w_0", "w_1", "w_2"} <= set(apart) and "w_0" not in kept
+            conn.execute(schema.paths.delete())
+            conn.execute(
+                schema.runs.update().where(schema.runs.c.id == run_id).values(node_states={**kept, **apart}, tally=None)
+            )
+
+        assert engine.callback(run_id, "w_1", 1, "completed", "b", None)[0].outcome is Outcome.APPLIED
+        assert engine.callback(run_id, "w_2", 1, "completed", "c", None)[0].outcome is Outcome.APPLIED
+
+        shown = get_run(db, run_id)
+        assert shown["status"] == "waiting_for_user"
+        assert shown["node_states"]["c"]["output"] == ["a", "b", "c"]
+        assert [k for k in shown["node_states"]] == ["s", "w", "w_0", "w_1", "w_2", "c", "gate"]
+        with db.reading() as conn:
+            kept = conn.execute(select(schema.runs.c.node_states).where(schema.runs.c.id == run_id)).scalar_one()
+            moved = set(conn.execute(select(schema.paths.c.key)).scalars())
+            tally = conn.execute(select(schema.runs.c.tally).where(schema.runs.c.id == run_id)).scalar_one()
+        assert set(kept) == {"w", "gate"} and moved == {"s", "c", "w_0", "w_1", "w_2"}
+        # w: its template, pending as stored
+        assert tally == {"statuses": {"pending": 1, "completed": 5, "waiting_for_user": 1}, "gather": {}}
+        assert [g["node_id"] for g in waiting(db)] == ["gate"]
+    finally:
+        db.dispose()
+
+
+def test_an_event_on_a_wide_fan_out_reads_and_writes_only_its_own_paths(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = Database(database_url)
+    read: list[Any] = []
+    real = HotPath.read_paths
+
+    def counted(self: HotPath, conn: Any, run_id: str, keys: Any = None) -> dict[str, Any]:
+        found = real(self, conn, run_id, keys)
+        read.append(len(found) if keys is not None else "all")
+        return found
+
+    monkeypatch.setattr(HotPath, "read_paths", counted)
+    try:
+        engine, flow_id = fan_flow(db)
+        sizes = {}
+        for width in (10, 1000):
+            run_id = engine.start_run(flow_id, {"items": list(range(width))})[0]["id"]
+            for i in range(width - 1):
+                read.clear()
+                engine.callback(run_id, f"w_{i}", 1, "completed", i, None)
+                assert "all" not in read and sum(read) <= 3, (i, read)
+            with db.reading() as conn:
+                row = conn.execute(select(schema.runs).where(schema.runs.c.id == run_id)).mappings().one()
+            sizes[width] = len(json.dumps(row["node_states"])) + len(json.dumps(row["tally"]))
+            read.clear()
+            engine.callback(run_id, f"w_{width - 1}", 1, "completed", width - 1, None)
+            assert read.count("all") == 1  # the Collector gathers every path at once
+            assert get_run(db, run_id)["node_states"]["c"]["output"] == list(range(width))
+        assert sizes[1000] <= sizes[10] + 8, sizes  # the run row does not grow with the paths
+    finally:
+        db.dispose()

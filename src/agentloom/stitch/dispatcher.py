@@ -212,8 +212,10 @@ class Dispatcher:
             batch, self._sent = self._sent, []
             try:
                 await anyio.to_thread.run_sync(self.engine.mark_sent, batch)
-            except Exception:  # unmarked rows are re-sent after their lease: harmless duplicates
-                log.exception("could not mark %d dispatches sent", len(batch))
+            except Exception as exc:  # marking is idempotent: the batch goes with the next one
+                log.warning("could not mark %d dispatches sent (%s); trying again", len(batch), exc)
+                self._sent = batch + self._sent
+                self._flush_due.set()
 
     async def _send(self, sending: Sending) -> None:
         # Its lease was taken when it was committed or claimed, just before this.

@@ -2,8 +2,10 @@
 
 No run state is kept in memory: every event reads the run from the database under a lock,
 applies :mod:`execution`, and writes states, events, attempt history, timers and outbox rows
-in the same commit. (The parsed graph is cached per flow version; it is derived from the
-database, never state.)
+in the same commit. The run row holds the states of the nodes outside fan-outs and the run's
+tally; the states that grow with a fan-out are rows of their own (:func:`apart`), read when
+the event asks for them and written when it changed them. (The parsed graph is cached per
+flow version; it is derived from the database, never state.)
 
 Timers (deadlines, automatic retries) are rows too: :meth:`Engine.fire_due` applies those
 that came due, each in its run's transaction, so any server process may fire any of them.
@@ -36,9 +38,9 @@ from agentloom.stitch.execution import (
 )
 from agentloom.stitch.graph import Plan, analyse
 from agentloom.stitch.ids import is_uuid, missing
-from agentloom.stitch.models import Graph
+from agentloom.stitch.models import Graph, NodeType
 from agentloom.stitch.signing import Signer
-from agentloom.stitch.state import RunState, node_states, node_states_json
+from agentloom.stitch.state import NodeState, NodeStates, RunState, Tally, node_states
 from agentloom.stitch.webhooks import WebhookPolicy
 
 log = logging.getLogger(__name__)
@@ -105,9 +107,11 @@ class Engine:
             plan, graph = _plan(flow_id, version, lambda: hot.read_flow_graph(conn, flow_id))
             run_id = str(uuid.uuid4())
             stamp = now()
-            execution = self._execution(RunState(run_id, run_input, initial_states(plan)), plan)
+            nodes = NodeStates(initial_states(plan))
+            execution = self._execution(RunState(run_id, run_input, nodes), plan)
+            nodes.changed.update(nodes.at_hand())  # every state is new
             execution.start()
-            states = node_states_json(execution.run.nodes)
+            states = _row_states(plan, nodes)
             row = {
                 "id": run_id,
                 "flow_id": flow_id,
@@ -127,6 +131,7 @@ class Engine:
                     run_id,
                     hot.json_in(run_input),
                     hot.json_in(states),
+                    hot.json_in(execution.tally.to_json()),
                     row["status"],
                     hot.stamp(stamp),
                     hot.stamp(stamp),
@@ -134,6 +139,7 @@ class Engine:
                 ),
             )
             written = self._write(conn, [(run_id, execution)], stamp)[0]
+        row["node_states"] = {k: s.to_json() for k, s in nodes.items()}
         metrics.run_started(flow_id)
         metrics.applied(flow_id, execution, written.status)
         return row, written.sendings
@@ -302,8 +308,20 @@ class Engine:
         return result, written.sendings
 
     def _load(self, conn: Connection, run_id: str, row: RunRow) -> Execution:
-        plan, _ = _plan(row.flow_id, row.flow_version, lambda: self.db.hot.read_graph(conn, run_id))
-        return self._execution(RunState(run_id, row.input, node_states(row.node_states)), plan)
+        hot = self.db.hot
+        plan, _ = _plan(row.flow_id, row.flow_version, lambda: hot.read_graph(conn, run_id))
+        nodes = NodeStates(
+            node_states(row.node_states),
+            lambda keys: node_states(hot.read_paths(conn, run_id, keys)),
+            lambda: node_states(hot.read_paths(conn, run_id)),
+        )
+        tally = None if row.tally is None else Tally.from_json(row.tally)
+        execution = self._execution(
+            RunState(run_id, None, nodes, tally, read_input=lambda: hot.read_input(conn, run_id)), plan
+        )
+        if tally is None:  # stored before states were kept apart: they move if this event writes
+            nodes.changed.update(k for k, s in nodes.at_hand().items() if apart(plan, s))
+        return execution
 
     def _execution(self, run: RunState, plan: Plan) -> Execution:
         return Execution(
@@ -330,10 +348,19 @@ class Engine:
                     conn,
                     "update_run",
                     (
-                        (json_in(node_states_json(ex.run.nodes)), status, at, run_id)
+                        (json_in(_row_states(ex.plan, ex.run.nodes)), json_in(ex.tally.to_json()), status, at, run_id)
                         for (run_id, ex), status in zip(changed, statuses, strict=True)
                     ),
                 )
+            hot.many(
+                conn,
+                "path",
+                (
+                    (run_id, key, state.status, json_in(state.to_json()))
+                    for run_id, ex in changed
+                    for key, state in _apart_changes(ex)
+                ),
+            )
             hot.many(
                 conn,
                 "event",
@@ -399,15 +426,17 @@ class Engine:
     # -- delivery bookkeeping --------------------------------------------------------
     def mark_sent(self, sent: Sequence[tuple[Sending, int | None]]) -> None:
         """Webhooks the worker accepted, each with the HTTP status it answered (kept in the
-        attempt's history). A cancelled run's rows were skipped: they stay so. Attempt rows are
-        updated in run-id order, the order a batch of callbacks locks its runs in: a batch
-        holding one run's attempt and this waiting for it never wait on each other the other
-        way round (PostgreSQL would end one of them as a deadlock)."""
+        attempt's history). A cancelled run's rows were skipped: they stay so. Their runs are
+        locked first, in id order, as a batch of callbacks locks them (all in its first round):
+        a batch ends the attempts of one run in the order its callbacks came, so without the
+        run's lock this and a batch could each hold an attempt row the other waits for
+        (PostgreSQL ends one of them as a deadlock, after a second of both waiting)."""
         if not sent:
             return
         hot = self.db.hot
         in_order = sorted(sent, key=lambda item: (item[0].run_id, item[0].key, item[0].attempt))
         with self.db.transaction() as conn:
+            hot.lock_runs(conn, list({s.run_id for s, _ in in_order}))
             hot.many(conn, "sent", ((s.outbox_id,) for s, _ in in_order))
             hot.many(
                 conn,
@@ -449,6 +478,24 @@ class Engine:
         if oldest.tzinfo is None:  # SQLite keeps naive UTC
             oldest = oldest.replace(tzinfo=UTC)
         return metrics.Backlog(int(count), max(0.0, (now() - oldest).total_seconds()))
+
+
+def apart(plan: Plan, state: NodeState) -> bool:
+    """Whether a state is a row of its own (``stitch_paths``) rather than part of the run row:
+    a node path on a fan-out, and a Splitter or a Collector (their outputs grow with their arrays)."""
+    if state.path is None:
+        return False
+    return bool(state.path) or plan.kind(state.node_id) in (NodeType.SPLITTER, NodeType.COLLECTOR)
+
+
+def _row_states(plan: Plan, nodes: NodeStates) -> dict[str, Any]:
+    """The states the run row keeps (all of them are read with it, so all are at hand)."""
+    return {key: state.to_json() for key, state in nodes.at_hand().items() if not apart(plan, state)}
+
+
+def _apart_changes(ex: Execution) -> list[tuple[str, NodeState]]:
+    nodes = ex.run.nodes.at_hand()
+    return [(key, nodes[key]) for key in sorted(ex.run.nodes.changed) if apart(ex.plan, nodes[key])]
 
 
 def _no_run(run_id: str) -> Result:

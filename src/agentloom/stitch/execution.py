@@ -11,6 +11,11 @@ event rows, attempt history (every attempt of every node path) and timers (a Wor
 deadline, an automatic retry's due time). Time comes in as ``at`` (epoch seconds), so the
 logic stays pure and tests move the clock instead of sleeping.
 
+What would need every state of the run is counted as it changes instead (:class:`Tally`): the
+run's status from a count per status, a Collector's readiness from its inputs completed, its
+member paths failed and what it needs. An event on one path of a wide fan-out reads and writes
+that path and those counts, however many paths its run has.
+
 Retry policy (a Worker's ``data.retry``): a failure with attempts left in the budget makes the
 node ``retrying``, not ``failed``; Collectors wait for it as for a running node. A manual
 retry after the policy gave up starts a new budget (``budget_from``: its first attempt).
@@ -28,7 +33,7 @@ from typing import Any
 from agentloom.stitch.graph import Plan, instance_key
 from agentloom.stitch.inputs import extract_array, merge
 from agentloom.stitch.models import NodeType, Status
-from agentloom.stitch.state import NodeState, RunState
+from agentloom.stitch.state import NodeState, RunState, Tally
 
 CallbackUrl = Callable[[str, str, int], str]  # (run_id, key, attempt) -> signed URL
 
@@ -129,6 +134,12 @@ class Execution:
     attempts: dict[tuple[str, int], AttemptChange] = field(default_factory=dict)
     timers: list[Timer] = field(default_factory=list)  # to write
     timers_done: list[tuple[str, int, str]] = field(default_factory=list)  # (key, attempt, kind) to delete
+    tally: Tally = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.run.tally is None:  # a run stored before tallies: counted once, from all its states
+            self.run.tally = recount(self.plan, self.run.nodes)
+        self.tally = self.run.tally
 
     # -- events ------------------------------------------------------------------
     def start(self) -> None:
@@ -254,19 +265,19 @@ class Execution:
             if state.status not in CANCELLABLE:
                 continue
             if state.path is None:  # a fan-out template: no event of its own
-                state.status, state.updated_at = Status.CANCELLED.value, self.now
+                self._template(state, Status.CANCELLED)
             else:
                 self._set(key, state, Status.CANCELLED, error=CANCELLED_ERROR)
         return Result(Outcome.APPLIED, f"run {self.run.id} cancelled")
 
     def cancelled(self) -> bool:
-        return any(s.status == Status.CANCELLED for s in self.run.nodes.values())
+        return self.tally.statuses[Status.CANCELLED] > 0
 
     def _refused_cancelled(self) -> Result:
         return Result(Outcome.CONFLICT, f"run {self.run.id} is cancelled; start a new run instead")
 
     def run_status(self) -> str:
-        seen = {s.status for s in self.run.nodes.values()}
+        seen = {status for status, count in self.tally.statuses.items() if count > 0}
         if Status.CANCELLED in seen:
             return "cancelled"
         if Status.RUNNING in seen or Status.RETRYING in seen:  # a retrying node is still under way
@@ -319,7 +330,12 @@ class Execution:
         for node_id, scope in self.plan.scope.items():
             template = self.run.nodes.get(node_id) if splitter in scope else None
             if template is not None and template.path is None and template.status == Status.PENDING:
-                template.status, template.updated_at = Status.COMPLETED.value, self.now
+                self._template(template, Status.COMPLETED)
+
+    def _template(self, template: NodeState, status: Status) -> None:
+        self.tally.statuses[template.status] -= 1
+        self.tally.statuses[status.value] += 1
+        template.status, template.updated_at = status.value, self.now
 
     def _failed(self, node_id: str, path: tuple[int, ...]) -> None:
         for collector in self.plan.collectors_over(node_id):
@@ -327,6 +343,8 @@ class Execution:
 
     def _try_fire(self, node_id: str, path: tuple[int, ...]) -> None:
         key = instance_key(node_id, path)
+        if node_id in self.plan.closes and self._gathering(key):
+            return  # still waiting for its paths: its own state is not even read
         state = self.run.nodes.get(key)
         if state is not None and state.status != Status.PENDING:
             return  # fired already: a replayed event must not fire it twice
@@ -357,23 +375,26 @@ class Execution:
         return merge(parts)
 
     def _try_collect(self, node_id: str, path: tuple[int, ...], key: str, state: NodeState | None) -> None:
-        splitter = self.plan.closes[node_id]
-        split = self.run.nodes.get(instance_key(splitter, path))
-        if split is None or split.status != Status.COMPLETED:
+        done, failed, need = self.tally.gather.get(key, (0, 0, -1))
+        if need < 0:  # its Splitter has not completed
             return
-        members = self.plan.inside[node_id]
-        depth = len(path)
-        for other_key, other in self.run.nodes.items():
-            other_path = other.path
-            if (
-                other.status == Status.FAILED
-                and other.node_id in members
-                and other_path is not None
-                and tuple(other_path[:depth]) == path
-            ):
-                failed = self._begin(key, state or self._new(node_id, path), None)
-                self._set(key, failed, Status.FAILED, error=f"path {other_key} failed: {other.error}")
-                return
+        if failed:
+            members, depth = self.plan.inside[node_id], len(path)
+            other_key, other = next(
+                (k, s)
+                for k, s in self.run.nodes.items()
+                if s.status == Status.FAILED
+                and s.node_id in members
+                and s.path is not None
+                and tuple(s.path[:depth]) == path
+            )
+            failing = self._begin(key, state or self._new(node_id, path), None)
+            self._set(key, failing, Status.FAILED, error=f"path {other_key} failed: {other.error}")
+            return
+        if done < need:
+            return
+        self.run.nodes.load()  # every path's output at once, not one read per path
+        split = self.run.nodes[instance_key(self.plan.closes[node_id], path)]
         gathered = []
         for i in range(split.fanout or 0):
             value = self._input(node_id, (*path, i))
@@ -383,6 +404,11 @@ class Execution:
         fresh = self._begin(key, state or self._new(node_id, path), None)
         self._set(key, fresh, Status.COMPLETED, output=gathered)
         self._walk(node_id, path)
+
+    def _gathering(self, key: str) -> bool:
+        """Whether a Collector's counts say it waits for more (neither ready nor failing)."""
+        counts = self.tally.gather.get(key)
+        return counts is not None and not counts[1] and (counts[2] < 0 or counts[0] < counts[2])
 
     def _begin(self, key: str, state: NodeState, value: Any) -> NodeState:
         """A new attempt of a node path: numbered, and a new row in the history."""
@@ -429,9 +455,10 @@ class Execution:
         return NodeState(node_id, list(path))
 
     def _set(self, key: str, state: NodeState, status: Status, *, output: Any = None, error: str | None = None) -> None:
-        before = state.status
+        before = None if key not in self.run.nodes else state.status
         state.status, state.output, state.error, state.updated_at = status.value, output, error, self.now
         self.run.nodes[key] = state
+        self._count(key, state, before)
         attempt = state.attempt
         self.events.append(
             Event(
@@ -452,8 +479,49 @@ class Execution:
         change.status = Status.FAILED.value if status is Status.RETRYING else status.value
         change.output, change.error, change.finished = output, error, status not in OPEN
 
+    def _count(self, key: str, state: NodeState, before: str | None) -> None:
+        """The tally after ``state`` went from ``before`` (None: a new state) to its status."""
+        after, tally = state.status, self.tally
+        if before is not None:
+            tally.statuses[before] -= 1
+        tally.statuses[after] += 1
+        if before != after and state.path is not None:
+            _count_path(self.plan, tally, state, before, after)
+        if after == Status.COMPLETED and state.node_id in self.plan.closes:
+            tally.gather.pop(key, None)  # done with: nothing counts towards it any more
+
 
 _WAIT = object()
+
+
+def _count_path(plan: Plan, tally: Tally, state: NodeState, before: str | None, after: str) -> None:
+    """What a node path's change of status does to the counts of the Collectors it concerns."""
+    path, node_id = state.fan_path, state.node_id
+    if node_id not in plan.nodes:  # a state of another graph's node: nothing counts on it
+        return
+    for was, step in ((before, -1), (after, 1)):
+        if was == Status.COMPLETED:
+            for collector in plan.gathers.get(node_id, ()):
+                tally.counts(instance_key(collector, path[: len(plan.scope[collector])]))[0] += step
+            if step > 0 and plan.kind(node_id) is NodeType.SPLITTER:
+                for collector in plan.collectors_of(node_id):
+                    tally.counts(instance_key(collector, path))[2] = (state.fanout or 0) * plan.inputs(collector)
+        elif was == Status.FAILED:
+            for collector in plan.collectors_over(node_id):
+                tally.counts(instance_key(collector, path[: len(plan.scope[collector])]))[1] += step
+
+
+def recount(plan: Plan, states: Mapping[str, NodeState]) -> Tally:
+    """The tally of these states, counted from all of them (a run stored before tallies)."""
+    tally = Tally()
+    for state in states.values():
+        tally.statuses[state.status] += 1
+        if state.path is not None:
+            _count_path(plan, tally, state, None, state.status)
+    for key, state in states.items():
+        if state.status == Status.COMPLETED and state.node_id in plan.closes:
+            tally.gather.pop(key, None)
+    return tally
 
 
 def summary(output: Any) -> str | None:

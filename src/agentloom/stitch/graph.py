@@ -13,6 +13,7 @@ import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TypeGuard
 from urllib.parse import urlsplit
 
@@ -88,6 +89,21 @@ class Plan:
     def collectors_over(self, node_id: str) -> list[str]:
         """Collectors whose paths run through ``node_id``."""
         return [c for c, members in self.inside.items() if node_id in members]
+
+    @cached_property
+    def gathers(self) -> dict[str, tuple[str, ...]]:
+        """Node -> the Collectors that gather its output path by path (an upstream Splitter's
+        element is read from the Splitter, not counted as an input)."""
+        found: dict[str, list[str]] = {}
+        for collector in self.closes:
+            for source in self.upstream[collector]:
+                if self.kind(source) is not NodeType.SPLITTER:
+                    found.setdefault(source, []).append(collector)
+        return {node_id: tuple(collectors) for node_id, collectors in found.items()}
+
+    def inputs(self, collector: str) -> int:
+        """How many inputs a Collector takes on each path it gathers."""
+        return sum(1 for source in self.upstream[collector] if collector in self.gathers.get(source, ()))
 
 
 def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:

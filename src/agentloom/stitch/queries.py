@@ -15,10 +15,10 @@ import json
 from datetime import UTC, datetime
 from typing import Any, get_args
 
-from sqlalchemy import Select, select, tuple_
+from sqlalchemy import Connection, Select, select, tuple_
 
 from agentloom.stitch.db import Database
-from agentloom.stitch.db.schema import attempts, events, runs
+from agentloom.stitch.db.schema import attempts, events, paths, runs
 from agentloom.stitch.execution import template_summary
 from agentloom.stitch.ids import NotFound, is_uuid, missing, shown
 from agentloom.stitch.models import NodeType, RunStatus, Status
@@ -106,13 +106,35 @@ def _utc(moment: datetime) -> datetime:
 
 # -- one run -------------------------------------------------------------------------
 def get_run(db: Database, run_id: str) -> dict[str, Any]:
+    """The run as stored, its node states assembled from the run row and ``stitch_paths``."""
     if not is_uuid(run_id):
         raise missing("run", run_id)
     with db.reading() as conn:
         row = conn.execute(select(runs).where(runs.c.id == run_id.lower())).mappings().first()
-    if row is None:
-        raise missing("run", run_id)
-    return dict(row)
+        if row is None:
+            raise missing("run", run_id)
+        run = dict(row)
+        run["node_states"] = _assembled(conn, run["id"], run["node_states"], run["graph"])
+    run.pop("tally", None)
+    return run
+
+
+def _assembled(conn: Connection, run_id: str, kept: dict[str, Any], graph: Any = None) -> dict[str, Any]:
+    """A run's node states: those its row keeps and those kept apart, in the graph's node order,
+    each node's template first and then its paths in path order."""
+    states = dict(kept)
+    states.update(
+        (key, state) for key, state in conn.execute(select(paths.c.key, paths.c.state).where(paths.c.run_id == run_id))
+    )
+    order = {n.get("id"): i for i, n in enumerate((graph or {}).get("nodes") or []) if isinstance(n, dict)}
+
+    def place(item: tuple[str, Any]) -> tuple[int, str, int, list[int]]:
+        key, state = item
+        state = state if isinstance(state, dict) else {}
+        node_id, path = str(state.get("node_id", key)), state.get("path")
+        return order.get(node_id, len(order)), node_id, path is not None, path if isinstance(path, list) else []
+
+    return dict(sorted(states.items(), key=place))
 
 
 def get_run_status(db: Database, run_id: str) -> dict[str, Any]:
@@ -184,9 +206,15 @@ def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> li
     found: list[dict[str, Any]] = []
     with db.reading() as conn:
         for row in conn.execute(query.order_by(runs.c.created_at, runs.c.id)).mappings():
+            # Gates on fan-out paths are rows of their own, found along ix_stitch_paths_waiting.
+            apart = conn.execute(
+                select(paths.c.key, paths.c.state).where(
+                    paths.c.run_id == row["id"], paths.c.status == Status.WAITING_FOR_USER
+                )
+            ).all()
             gates = [
                 (key, state)
-                for key, state in (row["node_states"] or {}).items()
+                for key, state in [*(row["node_states"] or {}).items(), *apart]
                 if state.get("status") == Status.WAITING_FOR_USER and state.get("path") is not None
             ]
             if not gates:
@@ -213,9 +241,10 @@ def node_attempts(db: Database, run_id: str, key: str) -> list[dict[str, Any]]:
     if not is_uuid(run_id):
         raise missing("run", run_id)
     with db.reading() as conn:
-        states = conn.execute(select(runs.c.node_states).where(runs.c.id == run_id.lower())).scalar()
-        if states is None:
+        kept = conn.execute(select(runs.c.node_states).where(runs.c.id == run_id.lower())).scalar()
+        if kept is None:
             raise missing("run", run_id)
+        states = _assembled(conn, run_id.lower(), kept)
         state = states.get(key)
         if state is None:
             raise NotFound(f"run {run_id} has no node {shown(key)}; GET /api/stitch/runs/{run_id} lists its nodes")

@@ -4,6 +4,7 @@ one timestamp format (RFC 3339, UTC, milliseconds, ``Z``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Annotated, Any
@@ -20,6 +21,7 @@ Moment = Annotated[
         json_schema_extra={"format": "date-time", "examples": ["2026-11-23T11:32:00.123Z"]},
     ),
 ]
+ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 STAMPS = ("created_at", "updated_at", "at", "deleted_at", "started_at", "finished_at", "since")
 
 
@@ -253,6 +255,8 @@ def _state(state: Any) -> Any:
 
 
 def _moment(text: str) -> str:
+    if ISO.fullmatch(text):  # already in the one format (as this version writes it): a run's paths are many
+        return text
     try:
         return iso(parse(text))
     except ValueError:

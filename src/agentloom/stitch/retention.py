@@ -28,12 +28,12 @@ import anyio.to_thread
 from sqlalchemy import Connection, and_, delete, func, or_, select, tuple_
 
 from agentloom.stitch.db import Database
-from agentloom.stitch.db.schema import attempts, events, flows, outbox, runs, timers
+from agentloom.stitch.db.schema import attempts, events, flows, outbox, paths, runs, timers
 
 log = logging.getLogger(__name__)
 
 FINISHED = ("completed", "failed", "cancelled")
-OWNED = (events, attempts, outbox, timers)  # every table with a row per run, deleted before the run
+OWNED = (events, attempts, outbox, timers, paths)  # every table with a row per run, deleted before the run
 TABLES = tuple(table.name for table in (*OWNED, runs))
 
 # Called after each committed batch with a table's name and the rows deleted from it: the one

@@ -30,6 +30,7 @@ class Dialect(ABC):
     for_update: ClassVar[str]
     for_share: ClassVar[str]
     timestamp_type: ClassVar[str]  # a timezone-aware moment, for ALTER TABLE
+    json_type: ClassVar[str]  # the JSON column type, for ALTER TABLE
     # Whether an event's transaction is short enough to run on the event loop (no thread switch).
     inline: ClassVar[bool]
     driver_error: type[Exception]

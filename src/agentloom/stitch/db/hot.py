@@ -23,19 +23,20 @@ from sqlalchemy import Connection, Table
 from sqlalchemy.exc import DBAPIError
 
 from agentloom.stitch.db.dialect import Dialect
-from agentloom.stitch.db.schema import attempts, events, flows, outbox, runs, timers
+from agentloom.stitch.db.schema import attempts, events, flows, outbox, paths, runs, timers
 
 ROWS_PER_STATEMENT = 500  # SQLite takes 32,766 parameters a statement; a wide fan-out writes more
 
 
 @dataclass(frozen=True)
 class RunRow:
-    """A run as an event reads it: what it started from, and its state as stored (JSON)."""
+    """A run as an event reads it: what it started from, and its state as stored (JSON). (Its
+    input is read only when a root node needs it: a fan-out's input is as long as its array.)"""
 
     flow_id: str
     flow_version: int
     node_states: dict[str, Any]
-    input: Any
+    tally: dict[str, Any] | None
 
 
 def _names(table: Table, columns: Sequence[str]) -> str:
@@ -56,18 +57,35 @@ def _update(table: Table, columns: Sequence[str], where: Sequence[str]) -> str:
     return f"UPDATE {table.name} SET {assignments} WHERE {_where(table, where)}"
 
 
-_RUN_COLUMNS = ("id", "flow_id", "flow_version", "node_states", "input")
-_NEW_RUN = ("id", "flow_id", "flow_version", "graph", "input", "node_states", "status", "created_at", "updated_at")
+_RUN_COLUMNS = ("id", "flow_id", "flow_version", "node_states", "tally")
+_NEW_RUN = (
+    "id",
+    "flow_id",
+    "flow_version",
+    "graph",
+    "input",
+    "node_states",
+    "tally",
+    "status",
+    "created_at",
+    "updated_at",
+)
 _OUTBOX_COLUMNS = ("run_id", "node_key", "attempt", "url", "payload", "state", "lease_until", "tries", "created_at")
 _SQL = {
     "runs": f"SELECT {_names(runs, _RUN_COLUMNS)} FROM {runs.name} WHERE id IN (?) ORDER BY id{{for_update}}",
+    "lock_runs": f"SELECT id FROM {runs.name} WHERE id IN (?) ORDER BY id{{for_update}}",
     "graph": f"SELECT graph FROM {runs.name} WHERE {_where(runs, ['id'])}",
+    "input": f"SELECT input FROM {runs.name} WHERE {_where(runs, ['id'])}",
     "flow": f"SELECT id, version FROM {flows.name} WHERE {_where(flows, ['id'])} AND deleted_at IS NULL{{for_share}}",
     "flow_graph": f"SELECT graph FROM {flows.name} WHERE {_where(flows, ['id'])}",
     # The run's copy of the graph is copied by the database, not sent again.
     "insert_run": f"INSERT INTO {runs.name} ({_names(runs, _NEW_RUN)}) "
-    f"SELECT ?, id, version, graph, ?, ?, ?, ?, ? FROM {flows.name} WHERE {_where(flows, ['id'])}",
-    "update_run": _update(runs, ["node_states", "status", "updated_at"], ["id"]),
+    f"SELECT ?, id, version, graph, ?, ?, ?, ?, ?, ? FROM {flows.name} WHERE {_where(flows, ['id'])}",
+    "update_run": _update(runs, ["node_states", "tally", "status", "updated_at"], ["id"]),
+    "paths": f"SELECT key, state FROM {paths.name} WHERE {_where(paths, ['run_id'])} AND key IN (?)",
+    "all_paths": f"SELECT key, state FROM {paths.name} WHERE {_where(paths, ['run_id'])}",
+    "path": _insert(paths, ["run_id", "key", "status", "state"])
+    + " ON CONFLICT (run_id, key) DO UPDATE SET status = excluded.status, state = excluded.state",
     "event": _insert(events, ["run_id", "node_key", "status", "attempt", "at", "error", "summary"]),
     "attempt": _insert(
         attempts, ["run_id", "node_key", "attempt", "status", "input", "output", "error", "started_at", "finished_at"]
@@ -107,6 +125,24 @@ class HotPath:
         json_out = self.json_out
         return {row[0]: RunRow(row[1], row[2], json_out(row[3]), json_out(row[4])) for row in rows}
 
+    def lock_runs(self, conn: Connection, run_ids: Sequence[str]) -> None:
+        """Lock these runs in id order, as a batch of events does (FOR UPDATE; SQLite: nothing more)."""
+        ordered = sorted(run_ids)
+        for start in range(0, len(ordered), ROWS_PER_STATEMENT):
+            chunk = ordered[start : start + ROWS_PER_STATEMENT]
+            marks = ", ".join([self.mark] * len(chunk))
+            self._execute(conn, self.sql["lock_runs"].replace(f"({self.mark})", f"({marks})"), tuple(chunk))
+
+    def read_paths(self, conn: Connection, run_id: str, keys: Sequence[str] | None = None) -> dict[str, Any]:
+        """A run's states kept apart (``stitch_paths``), as stored (JSON): these keys', or all."""
+        if keys is None:
+            rows = self.run(conn, "all_paths", (run_id,))
+        else:
+            sql = self.sql["paths"].replace(f"({self.mark})", f"({', '.join([self.mark] * len(keys))})")
+            rows = self._execute(conn, sql, (run_id, *keys))
+        json_out = self.json_out
+        return {key: json_out(state) for key, state in rows.fetchall()}
+
     def insert_outbox(self, conn: Connection, rows: Sequence[Sequence[Any]]) -> dict[tuple[str, str, int], int]:
         """Outbox rows (run_id, node_key, attempt, url, payload, lease_until, created_at), one
         statement; the new ids by (run_id, node_key, attempt), unique per dispatch."""
@@ -124,6 +160,9 @@ class HotPath:
     def read_flow_graph(self, conn: Connection, flow_id: str) -> dict[str, Any]:
         graph: dict[str, Any] = self.json_out(self.run(conn, "flow_graph", (flow_id,)).fetchone()[0])
         return graph
+
+    def read_input(self, conn: Connection, run_id: str) -> Any:
+        return self.json_out(self.run(conn, "input", (run_id,)).fetchone()[0])
 
     def read_graph(self, conn: Connection, run_id: str) -> dict[str, Any]:
         graph: dict[str, Any] = self.json_out(self.run(conn, "graph", (run_id,)).fetchone()[0])
@@ -151,13 +190,14 @@ class HotPath:
         return cursor
 
     def _batches(self, sql: str, rows: Sequence[Sequence[Any]]) -> Iterator[tuple[Sequence[Sequence[Any]], str]]:
-        """``sql`` (one INSERT row) for up to ROWS_PER_STATEMENT rows at a time, with a VALUES list."""
+        """``sql`` (one INSERT row) for up to ROWS_PER_STATEMENT rows at a time, with a VALUES list
+        (what follows the row, ON CONFLICT or RETURNING, follows the list)."""
         head, _, tail = sql.partition(" VALUES ")
-        one, _, returning = tail.partition(" RETURNING ")
-        returning = f" RETURNING {returning}" if returning else ""
+        end = tail.index(")") + 1
+        one, rest = tail[:end], tail[end:]
         for start in range(0, len(rows), ROWS_PER_STATEMENT):
             batch = rows[start : start + ROWS_PER_STATEMENT]
-            yield batch, f"{head} VALUES {', '.join([one] * len(batch))}{returning}"
+            yield batch, f"{head} VALUES {', '.join([one] * len(batch))}{rest}"
 
     def many(self, conn: Connection, name: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)

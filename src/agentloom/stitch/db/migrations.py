@@ -46,10 +46,19 @@ def _v3(conn: Connection, dialect: Dialect) -> None:
             index.create(conn, checkfirst=True)  # a new database got it from create_all in _v1
 
 
+def _v4(conn: Connection, dialect: Dialect) -> None:
+    # Runs written before keep their fan-out paths in node_states and no tally: the engine
+    # moves them and counts on their next event, and the read side reads both places.
+    if "tally" not in {c["name"] for c in inspect(conn).get_columns("stitch_runs")}:
+        conn.execute(text(f"ALTER TABLE stitch_runs ADD COLUMN tally {dialect.json_type}"))
+    schema.metadata.create_all(conn, tables=[schema.paths])
+
+
 STEPS: list[tuple[int, str, Callable[[Connection, Dialect], None]]] = [
     (1, "flows, runs, outbox, events, settings", _v1),
     (2, "attempt history, timers, deleted flows, event errors, run listing indexes", _v2),
     (3, "a flow's runs newest first (index)", _v3),
+    (4, "node paths one row each, a run's tally", _v4),
 ]
 
 

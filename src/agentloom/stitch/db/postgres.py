@@ -25,6 +25,7 @@ class PostgreSQL(Dialect):
     for_update = " FOR UPDATE"
     for_share = " FOR SHARE"  # a flow's delete waits for the run being started from it
     timestamp_type = "TIMESTAMP WITH TIME ZONE"
+    json_type = "JSONB"
     # A commit waits for the network and the WAL flush: that stays on a thread.
     inline = False
     driver_error = psycopg.Error

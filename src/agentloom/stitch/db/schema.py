@@ -16,6 +16,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -45,7 +46,11 @@ runs = Table(
     Column("flow_version", Integer, nullable=False),
     Column("graph", Json, nullable=False),  # the graph the run started with: edits never change a running run
     Column("input", Json),
+    # The states of the nodes outside fan-outs (but Splitters and Collectors) and of the
+    # fan-out templates; every other node state is a row of stitch_paths.
     Column("node_states", Json, nullable=False),
+    # Counts an event updates instead of reading every state (state.Tally); null: not counted yet.
+    Column("tally", Json),
     Column("status", String(32), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
@@ -53,6 +58,24 @@ runs = Table(
     Index("ix_stitch_runs_listing", "created_at", "id"),  # newest first, keyset pagination
     Index("ix_stitch_runs_flow_listing", "flow_id", "created_at", "id"),  # one flow's runs, its last run
     Index("ix_stitch_runs_status", "status", "created_at", "id"),
+)
+
+# A run's node states that grow with its fan-outs, one row each, so an event reads and writes
+# the paths it touches, not all of them: every node path on a fan-out (``work_3``) and every
+# Splitter and Collector (their outputs are as long as their arrays).
+paths = Table(
+    "stitch_paths",
+    metadata,
+    Column("run_id", String(36), ForeignKey("stitch_runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("status", String(32), nullable=False),
+    Column("state", Json, nullable=False),  # NodeState.to_json
+    Index(
+        "ix_stitch_paths_waiting",
+        "run_id",
+        sqlite_where=text("status = 'waiting_for_user'"),
+        postgresql_where=text("status = 'waiting_for_user'"),
+    ),
 )
 
 # Webhooks to send, written in the same transaction as the state change that needs them.

@@ -29,6 +29,7 @@ class SQLite(Dialect):
     for_update = ""  # BEGIN IMMEDIATE holds the write lock already
     for_share = ""
     timestamp_type = "DATETIME"
+    json_type = "JSON"
     # In WAL with synchronous=NORMAL a commit does not wait for the disk, so one event's
     # transaction takes well under a millisecond: cheaper on the event loop than two thread
     # switches.
