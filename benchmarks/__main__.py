@@ -16,6 +16,7 @@ SUITES = {
     "long-work": "benchmarks.long_work",
     "docs": "benchmarks.docs",
     "stitch": "benchmarks.stitch",
+    "stitch-soak": "benchmarks.stitch_soak",  # 2 x STITCH_SOAK_SECONDS (600) and the paired rounds
     "console": "benchmarks.console",
     "skills": "benchmarks.skills",
     "chunker": "benchmarks.chunker",
