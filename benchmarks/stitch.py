@@ -129,25 +129,39 @@ def poll(done: Callable[[], bool]) -> None:
         time.sleep(0.05)
 
 
+def server_env(base: str, tmp: Path, **settings: str) -> dict[str, str]:
+    """The environment of a benchmark's server and worker: none of the caller's STITCH_ or AGENTLOOM_
+    variables, the server's base URL, a data dir in ``tmp`` and ``settings`` (STITCH_* values)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STITCH_", "AGENTLOOM_"))}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)  # and the caller's
+    env.update(
+        STITCH_BASE_URL=base, AGENTLOOM_DATA_DIR=str(tmp / "data"), AGENTLOOM_LOG_LEVEL="WARNING", PYTHONPATH=path
+    )
+    env.update(settings)
+    return env
+
+
+def serve_command(port: int, database_url: str, workers: int = 1) -> list[str]:
+    """`agentloom stitch serve` on ``port`` with ``workers`` processes."""
+    return [
+        str(Path(sys.executable).with_name("agentloom")),
+        "stitch",
+        "serve",
+        "--port",
+        str(port),
+        "--database",
+        database_url,
+        "--workers",
+        str(workers),
+    ]
+
+
 def measure(engine: str, database_url: str, tmp: Path, workers: int = 1) -> dict[str, float]:
     port, worker_port = free_port(), free_port()
     base, webhook = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{worker_port}/work"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STITCH_", "AGENTLOOM_"))}
-    env.update(
-        STITCH_BASE_URL=base, AGENTLOOM_DATA_DIR=str(tmp / "data"), AGENTLOOM_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT)
-    )
+    env = server_env(base, tmp)
     if engine == "stitch":
-        command = [
-            str(Path(sys.executable).with_name("agentloom")),
-            "stitch",
-            "serve",
-            "--port",
-            str(port),
-            "--database",
-            database_url,
-            "--workers",
-            str(workers),
-        ]
+        command = serve_command(port, database_url, workers)
         client: Stitch | Floor = Stitch(base)
     else:
         floor_db = database_url if database_url.startswith("postgres") else database_url.removeprefix("sqlite:///")

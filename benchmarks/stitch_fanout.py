@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.report import percentile, write_section
-from benchmarks.stitch import ROOT, database, free_port, wait_http
+from benchmarks.stitch import ROOT, database, free_port, serve_command, server_env, wait_http
 
 WIDTHS = (100, 1000, 2000)
 ROUNDS = int(os.environ.get("STITCH_FANOUT_ROUNDS", 3))
@@ -83,17 +83,11 @@ def one_run(api: httpx.Client, base: str, flow_id: str, width: int, read: bool) 
 def measure(kind: str, tmp: Path) -> tuple[dict[int, list[float]], Reader]:
     port, worker_port = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STITCH_", "AGENTLOOM_"))}
-    env.update(
-        STITCH_BASE_URL=base, AGENTLOOM_DATA_DIR=str(tmp / "data"), AGENTLOOM_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT)
-    )
-    agentloom = str(Path(sys.executable).with_name("agentloom"))
+    env = server_env(base, tmp)
     with database(kind, tmp) as url:
         log = tmp / f"fanout-{port}.log"
         with log.open("wb") as sink:
-            server = subprocess.Popen(
-                [agentloom, "stitch", "serve", "--port", str(port), "--database", url], env=env, cwd=ROOT, stderr=sink
-            )
+            server = subprocess.Popen(serve_command(port, url), env=env, cwd=ROOT, stderr=sink)
         worker = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.stitch_worker", str(worker_port)], env=env, cwd=ROOT
         )

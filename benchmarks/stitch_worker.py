@@ -1,6 +1,9 @@
-"""The echo worker of the Stitch benchmark: answers every webhook at once and records when.
+"""The echo worker of the Stitch benchmarks: answers every webhook at once and records when.
 
-Run as ``python -m benchmarks.stitch_worker PORT``; GET /stats returns the timings.
+Run as ``python -m benchmarks.stitch_worker PORT``; GET /stats returns the timings, GET /finished
+the runs whose last node (``config.last``) was answered 200 since the last call, GET /counts how
+callbacks went. A callback answered 503 is posted again after its ``Retry-After``, as every
+Stitch worker should (docs/stitch.md); any other non-2xx answer is counted as an error.
 """
 
 from __future__ import annotations
@@ -17,15 +20,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+RECORD = "--no-timings" not in sys.argv  # a long soak keeps no per-node timings
 received: dict[str, float] = {}  # "run/node" -> when its webhook arrived
 answered: dict[str, float] = {}  # "run/node" -> when its callback was sent
+finished: list[str] = []  # runs whose last node's callback was answered 200, not yet collected
+counts = {"callbacks": 0, "retried_503": 0, "errors": 0}
 client: aiohttp.ClientSession | None = None
 tasks: set[asyncio.Task[Any]] = set()
 
 
 async def work(request: Request) -> JSONResponse:
     payload = await request.json()
-    received[f"{payload['runId']}/{payload['nodeId']}"] = time.time()
+    if RECORD:
+        received[f"{payload['runId']}/{payload['nodeId']}"] = time.time()
     task = asyncio.get_running_loop().create_task(answer(payload))
     tasks.add(task)
     task.add_done_callback(tasks.discard)
@@ -36,15 +43,41 @@ async def answer(payload: dict[str, Any]) -> None:
     global client
     if client is None:
         client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
-    answered[f"{payload['runId']}/{payload['nodeId']}"] = time.time()
-    async with client.post(
-        payload["callbackUrl"], json={"status": "completed", "output": payload["input"]}
-    ) as response:
-        await response.read()
+    if RECORD:
+        answered[f"{payload['runId']}/{payload['nodeId']}"] = time.time()
+    body = {"status": "completed", "output": payload["input"]}
+    while True:
+        try:
+            async with client.post(payload["callbackUrl"], json=body) as response:
+                await response.read()
+                status, retry_after = response.status, response.headers.get("Retry-After")
+        except aiohttp.ClientError:
+            counts["errors"] += 1
+            return
+        if status == 503 and retry_after is not None:
+            counts["retried_503"] += 1
+            await asyncio.sleep(float(retry_after))
+            continue
+        break
+    counts["callbacks"] += 1
+    if status != 200:
+        counts["errors"] += 1
+    elif (payload.get("config") or {}).get("last"):
+        finished.append(payload["runId"])
 
 
 async def stats(_: Request) -> JSONResponse:
     return JSONResponse({"received": received, "answered": answered})
+
+
+async def collect(_: Request) -> JSONResponse:
+    done = finished[:]
+    finished.clear()
+    return JSONResponse(done)
+
+
+async def counted(_: Request) -> JSONResponse:
+    return JSONResponse(counts)
 
 
 async def reset(_: Request) -> JSONResponse:
@@ -54,7 +87,13 @@ async def reset(_: Request) -> JSONResponse:
 
 
 app = Starlette(
-    routes=[Route("/work", work, methods=["POST"]), Route("/stats", stats), Route("/reset", reset, methods=["POST"])]
+    routes=[
+        Route("/work", work, methods=["POST"]),
+        Route("/stats", stats),
+        Route("/finished", collect),
+        Route("/counts", counted),
+        Route("/reset", reset, methods=["POST"]),
+    ]
 )
 
 if __name__ == "__main__":

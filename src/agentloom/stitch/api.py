@@ -17,8 +17,8 @@ silently ignored (a misspelt filter would otherwise list everything).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any
 
 import anyio
@@ -43,7 +43,7 @@ from agentloom.stitch.graph import GraphError
 from agentloom.stitch.groupcommit import GroupCommit
 from agentloom.stitch.ids import NotFound, shown
 from agentloom.stitch.live import EventFeed, Message, Subscription, last_event_id, stream
-from agentloom.stitch.middleware import PREFIX, AllowHeader, BodyLimit, RequireKey
+from agentloom.stitch.middleware import PREFIX, AllowHeader, BodyLimit, CallbackAdmission, RequireKey
 from agentloom.stitch.models import (
     EXTRA_KEYS,
     JSON_VALUE_SCHEMA,
@@ -169,7 +169,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     webhooks = settings.webhook_policy()
     keyed = (401,) if settings.api_key else ()
     retention = (
-        Policy.of(settings.retention_max_age_hours, settings.retention_max_runs_per_flow, settings.retention_batch_size)
+        Policy.of(settings.retention_max_age(), settings.retention_max_runs_per_flow, settings.retention_batch_size)
         if settings.retention_enabled
         else None
     )
@@ -222,6 +222,12 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     app.router.route_class = StitchRoute
     app.add_middleware(AllowHeader)
     app.add_middleware(CallbackFastPath)  # inside the body limit (each middleware added wraps the ones before)
+    app.add_middleware(  # a callback waits for its turn before its body is read
+        CallbackAdmission,
+        concurrency=settings.callback_concurrency,
+        queue=settings.callback_queue,
+        retry_after=settings.callback_retry_after,
+    )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.api_key:
         app.add_middleware(RequireKey, key=settings.api_key)  # outermost: a stranger's body is never read
@@ -256,8 +262,22 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         return JSONResponse(result.reply(), status_code=result.outcome.http_status)
 
     async def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
+        with answered_as_http():
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    async def read(request: Request, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A short read (a page, a run, a count). On SQLite it runs on the event loop, as the
+        callbacks' transactions do: on a thread, each of its steps in the driver would give the
+        GIL away and wait to get it back from a busy event loop, many times per page."""
+        if not engine_of(request).db.inline:
+            return await call(fn, *args, **kwargs)
+        with answered_as_http():
+            return fn(*args, **kwargs)
+
+    @contextmanager
+    def answered_as_http() -> Iterator[None]:
+        try:
+            yield
         except NotFound as exc:
             raise HTTPException(404, str(exc)) from None
         except FlowBusy as exc:
@@ -334,8 +354,14 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         limit: Annotated[int, Query(ge=1, le=1000, description="Runs per page.")] = 100,
     ) -> dict[str, Any]:
         """Runs, newest first, a page at a time (pass ``next_cursor`` back as ``cursor``)."""
-        page = await call(
-            queries.list_runs, engine_of(request).db, status=status, flow_id=flow_id, cursor=cursor, limit=limit
+        page = await read(
+            request,
+            queries.list_runs,
+            engine_of(request).db,
+            status=status,
+            flow_id=flow_id,
+            cursor=cursor,
+            limit=limit,
         )
         return {"runs": as_replies(page["runs"]), "next_cursor": page["next_cursor"], "retention": retention_reply}
 
@@ -412,7 +438,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     @app.get(f"{PREFIX}/runs/{{run_id}}", response_model=RunReply, responses=documented(404))
     async def get_run(run_id: str, request: Request) -> dict[str, Any]:
         """The run and the latest state of each node path (every attempt: .../nodes/{node}/attempts)."""
-        return as_reply(queries.run_view(await call(queries.get_run, engine_of(request).db, run_id)))
+        return as_reply(queries.run_view(await read(request, queries.get_run, engine_of(request).db, run_id)))
 
     @app.get(f"{PREFIX}/runs/{{run_id}}/events", response_model=list[RunEvent], responses=documented(404))
     async def run_events(run_id: str, request: Request) -> list[dict[str, Any]]:
@@ -518,7 +544,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     async def health(request: Request) -> dict[str, Any]:
         """Open without the API key (load balancers probe it)."""
         engine = engine_of(request)
-        pending = await call(engine.pending_dispatches)
+        pending = await read(request, engine.pending_dispatches)
         return {
             "status": "ok",
             "database": engine.db.name,
@@ -529,7 +555,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     @app.get("/metrics", include_in_schema=False)  # Prometheus's path and format, not the JSON API
     async def prometheus_metrics(request: Request) -> Response:
         engine = engine_of(request)
-        backlog = await call(engine.backlog)
+        backlog = await read(request, engine.backlog)
         metrics.pool_in_use(engine.db.connections_in_use())
         body = await anyio.to_thread.run_sync(metrics.render, backlog)
         return Response(body, media_type=metrics.CONTENT_TYPE)

@@ -35,11 +35,10 @@ from agentloom.stitch.dispatcher import Dispatcher
 from agentloom.stitch.engine import Engine
 from agentloom.stitch.execution import Result
 from agentloom.stitch.groupcommit import GroupCommit
-from agentloom.stitch.middleware import PREFIX
+from agentloom.stitch.middleware import CALLBACK_PREFIX
 from agentloom.stitch.models import Callback
 from agentloom.stitch.values import BadJson, decode
 
-CALLBACK_PREFIX = f"{PREFIX}/callback/"
 NOT_SIGNED = "callback URL is not signed by this server: post to the callbackUrl you were given, unchanged"
 _HEADERS = [(b"content-type", b"application/json")]
 

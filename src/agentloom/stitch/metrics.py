@@ -93,6 +93,17 @@ SERVER_PROCESSES = Gauge(
     multiprocess_mode="livesum",
     registry=_REGISTRY,
 )
+CALLBACKS_WAITING = Gauge(
+    "stitch_callbacks_waiting",
+    "Workers' callbacks waiting for a turn to be handled (STITCH_CALLBACK_CONCURRENCY per process).",
+    multiprocess_mode="livesum",
+    registry=_REGISTRY,
+)
+CALLBACKS_REFUSED = Counter(
+    "stitch_callbacks_refused",
+    "Workers' callbacks answered 503 with Retry-After because STITCH_CALLBACK_QUEUE were waiting already.",
+    registry=_REGISTRY,
+)
 PRUNED_ROWS = Counter("stitch_pruned_rows", "Rows deleted by retention.", ["table"], registry=_REGISTRY)
 for _table in PRUNED_TABLES:
     PRUNED_ROWS.labels(_table)
@@ -121,6 +132,14 @@ def applied(flow_id: str, execution: Execution, run_status: str) -> None:
 
 def callback_handled(outcome: str, seconds: float) -> None:
     CALLBACK_SECONDS.labels(outcome).observe(seconds)
+
+
+def callbacks_waiting(count: int) -> None:
+    CALLBACKS_WAITING.set(count)
+
+
+def callback_refused() -> None:
+    CALLBACKS_REFUSED.inc()
 
 
 def delivered(seconds: float) -> None:

@@ -1,20 +1,26 @@
-"""The ASGI layers in front of the Stitch routes: the body size limit and the API key.
+"""The ASGI layers in front of the Stitch routes: the body size limit, the API key and the
+admission of workers' callbacks.
 
-Both work on the raw ASGI messages, so a refused request is answered before its body is
+They work on the raw ASGI messages, so a refused request is answered before its body is
 read or parsed (a stranger's body is never read at all).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import logging
+from collections import deque
 
 from fastapi import HTTPException
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentloom.stitch import console
+from agentloom.stitch import console, metrics
 
+log = logging.getLogger(__name__)
 PREFIX = "/api/stitch"
+CALLBACK_PREFIX = f"{PREFIX}/callback/"
 
 
 class BodyTooLarge(HTTPException):
@@ -80,7 +86,7 @@ class RequireKey:
     are signed), the health check and the console's page and assets (they hold no data; the page
     asks for the key). New endpoints are therefore protected by default."""
 
-    OPEN_PREFIX = f"{PREFIX}/callback/"
+    OPEN_PREFIX = CALLBACK_PREFIX
     OPEN_PATHS = frozenset({f"{PREFIX}/health"})
 
     def __init__(self, app: ASGIApp, key: str) -> None:
@@ -153,3 +159,77 @@ def _methods(scope: Scope) -> list[str]:
         if match is not Match.NONE:
             found.update(getattr(route, "methods", None) or ())
     return sorted(found)
+
+
+class CallbackAdmission:
+    """At most ``concurrency`` workers' callbacks are handled at once in this process (body read,
+    parsed, committed, next webhooks handed on); the others wait their turn, first come first
+    served, before their body is read. Reads (run pages, run status, health, metrics) do not go
+    through this gate: however deep a backlog of callbacks, the event loop has at most
+    ``concurrency`` of them in hand, so a read waits for those, not for the backlog.
+
+    Beyond ``queue`` callbacks waiting, a callback is answered 503 with ``Retry-After``: its
+    body unread and nothing applied, so posting it again later is safe (a callback applied twice
+    is a harmless duplicate anyway)."""
+
+    def __init__(self, app: ASGIApp, concurrency: int, queue: int, retry_after: int) -> None:
+        if concurrency < 1:
+            raise ValueError(f"STITCH_CALLBACK_CONCURRENCY is {concurrency}; it must be at least 1")
+        if queue < 0:
+            raise ValueError(f"STITCH_CALLBACK_QUEUE is {queue}; it must be 0 or more")
+        self.app = app
+        self.concurrency = concurrency
+        self.queue = queue
+        self.retry_after = retry_after
+        self.active = 0
+        self._waiting: deque[asyncio.Future[None]] = deque()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith(CALLBACK_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        if self.active < self.concurrency and not self._waiting:
+            self.active += 1
+        elif len(self._waiting) >= self.queue:
+            metrics.callback_refused()
+            await self._refuse(scope, send)
+            return
+        else:
+            await self._wait_turn()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._pass_turn()
+
+    async def _wait_turn(self) -> None:
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        metrics.callbacks_waiting(len(self._waiting))
+        try:
+            await turn
+        except BaseException:
+            if turn.done() and not turn.cancelled():
+                self._pass_turn()  # the turn was handed over as this request went away: hand it on
+            else:
+                self._waiting.remove(turn)
+            metrics.callbacks_waiting(len(self._waiting))
+            raise
+
+    def _pass_turn(self) -> None:
+        """The finished callback's turn goes to the longest waiting one, or is given back."""
+        while self._waiting:
+            turn = self._waiting.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                metrics.callbacks_waiting(len(self._waiting))
+                return
+        self.active -= 1
+        metrics.callbacks_waiting(0)
+
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        detail = (
+            f"this server has {len(self._waiting)} callbacks waiting (STITCH_CALLBACK_QUEUE={self.queue}); "
+            f"nothing was applied: post the same callback again after {self.retry_after} s (Retry-After)"
+        )
+        response = JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": str(self.retry_after)})
+        await response(scope, _no_body, send)

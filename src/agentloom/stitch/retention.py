@@ -56,13 +56,10 @@ class Policy:
             raise ValueError(f"max_runs_per_flow is {self.max_runs_per_flow}; it must be 0 or more")
 
     @classmethod
-    def of(cls, max_age_hours: float, max_runs_per_flow: int, batch_size: int) -> Policy:
-        """From the settings' numbers, where 0 means no limit."""
-        return cls(
-            timedelta(hours=max_age_hours) if max_age_hours > 0 else None,
-            max_runs_per_flow or None,
-            batch_size,
-        )
+    def of(cls, max_age_hours: float | timedelta | None, max_runs_per_flow: int, batch_size: int) -> Policy:
+        """From the settings' numbers, where 0 (or None) means no limit; the age in hours or as a timedelta."""
+        age = max_age_hours if isinstance(max_age_hours, timedelta) else timedelta(hours=max_age_hours or 0)
+        return cls(age if age > timedelta(0) else None, max_runs_per_flow or None, batch_size)
 
     @property
     def limits(self) -> bool:

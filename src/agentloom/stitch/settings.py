@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field
@@ -77,6 +78,12 @@ class StitchSettings(BaseSettings):
     retention_max_age_hours: float = Field(
         336.0, ge=0, description="Finished runs older than this are pruned (hours; 0: no age limit)."
     )
+    retention_max_age_seconds: float | None = Field(
+        None,
+        ge=0,
+        description="The same limit in seconds, for ages under an hour (0: no age limit); "
+        "set this or STITCH_RETENTION_MAX_AGE_HOURS, not both.",
+    )
     retention_max_runs_per_flow: int = Field(
         10_000, ge=0, description="At most this many finished runs kept per flow, the newest (0: no limit)."
     )
@@ -84,6 +91,31 @@ class StitchSettings(BaseSettings):
     retention_batch_size: int = Field(
         200, ge=1, le=10_000, description="Runs deleted per transaction (each batch holds the write lock briefly)."
     )
+
+    callback_concurrency: int = Field(
+        8,
+        ge=1,
+        le=1024,
+        description="Callbacks one server process handles at once (body read, parsed, committed); "
+        "the rest wait their turn, so reads are not queued behind them.",
+    )
+    callback_queue: int = Field(
+        1000,
+        ge=0,
+        description="Callbacks that may wait for a turn in one server process; beyond it a callback is "
+        "answered 503 with Retry-After (0: refuse whenever every turn is taken).",
+    )
+    callback_retry_after: int = Field(
+        1, ge=1, le=3600, description="Seconds a callback refused with 503 is told to wait (Retry-After)."
+    )
+
+    def retention_max_age(self) -> timedelta | None:
+        """The age limit of finished runs, from seconds or hours; None: no age limit."""
+        if self.retention_max_age_seconds is not None:
+            age = timedelta(seconds=self.retention_max_age_seconds)
+        else:
+            age = timedelta(hours=self.retention_max_age_hours)
+        return age or None
 
     def checked(self, host: str, port: int, warn: Callable[[str], None] | None = None) -> StitchSettings:
         """Refuse to start without a usable base URL, or off loopback without an API key.
@@ -114,6 +146,11 @@ class StitchSettings(BaseSettings):
                 f"STITCH_LEASE_SECONDS ({self.lease_seconds:g}) must exceed "
                 f"STITCH_WORKER_TIMEOUT ({self.worker_timeout:g}), "
                 "or dispatches still in flight would be sent twice"
+            )
+        if self.retention_max_age_seconds is not None and "retention_max_age_hours" in self.model_fields_set:
+            raise StitchConfigError(
+                "STITCH_RETENTION_MAX_AGE_SECONDS and STITCH_RETENTION_MAX_AGE_HOURS are both set; they are the "
+                "same limit: unset one of them"
             )
         self.check_api_key()
         if host not in LOOPBACK and not self.api_key:
