@@ -49,7 +49,7 @@ import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.report import percentile, write_section
-from benchmarks.stitch import ROOT, database, free_port, serve_command, server_env, wait_http
+from benchmarks.stitch import PG_ADMIN, ROOT, database, free_port, serve_command, server_env, wait_http
 
 SECONDS = float(os.environ.get("STITCH_SOAK_SECONDS", 600))
 IN_FLIGHT = int(os.environ.get("STITCH_SOAK_IN_FLIGHT", 400))
@@ -200,7 +200,7 @@ def scrape(bases: list[str]) -> dict[str, float]:
 class Drive:
     started: dict[str, float] = field(default_factory=dict)  # run id -> when (monotonic)
     finished: dict[str, float] = field(default_factory=dict)
-    start_errors: int = 0
+    start_errors: dict[str, int] = field(default_factory=dict)  # what a failed run start got -> how often
     unfinished_pruned: int = 0
     sizes: list[tuple[float, int]] = field(default_factory=list)  # (seconds into the soak, bytes)
     scrapes: list[tuple[float, dict[str, float]]] = field(default_factory=list)
@@ -233,9 +233,10 @@ async def drive(
             if reply.status_code == 201:
                 d.started[reply.json()["id"]] = time.monotonic()
                 return
-        except httpx.HTTPError:
-            pass
-        d.start_errors += 1
+            got = f"HTTP {reply.status_code}: {reply.text[:120]}"
+        except httpx.HTTPError as exc:
+            got = type(exc).__name__
+        d.start_errors[got] = d.start_errors.get(got, 0) + 1
 
     async def sample() -> None:
         while True:
@@ -390,7 +391,13 @@ def summarise(
         key: len(d.scrapes) > 1 and d.scrapes[-1][1][key] > d.scrapes[0][1][key]
         for key in ("runs_finished", "completions", "pruned_rows")
     }
-    errors = d.start_errors + counts["errors"] + read_errors + (0 if d.drained else len(d.started) - len(d.finished))
+    error_kinds = {
+        **{f"run starts ({got})": count for got, count in d.start_errors.items()},
+        "callbacks": counts["errors"],
+        "reads": read_errors,
+        "runs unfinished": 0 if d.drained else len(d.started) - len(d.finished),
+    }
+    errors = sum(error_kinds.values())
     return {
         "kind": kind,
         "rate": d.rate(d.began + warm, d.load_ended),
@@ -408,6 +415,7 @@ def summarise(
         "scrapes": len(d.scrapes),
         "servers": max((s["server_processes"] for _, s in d.scrapes), default=0),
         "errors": errors,
+        "error_kinds": {kind: count for kind, count in error_kinds.items() if count},
         "log_errors": log_errors,
         "retried_503": counts["retried_503"],
     }
@@ -427,10 +435,37 @@ def mb(size: float) -> str:
     return f"{size / 2**20:.1f}"
 
 
+@contextmanager
+def autovacuum_on() -> Iterator[str]:
+    """PostgreSQL's autovacuum on for the soak, as it is by default: Stitch relies on it to reuse the
+    space of pruned rows (docs/stitch-operations.md). A server configured without it gets it turned on
+    (ALTER SYSTEM) for the soak's duration and back off after; what was done is yielded, for the report."""
+    if "PostgreSQL" not in KINDS:
+        yield ""
+        return
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        was = conn.execute("SHOW autovacuum").fetchone()[0]  # type: ignore[index]
+        if was != "on":
+            conn.execute("ALTER SYSTEM SET autovacuum = on")
+            conn.execute("SELECT pg_reload_conf()")
+    try:
+        yield (
+            "PostgreSQL's autovacuum was on, with its default settings."
+            if was == "on"
+            else "This machine's PostgreSQL had autovacuum off; the soak turned it on (ALTER SYSTEM, its default "
+            "settings) for its duration and back off after: Stitch relies on it to reuse pruned rows' space."
+        )
+    finally:
+        if was != "on":
+            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                conn.execute("ALTER SYSTEM RESET autovacuum")
+                conn.execute("SELECT pg_reload_conf()")
+
+
 def main() -> None:
     soaks: list[dict[str, Any]] = []
     paired: dict[str, dict[bool, list[float]]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, autovacuum_on() as vacuum:
         for kind in KINDS:
             s = soak(kind, Path(tmp))
             soaks.append(s)
@@ -441,7 +476,7 @@ def main() -> None:
                     rate = paired_round(kind, Path(tmp), on)
                     paired.setdefault(kind, {}).setdefault(on, []).append(rate)
                     print(f"{kind} round {round_ + 1} {'on' if on else 'off'}: {rate:.0f}/s", file=sys.stderr)
-    body = report(soaks, paired)
+    body = report(soaks, paired) + ("\n\n" + vacuum if vacuum else "")
     print(body)
     write_section("Stitch soak", body, "python -m benchmarks stitch-soak")
 
@@ -476,7 +511,10 @@ def report(soaks: list[dict[str, Any]], paired: dict[str, dict[bool, list[float]
         lines.append(
             f"| {s['kind']} | {s['rate']:.0f} | {s['runs']:,} | {s['pruned']:,} | {s['unfinished_pruned']} | "
             f"{mb(s['size_median'])} | +-{s['size_spread'] * 100:.0f} % | {shown('first page')} | "
-            f"{shown('deep page')} | {shown('health')} | {s['errors'] + s['log_errors']} |"
+            f"{shown('deep page')} | {shown('health')} | {s['errors'] + s['log_errors']}"
+            + "".join(f"; {kind}: {count}" for kind, count in s.get("error_kinds", {}).items())
+            + (f"; server log tracebacks: {s['log_errors']}" if s["log_errors"] else "")
+            + " |"
         )
     lines += [
         "",

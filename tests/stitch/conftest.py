@@ -14,7 +14,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import PYTHON, free_port
+from tests.conftest import PYTHON, REPO, free_port
 from tests.stitch.worker import Worker
 
 PG_ADMIN = os.environ.get("STITCH_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -164,3 +164,29 @@ def stitch(database_url: str, tmp_path: Path) -> Iterator[StitchServer]:
     server = StitchServer(database_url, tmp_path).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def echo_worker(tmp_path: Path) -> Iterator[str]:
+    """The benchmarks' echo worker (benchmarks/stitch_worker.py) in a process of its own, so its
+    callbacks do not share this process's CPU with the reads timed here."""
+    port = free_port()
+    log = (tmp_path / "echo-worker.log").open("wb")
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "benchmarks.stitch_worker", str(port), "--no-timings"], cwd=REPO, stdout=log, stderr=log
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"{base}/counts", timeout=1)
+            break
+        except httpx.HTTPError:
+            assert proc.poll() is None and time.monotonic() < deadline, "the echo worker did not start"
+            time.sleep(0.1)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()

@@ -5,38 +5,14 @@ the width, is tested event by event in test_operations.py.)"""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.conftest import PYTHON, REPO, free_port
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
-
-
-@pytest.fixture
-def echo() -> Iterator[str]:
-    """The benchmark's echo worker in a process of its own (aiohttp): it answers thousands of
-    webhooks at once, and its callbacks do not share the test's interpreter."""
-    port = free_port()
-    proc = subprocess.Popen([PYTHON, "-m", "benchmarks.stitch_worker", str(port)], cwd=REPO)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/stats", timeout=1)
-                break
-            except httpx.HTTPError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the echo worker did not start"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/work"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 class Reader(threading.Thread):
@@ -86,8 +62,8 @@ def one_run(stitch: StitchServer, flow_id: str, width: int, reader: bool = False
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_two_thousand_paths_go_at_the_per_path_rate_of_a_hundred(stitch: StitchServer, echo: str) -> None:
-    b = Builder(echo)
+def test_two_thousand_paths_go_at_the_per_path_rate_of_a_hundred(stitch: StitchServer, echo_worker: str) -> None:
+    b = Builder(f"{echo_worker}/work")
     b.node("Splitter", "split")
     b.node("Worker", "work")
     b.node("Collector", "gather")

@@ -4,9 +4,7 @@ queue (503 + Retry-After) is applied exactly once when posted again."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -14,44 +12,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import PYTHON, free_port
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
 from tests.stitch.worker import Worker
 
 pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
-REPO = Path(__file__).resolve().parents[2]
 RUNS = 300
 CHAIN = 10
 # The old behaviour (every callback handled at once, reads queued behind them) gave a p95 of
 # several hundred milliseconds here; a loaded CI machine stays well under this with the gate.
 READ_P95_MS = 150.0
-
-
-@pytest.fixture
-def echo_worker(tmp_path: Path) -> Iterator[str]:
-    """The benchmarks' echo worker (benchmarks/stitch_worker.py) in a process of its own, so its
-    callbacks do not share this process's CPU with the reads timed here."""
-    port = free_port()
-    log = (tmp_path / "echo-worker.log").open("wb")
-    proc = subprocess.Popen(
-        [PYTHON, "-m", "benchmarks.stitch_worker", str(port), "--no-timings"], cwd=REPO, stdout=log, stderr=log
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(f"{base}/counts", timeout=1)
-            break
-        except httpx.HTTPError:
-            assert proc.poll() is None and time.monotonic() < deadline, "the echo worker did not start"
-            time.sleep(0.1)
-    try:
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def chain_flow(server: StitchServer, webhook: str) -> str:

@@ -266,11 +266,10 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
     async def read(request: Request, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """A short read (a page, a run, a count). On SQLite it runs on the event loop, as the
-        callbacks' transactions do: on a thread, each of its steps in the driver would give the
-        GIL away and wait to get it back from a busy event loop, many times per page."""
-        if not engine_of(request).db.inline:
-            return await call(fn, *args, **kwargs)
+        """A short read (a page, a run, a count), on the event loop: on a thread, each of its
+        steps in the driver would give the GIL away and wait to get it back from a busy event
+        loop (and, on PostgreSQL, from the thread committing callbacks), many times per read.
+        One read at a time holds at most one pooled connection, so it never waits for the pool."""
         with answered_as_http():
             return fn(*args, **kwargs)
 

@@ -4,6 +4,7 @@ event's writes pipelined into one round trip."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,6 +17,7 @@ from sqlalchemy.exc import DBAPIError
 
 from agentloom.stitch.db.dialect import Dialect, dumps
 
+log = logging.getLogger(__name__)
 MIGRATIONS_LOCK = 0x57_17_C4  # pg_advisory_xact_lock key for the schema steps
 
 
@@ -29,6 +31,7 @@ class PostgreSQL(Dialect):
     # A commit waits for the network and the WAL flush: that stays on a thread.
     inline = False
     driver_error = psycopg.Error
+    _autovacuum_checked = False
 
     def engine(self, url: URL) -> Engine:
         # No pre-ping: it is a round trip before every transaction, on the path of every
@@ -38,6 +41,19 @@ class PostgreSQL(Dialect):
 
     def skip_locked(self) -> bool:
         return True
+
+    def reclaim_space(self, engine: Engine) -> None:
+        """Autovacuum makes the space of pruned rows reusable; said once per process when it is off."""
+        if self._autovacuum_checked:
+            return
+        self._autovacuum_checked = True
+        with engine.connect() as conn:
+            if conn.execute(text("SHOW autovacuum")).scalar() != "on":
+                log.warning(
+                    "PostgreSQL's autovacuum is off: the space of the runs retention prunes is never reused and "
+                    "the database keeps growing; turn it on (autovacuum = on, PostgreSQL's default) or VACUUM "
+                    "the stitch_ tables regularly"
+                )
 
     def lock_migrations(self, conn: Connection) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATIONS_LOCK})
