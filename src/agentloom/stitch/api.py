@@ -265,7 +265,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         with answered_as_http():
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
-    async def read(request: Request, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def read(fn: Any, *args: Any, **kwargs: Any) -> Any:
         """A short read (a page, a run, a count), on the event loop: on a thread, each of its
         steps in the driver would give the GIL away and wait to get it back from a busy event
         loop (and, on PostgreSQL, from the thread committing callbacks), many times per read.
@@ -353,8 +353,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         limit: Annotated[int, Query(ge=1, le=1000, description="Runs per page.")] = 100,
     ) -> dict[str, Any]:
         """Runs, newest first, a page at a time (pass ``next_cursor`` back as ``cursor``)."""
-        page = await read(
-            request,
+        page = read(
             queries.list_runs,
             engine_of(request).db,
             status=status,
@@ -437,7 +436,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     @app.get(f"{PREFIX}/runs/{{run_id}}", response_model=RunReply, responses=documented(404))
     async def get_run(run_id: str, request: Request) -> dict[str, Any]:
         """The run and the latest state of each node path (every attempt: .../nodes/{node}/attempts)."""
-        return as_reply(queries.run_view(await read(request, queries.get_run, engine_of(request).db, run_id)))
+        return as_reply(queries.run_view(read(queries.get_run, engine_of(request).db, run_id)))
 
     @app.get(f"{PREFIX}/runs/{{run_id}}/events", response_model=list[RunEvent], responses=documented(404))
     async def run_events(run_id: str, request: Request) -> list[dict[str, Any]]:
@@ -543,7 +542,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     async def health(request: Request) -> dict[str, Any]:
         """Open without the API key (load balancers probe it)."""
         engine = engine_of(request)
-        pending = await read(request, engine.pending_dispatches)
+        pending = read(engine.pending_dispatches)
         return {
             "status": "ok",
             "database": engine.db.name,
@@ -554,7 +553,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     @app.get("/metrics", include_in_schema=False)  # Prometheus's path and format, not the JSON API
     async def prometheus_metrics(request: Request) -> Response:
         engine = engine_of(request)
-        backlog = await read(request, engine.backlog)
+        backlog = read(engine.backlog)
         metrics.pool_in_use(engine.db.connections_in_use())
         body = await anyio.to_thread.run_sync(metrics.render, backlog)
         return Response(body, media_type=metrics.CONTENT_TYPE)

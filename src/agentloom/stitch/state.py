@@ -120,10 +120,11 @@ class NodeStates(Mapping[str, NodeState]):
             return state
         if self.complete or key in self._absent or self._fetch is None:
             raise KeyError(key)
-        self.prefetch([key])
-        state = self._states.get(key)
+        state = self._fetch([key]).get(key)
         if state is None:
+            self._absent.add(key)
             raise KeyError(key)
+        self._states[key] = state
         return state
 
     def __setitem__(self, key: str, state: NodeState) -> None:
@@ -138,15 +139,6 @@ class NodeStates(Mapping[str, NodeState]):
     def __len__(self) -> int:
         self.load()
         return len(self._states)
-
-    def prefetch(self, keys: Sequence[str]) -> None:
-        """Fetch these keys' states in one go (those not at hand, nor known absent)."""
-        wanted = [k for k in keys if k not in self._states and k not in self._absent]
-        if not wanted or self.complete or self._fetch is None:
-            return
-        found = self._fetch(wanted)
-        self._states.update(found)
-        self._absent.update(k for k in wanted if k not in found)
 
     def load(self) -> None:
         """Fetch every state not at hand (those at hand may hold changes: they are kept)."""

@@ -118,10 +118,7 @@ class HotPath:
         """These runs, locked in id order (FOR UPDATE; SQLite's BEGIN IMMEDIATE holds them all)."""
         if not run_ids:
             return {}
-        marks = ", ".join([self.mark] * len(run_ids))
-        rows = self._execute(
-            conn, self.sql["runs"].replace(f"({self.mark})", f"({marks})"), tuple(sorted(run_ids))
-        ).fetchall()
+        rows = self._execute(conn, self._in("runs", len(run_ids)), tuple(sorted(run_ids))).fetchall()
         json_out = self.json_out
         return {row[0]: RunRow(row[1], row[2], json_out(row[3]), json_out(row[4])) for row in rows}
 
@@ -130,16 +127,14 @@ class HotPath:
         ordered = sorted(run_ids)
         for start in range(0, len(ordered), ROWS_PER_STATEMENT):
             chunk = ordered[start : start + ROWS_PER_STATEMENT]
-            marks = ", ".join([self.mark] * len(chunk))
-            self._execute(conn, self.sql["lock_runs"].replace(f"({self.mark})", f"({marks})"), tuple(chunk))
+            self._execute(conn, self._in("lock_runs", len(chunk)), tuple(chunk))
 
     def read_paths(self, conn: Connection, run_id: str, keys: Sequence[str] | None = None) -> dict[str, Any]:
         """A run's states kept apart (``stitch_paths``), as stored (JSON): these keys', or all."""
         if keys is None:
             rows = self.run(conn, "all_paths", (run_id,))
         else:
-            sql = self.sql["paths"].replace(f"({self.mark})", f"({', '.join([self.mark] * len(keys))})")
-            rows = self._execute(conn, sql, (run_id, *keys))
+            rows = self._execute(conn, self._in("paths", len(keys)), (run_id, *keys))
         json_out = self.json_out
         return {key: json_out(state) for key, state in rows.fetchall()}
 
@@ -167,6 +162,10 @@ class HotPath:
     def read_graph(self, conn: Connection, run_id: str) -> dict[str, Any]:
         graph: dict[str, Any] = self.json_out(self.run(conn, "graph", (run_id,)).fetchone()[0])
         return graph
+
+    def _in(self, name: str, count: int) -> str:
+        """Statement ``name`` with its ``IN (?)`` widened to ``count`` parameters."""
+        return self.sql[name].replace(f"({self.mark})", f"({', '.join([self.mark] * count)})")
 
     def run(self, conn: Connection, name: str, params: Sequence[Any]) -> Any:
         return self._execute(conn, self.sql[name], tuple(params))
