@@ -32,6 +32,14 @@ def test_migrations_run_once_and_keep_data(database_url: str) -> None:
                 "stitch_runs.graph": "jsonb",
                 "stitch_runs.node_states": "jsonb",
             }
+            # the tables retention churns are vacuumed early (docs/stitch-operations.md)
+            options = dict(
+                conn.execute(
+                    text("SELECT relname, reloptions FROM pg_class WHERE relname IN ('stitch_runs', 'stitch_outbox')")
+                ).all()
+            )
+            assert "autovacuum_vacuum_scale_factor=0.02" in options["stitch_outbox"]
+            assert {"fillfactor=80", "autovacuum_vacuum_scale_factor=0.02"} <= set(options["stitch_runs"])
     assert versions == [version for version, _, _ in STEPS]
     assert {"stitch_flows", "stitch_runs", "stitch_outbox", "stitch_events", "stitch_settings"} <= tables
     again.dispose()

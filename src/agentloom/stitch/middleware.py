@@ -168,6 +168,11 @@ class CallbackAdmission:
     through this gate: however deep a backlog of callbacks, the event loop has at most
     ``concurrency`` of them in hand, so a read waits for those, not for the backlog.
 
+    A read also goes first: while one is being answered, no further callback starts beyond one
+    in hand, so the read shares the event loop and the GIL with as few callbacks as possible. A
+    read counts until its response starts, so an open event stream holds nothing back, and one
+    callback always runs, so a stream of reads cannot starve the workers.
+
     Beyond ``queue`` callbacks waiting, a callback is answered 503 with ``Retry-After``: its
     body unread and nothing applied, so posting it again later is safe (a callback applied twice
     is a harmless duplicate anyway)."""
@@ -182,24 +187,55 @@ class CallbackAdmission:
         self.queue = queue
         self.retry_after = retry_after
         self.active = 0
+        self.reads = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith(CALLBACK_PREFIX):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
-            return
-        if self.active < self.concurrency and not self._waiting:
+        elif scope["method"] in ("GET", "HEAD"):
+            await self._read(scope, receive, send)
+        elif scope["method"] != "POST" or not scope["path"].startswith(CALLBACK_PREFIX):
+            await self.app(scope, receive, send)
+        elif self.active < self._limit() and not self._waiting:
             self.active += 1
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self._pass_turn()
         elif len(self._waiting) >= self.queue:
             metrics.callback_refused()
             await self._refuse(scope, send)
-            return
         else:
             await self._wait_turn()
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self._pass_turn()
+
+    def _limit(self) -> int:
+        return 1 if self.reads else self.concurrency
+
+    async def _read(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.reads += 1
+        counted = True
+
+        def done() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                self.reads -= 1
+                self._admit()
+
+        async def send_and_release(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                done()
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_and_release)
         finally:
-            self._pass_turn()
+            done()
 
     async def _wait_turn(self) -> None:
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -216,15 +252,17 @@ class CallbackAdmission:
             raise
 
     def _pass_turn(self) -> None:
-        """The finished callback's turn goes to the longest waiting one, or is given back."""
-        while self._waiting:
+        """A finished callback gives its place back; the longest waiting ones take the free places."""
+        self.active -= 1
+        self._admit()
+
+    def _admit(self) -> None:
+        while self._waiting and self.active < self._limit():
             turn = self._waiting.popleft()
             if not turn.done():
+                self.active += 1
                 turn.set_result(None)
-                metrics.callbacks_waiting(len(self._waiting))
-                return
-        self.active -= 1
-        metrics.callbacks_waiting(0)
+        metrics.callbacks_waiting(len(self._waiting))
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
         detail = (

@@ -99,6 +99,9 @@ class Dialect(ABC):
     def reclaim_space(self, engine: Engine) -> None:  # noqa: B027 - PostgreSQL's autovacuum does it by itself
         """Give back the space of rows just deleted (after a retention prune)."""
 
+    def tune_churning_tables(self, conn: Connection, tables: list[str]) -> None:  # noqa: B027 - SQLite has no such knobs
+        """Storage settings for the tables whose rows are updated and deleted all day."""
+
     # -- values on the driver (the fixed statements of :mod:`.hot`) -------------------------
     @abstractmethod
     def json_in(self, value: Any) -> Any:

@@ -54,11 +54,21 @@ def _v4(conn: Connection, dialect: Dialect) -> None:
     schema.metadata.create_all(conn, tables=[schema.paths])
 
 
+# Retention deletes from these and every event updates or adds to them: they churn all day at a
+# steady size.
+CHURNING = [schema.runs, schema.paths, schema.outbox, schema.events, schema.attempts, schema.timers]
+
+
+def _v5(conn: Connection, dialect: Dialect) -> None:
+    dialect.tune_churning_tables(conn, [t.name for t in CHURNING])
+
+
 STEPS: list[tuple[int, str, Callable[[Connection, Dialect], None]]] = [
     (1, "flows, runs, outbox, events, settings", _v1),
     (2, "attempt history, timers, deleted flows, event errors, run listing indexes", _v2),
     (3, "a flow's runs newest first (index)", _v3),
     (4, "node paths one row each, a run's tally", _v4),
+    (5, "storage settings for tables that churn", _v5),
 ]
 
 
