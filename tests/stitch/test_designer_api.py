@@ -482,9 +482,20 @@ def test_input_schemas_are_checked_and_explained() -> None:
     assert '"type": "object"' in str(input_schemas.schema_problem({"properties": {}}))
     local = {"type": "object", "$defs": {"n": {"type": "number"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}
     assert input_schemas.schema_problem(local) is None
-    for ref in ("#/$defs/missing", "https://example.com/schema.json"):
+    for ref in ("#/$defs/missing", "https://example.com/schema.json", "http://[::1"):
         remote = {"type": "object", "properties": {"a": {"$ref": ref}}}
         assert "does not resolve inside the schema" in str(input_schemas.schema_problem(remote)), ref
+    for endless in ({"type": "object", "$ref": "#"}, {"type": "object", "allOf": [{"$ref": "#"}]}):
+        assert "refers to itself without end" in str(input_schemas.schema_problem(endless))
+    # A loop only some values reach is refused when it is reached, not a server error.
+    sometimes = {"type": "object", "if": {"required": ["a"]}, "then": {"$ref": "#"}}
+    assert input_schemas.schema_problem(sometimes) is None
+    (looped,) = input_schemas.violations(sometimes, {"a": 1}, "output")
+    assert looped.message.startswith("output: cannot be checked: the input schema refers to itself without end")
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    assert input_schemas.violations(tree, {"kids": [{"kids": [5]}]}, "output") == [
+        input_schemas.Violation(("kids", 0, "kids", 0), "kids.0.kids.0: 5 is not of type 'object'")
+    ]
     assert input_schemas.usable({"type": "array"}) is None and input_schemas.usable(local) == local
     found = input_schemas.violations(local, {"a": "x"}, "output")
     assert found == [input_schemas.Violation(("a",), "a: 'x' is not of type 'number'")]

@@ -54,7 +54,17 @@ def schema_problem(schema: object) -> str | None:
             f"has a $ref that does not resolve inside the schema ({shown(unresolved)}); Stitch never fetches "
             'other schemas: put the definition under "$defs" and point at it with "#/$defs/NAME"'
         )
+    try:
+        list(Draft202012Validator(schema).iter_errors({}))
+    except RecursionError:
+        return _ENDLESS
     return None
+
+
+_ENDLESS = (
+    "refers to itself without end (a $ref that leads back to where it is, on the same value); "
+    "make each reference go one level deeper, as a tree's children do"
+)
 
 
 def usable(schema: object) -> dict[str, Any] | None:
@@ -90,9 +100,11 @@ def violations(schema: dict[str, Any], value: Any, root: str) -> list[Violation]
     names the value itself (``input``, ``body``)."""
     try:
         errors = sorted(Draft202012Validator(schema).iter_errors(value), key=_order)
-    except Unresolvable as exc:  # a $ref the save-time check could not follow (a nested $id): not the value's fault
+    except (Unresolvable, ValueError) as exc:  # a $ref the save-time check could not follow (a nested $id)
         log.warning("an input schema could not be used, so the value was not checked: %s", exc)
         return []
+    except RecursionError:  # a loop only some values reach: the flow's schema must change, not the value
+        return [Violation((), f"{root}: cannot be checked: the input schema {_ENDLESS}")]
     found: list[Violation] = []
     for error in errors:
         found.extend(_explained(error, root))
@@ -132,23 +144,23 @@ def _unresolved_ref(schema: dict[str, Any]) -> str | None:
     for ref in _refs(schema):
         try:
             resolver.lookup(ref)
-        except Unresolvable:
+        except (Unresolvable, ValueError):  # ValueError: no URI at all, such as 'http://[::1'
             return ref
     return None
 
 
 def _refs(value: Any) -> Iterator[str]:
-    """Every ``$ref`` of a schema, but those under a subschema with its own ``$id`` (their
-    references are relative to it; the validator resolves them, or ignores the schema)."""
+    """Every ``$ref`` and ``$dynamicRef`` of a schema, but those under a subschema with its own
+    ``$id`` (their references are relative to it; the validator resolves them, or ignores the schema)."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
             if item is not value and "$id" in item:
                 continue
-            ref = item.get("$ref")
-            if isinstance(ref, str):
-                yield ref
+            for key in ("$ref", "$dynamicRef"):
+                if isinstance(item.get(key), str):
+                    yield item[key]
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
