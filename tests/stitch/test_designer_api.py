@@ -144,6 +144,9 @@ def test_validate_places_every_problem_and_saving_refuses_by_the_same_rules(stit
         response = stitch.http.post("/flows/validate", json=body)
         assert response.status_code == 422 and response.json()["detail"][0]["loc"] == where, response.text
     assert stitch.http.post("/flows/validate", params={"strict": "1"}, json=good).status_code == 422
+    # Its own resource: a 405 there names POST alone, not the methods of /flows/{flow_id} beside it.
+    assert stitch.http.request("OPTIONS", "/flows/validate").headers["allow"] == "POST"
+    assert stitch.http.request("OPTIONS", f"/flows/{flow_id}").headers["allow"] == "DELETE, GET, PUT"
 
 
 @pytest.mark.slow
