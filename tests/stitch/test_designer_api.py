@@ -225,7 +225,11 @@ def test_versions_are_kept_listed_read_and_compared(stitch: StitchServer) -> Non
             "moved": ["gate"],
         },
         "edges": {"added": ["e3"], "removed": ["e2"], "changed": []},
+        "graph": [],
+        "name": [],
     }
+    renamed = stitch.http.get(f"/flows/{flow_id}/diff", params={"from": 2, "to": 3}).json()
+    assert renamed["name"] == ["pay", "pay out"]
     backwards = stitch.http.get(f"/flows/{flow_id}/diff", params={"from": 2, "to": 1}).json()
     assert backwards["nodes"]["added"] == ["old"] and backwards["edges"]["removed"] == ["e3"]
     assert stitch.http.get(f"/flows/{flow_id}/diff", params={"from": 2, "to": 3}).json()["nodes"]["changed"] == []
@@ -474,8 +478,13 @@ def test_a_diff_compares_json_as_json() -> None:
             "moved": ["b"],
         },
         "edges": {"added": [], "removed": [], "changed": [{"id": "e", "fields": ["label"]}]},
+        "graph": [],
     }
     assert versions.diff({}, {"nodes": "x"})["nodes"]["added"] == []
+    schema = {"type": "object", "properties": {"n": {"type": "number"}}}
+    assert versions.diff(before, {**before, "inputSchema": schema, "viewport": {"x": 0, "y": 0, "zoom": 1}})[
+        "graph"
+    ] == ["inputSchema", "viewport"]
 
 
 def test_input_schemas_are_checked_and_explained() -> None:

@@ -175,7 +175,8 @@ class Flows:
         with self.db.reading() as conn:
             live = self._live(conn, flow_id)
             old, new = self._version(conn, live, before), self._version(conn, live, after)
-        return {"from": before, "to": after, **diff(old["graph"], new["graph"])}
+        renamed = [old["name"], new["name"]] if old["name"] != new["name"] else []
+        return {"from": before, "to": after, "name": renamed, **diff(old["graph"], new["graph"])}
 
     def _live(self, conn: Connection, flow_id: str) -> str:
         """The flow's id as stored, or NotFound when there is no such flow (or it was deleted)."""

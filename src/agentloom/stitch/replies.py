@@ -112,8 +112,10 @@ class FlowDiff(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
     from_: int = Field(alias="from", description="The earlier version asked for.")
     to: int = Field(description="The later version asked for.")
+    name: list[str] = Field(description="[old name, new name] when the flow was renamed, else [].")
     nodes: NodesDiff
     edges: EdgesDiff
+    graph: list[str] = Field(description="The graph's own keys that changed (inputSchema, viewport, ...).")
 
 
 class LastRun(BaseModel):

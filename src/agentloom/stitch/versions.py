@@ -41,10 +41,16 @@ class PartsDiff:
 
 
 def diff(before: Any, after: Any) -> dict[str, Any]:
-    """``{"nodes": {added, removed, changed, moved}, "edges": {added, removed, changed}}``."""
+    """``{"nodes": {added, removed, changed, moved}, "edges": {added, removed, changed},
+    "graph": [the graph's own keys that changed, such as inputSchema or viewport]}``."""
     nodes = _parts(_by_id(_items(before, "nodes")), _by_id(_items(after, "nodes")), MOVED)
     edges = _parts(_by_id(_items(before, "edges")), _by_id(_items(after, "edges")), ())
-    return {"nodes": nodes.as_json(moved=True), "edges": edges.as_json(moved=False)}
+    own = _changed_fields(_as_dict(before), _as_dict(after), skip=("nodes", "edges"))
+    return {"nodes": nodes.as_json(moved=True), "edges": edges.as_json(moved=False), "graph": own}
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def same_json(a: Any, b: Any) -> bool:
