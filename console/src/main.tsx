@@ -6,6 +6,7 @@ import { createRoot } from "react-dom/client";
 import { api, apiKey, whenUnauthorised } from "./api";
 import { FlowPage } from "./FlowPage";
 import { FlowsPage } from "./FlowsPage";
+import { DesignerPage } from "./designer/DesignerPage";
 import { WaitingPage } from "./WaitingPage";
 import { onLink, useLocation } from "./router";
 import { RunPage } from "./RunPage";
@@ -43,13 +44,16 @@ function RunsPage() {
 }
 
 function App() {
-  const { path } = useLocation();
+  const { path, query } = useLocation();
   const [locked, setLocked] = useState(false);
   const [session, setSession] = useState(0);
   useEffect(() => whenUnauthorised(() => { apiKey.clear(); setLocked(true); }), []);
-  const [, section, id] = path.split("/");
+  const [, section, id, sub] = path.split("/");
+  const version = query.get("version") && Number.isInteger(Number(query.get("version"))) ? Number(query.get("version")) : null;
   let view = <FlowsPage />;
-  if (section === "flows" && id) view = <FlowPage id={id} />;
+  if (section === "flows" && id === "new") view = <DesignerPage flowId={null} starter={query.get("starter")} version={null} />;
+  else if (section === "flows" && id && sub === "edit") view = <DesignerPage flowId={id} starter={null} version={version} />;
+  else if (section === "flows" && id) view = <FlowPage id={id} />;
   else if (section === "runs" && id === "waiting") view = <WaitingPage />;
   else if (section === "runs" && id) view = <RunPage id={id} />;
   else if (section === "runs") view = <RunsPage />;
