@@ -2,8 +2,8 @@
 // status (a colour) and a fan-out node the count of its paths per status; on a diff, whether it
 // was added, removed, changed or moved. The view fits the graph again when the canvas is resized
 // (a side panel opening or closing).
-import { Background, Controls, Handle, Position, ReactFlow, useReactFlow, type Node, type NodeProps } from "@xyflow/react";
-import { memo, useEffect, useMemo, useRef } from "react";
+import { Background, Controls, Handle, Position, ReactFlow, useReactFlow, type Dimensions, type Node, type NodeChange, type NodeProps } from "@xyflow/react";
+import { memo, useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { Graph } from "./api";
 
 export type DiffMark = "added" | "removed" | "changed" | "moved";
@@ -55,6 +55,9 @@ function positions(graph: Graph): Record<string, { x: number; y: number }> {
   }));
 }
 
+const FIT = { padding: 0.2, maxZoom: 1.2 };
+const PRO = { hideAttribution: true };
+
 /** Fits the graph in view again whenever the canvas changes size (not on the first measure). */
 function FitOnResize() {
   const flow = useReactFlow();
@@ -67,7 +70,7 @@ function FitOnResize() {
       if (canvas.clientWidth === width) return;
       width = canvas.clientWidth;
       cancelAnimationFrame(frame);
-      frame = requestAnimationFrame(() => void flow.fitView({ padding: 0.2, maxZoom: 1.2 }));
+      frame = requestAnimationFrame(() => void flow.fitView(FIT));
     });
     observer.observe(canvas);
     return () => { observer.disconnect(); cancelAnimationFrame(frame); };
@@ -79,20 +82,31 @@ export function Canvas({ graph, views, edgeMarks, onSelect, testId, ready }: {
   graph: Graph; views?: Record<string, NodeView>; edgeMarks?: Record<string, DiffMark>; onSelect?: (nodeId: string) => void; testId: string; ready?: boolean;
 }) {
   const placed = useMemo(() => positions(graph), [graph]);
+  // Each node's measured size, handed back with it: a node React Flow gets anew (its status
+  // changed) without its size is hidden until measured again, and may stay hidden.
+  const sizes = useRef(new Map<string, Dimensions>());
+  const [measuredAt, setMeasuredAt] = useState(0);
+  const onNodesChange = useCallback((changes: NodeChange[]) => {
+    let measured = false;
+    for (const c of changes) {
+      if (c.type === "dimensions" && c.dimensions) { sizes.current.set(c.id, c.dimensions); measured = true; }
+    }
+    if (measured) setMeasuredAt((n) => n + 1);
+  }, []);
   const nodes = useMemo<Node<StitchData>[]>(() => graph.nodes.map((n) => ({
-    id: n.id, type: "stitch", position: placed[n.id],
+    id: n.id, type: "stitch", position: placed[n.id], measured: sizes.current.get(n.id),
     data: { label: String((n.data?.label as string | undefined) ?? n.id), kind: n.type, view: views?.[n.id] },
     draggable: false, connectable: false,
-  })), [graph, views, placed]);
+  })), [graph, views, placed, measuredAt]);
   const edges = useMemo(() => graph.edges.map((e) => ({
     id: e.id, source: e.source, target: e.target, animated: views?.[e.target]?.status === "running",
     className: edgeMarks?.[e.id] ? `diff-${edgeMarks[e.id]}` : undefined,
   })), [graph, views, edgeMarks]);
   return (
     <div className="canvas" data-testid={testId} data-ready={ready ? "true" : undefined}>
-      <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={{ padding: 0.2, maxZoom: 1.2 }}
+      <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={FIT} onNodesChange={onNodesChange}
                  nodesDraggable={false} nodesConnectable={false} elementsSelectable={!!onSelect}
-                 onNodeClick={(_, node) => onSelect?.(node.id)} proOptions={{ hideAttribution: true }}>
+                 onNodeClick={(_, node) => onSelect?.(node.id)} proOptions={PRO}>
         <Background />
         <Controls showInteractive={false} />
         <FitOnResize />
