@@ -39,10 +39,10 @@ function FieldRow({ field, onChange, onRemove }: {
         ? <select data-testid={`schema-default-${field.name}`} value={fallback} onChange={(e) => { setFallback(e.target.value); update({ fallback: e.target.value }); }}>
             <option value="">none</option><option value="true">true</option><option value="false">false</option>
           </select>
-        : <input data-testid={`schema-default-${field.name}`} value={fallback} placeholder="none" size={8}
+        : <input data-testid={`schema-default-${field.name}`} value={fallback} placeholder="none" size={5}
                  onChange={(e) => setFallback(e.target.value)} onBlur={() => update({})} />)}</td>
       <td>{editable && kind === "enum" &&
-        <input data-testid={`schema-enum-${field.name}`} value={options} placeholder="a, b, c" size={10}
+        <input data-testid={`schema-enum-${field.name}`} value={options} placeholder="a, b" size={7}
                onChange={(e) => setOptions(e.target.value)} onBlur={() => update({ options: listOf(options) })} />}</td>
       <td>{editable && (kind === "boolean" || kind === "enum") &&
         <input type="checkbox" data-testid={`schema-action-${field.name}`} checked={field.action} title="drawn as buttons that send the form"
@@ -72,8 +72,10 @@ export function SchemaEditor({ schema, onChange, testId }: { schema: unknown; on
 
   return (
     <div className="schema-editor" data-testid={testId}>
+      <div className="schema-table">
       <table className="compact">
-        <thead><tr><th>Field</th><th>Kind</th><th title="required">Req.</th><th>Default</th><th>Values</th><th title={ACTION}>Buttons</th><th /></tr></thead>
+        <thead><tr><th>Field</th><th>Kind</th><th title="required">Req.</th><th>Default</th><th title="the values of a choice (enum)">Values</th>
+          <th title={`${ACTION}: drawn as buttons that send the form`}>Btn</th><th /></tr></thead>
         <tbody>
           {fields.map((field) => (
             <FieldRow key={field.name} field={field} onChange={(p, r) => change(field, p, r)} onRemove={() => change(field, null, false)} />
@@ -81,6 +83,7 @@ export function SchemaEditor({ schema, onChange, testId }: { schema: unknown; on
           {fields.length === 0 && <tr><td colSpan={7} className="empty">No fields.</td></tr>}
         </tbody>
       </table>
+      </div>
       <div className="add-field">
         <input data-testid="schema-add-name" placeholder="field name" value={name} onChange={(e) => setName(e.target.value)}
                onKeyDown={(e) => { if (e.key === "Enter") { e.preventDefault(); add(); } }} />

@@ -54,7 +54,7 @@ export function SchemaForm({ schema, onSubmit, submitLabel, locPrefix, ids, rawD
       const rest: string[] = [];
       for (const item of e instanceof ApiError ? e.items : []) {
         const name = fieldOf(item.loc, locPrefix);
-        if (name !== null && fields.some((f) => f.name === name)) placed[name] = item.msg ?? "refused";
+        if (name !== null && fields.some((f) => f.name === name)) placed[name] = item.msg ?? `${name}: refused`;  // the server's says the field
         else rest.push(item.msg ?? JSON.stringify(item));
       }
       setProblems(placed);
@@ -76,7 +76,7 @@ export function SchemaForm({ schema, onSubmit, submitLabel, locPrefix, ids, rawD
     const current = action ? { ...texts, [action.name]: action.value } : texts;
     if (action) setTexts(current);
     const { value, problems: found } = readForm(fields, current);
-    setProblems(found);
+    setProblems(Object.fromEntries(Object.entries(found).map(([name, p]) => [name, `${fields.find((f) => f.name === name)?.title ?? name} ${p}`])));
     if (Object.keys(found).length) { setProblem("Fix the fields marked in red first."); return; }
     setProblem("");
     void send(value);
@@ -98,7 +98,7 @@ export function SchemaForm({ schema, onSubmit, submitLabel, locPrefix, ids, rawD
           <span className="form-label">{field.title}{field.required && <b className="required" title="required"> *</b>}</span>
           <FieldInput field={field} text={texts[field.name] ?? ""} onText={(t) => setTexts({ ...texts, [field.name]: t })} />
           {field.description && <small>{field.description}</small>}
-          {problems[field.name] && <span className="error" data-testid={`form-error-${field.name}`}>{field.title} {problems[field.name]}</span>}
+          {problems[field.name] && <span className="error" data-testid={`form-error-${field.name}`}>{problems[field.name]}</span>}
         </label>
       ))}
       {problem && <pre className="error" data-testid={ids.error}>{problem}</pre>}
@@ -110,7 +110,7 @@ export function SchemaForm({ schema, onSubmit, submitLabel, locPrefix, ids, rawD
                     className={value === "false" ? "danger" : value === "true" ? "primary" : ""} title={field.description || field.title}
                     onClick={() => submit(null, { name: field.name, value })}>{text}</button>
           )))}
-        {actions.map((field) => problems[field.name] && <span key={field.name} className="error" data-testid={`form-error-${field.name}`}>{field.title} {problems[field.name]}</span>)}
+        {actions.map((field) => problems[field.name] && <span key={field.name} className="error" data-testid={`form-error-${field.name}`}>{problems[field.name]}</span>)}
       </div>
     </form>
   );

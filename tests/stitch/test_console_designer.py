@@ -161,9 +161,11 @@ def test_a_fan_out_flow_is_drawn_checked_saved_and_run_without_typing_json(
         select(page, worker_id)
         page.get_by_test_id("field-webhookUrl").fill(url)
     page.get_by_test_id("flow-name").fill("designed fan-out")
-    page.get_by_test_id("designer-canvas").click(position={"x": 20, "y": 20})  # nothing selected: the flow's panel
+    select(page, "ux1")
     expect(checked(page)).to_have_attribute("data-state", "valid")
     screenshot(page, "designer")
+    page.get_by_test_id("designer-canvas").click(position={"x": 20, "y": 20})  # nothing selected: the flow's panel
+    expect(page.get_by_test_id("flow-settings")).to_be_visible()
     page.get_by_test_id("save-flow").click()
     expect(page.get_by_test_id("save-status")).to_have_attribute("data-saved", "1")
     page.wait_for_url(re.compile(rf"/flows/{UUID}/edit$"))
@@ -232,7 +234,9 @@ def test_a_second_version_is_saved_and_compared_with_the_first(server: StitchSer
     expect(rows).to_have_count(2)
     expect(rows.first).to_have_attribute("data-version", "2")
     expect(rows.first.get_by_test_id("version-author")).to_have_text("alice")
-    expect(node(page, "worker1")).to_be_visible()  # the newest version's graph
+    expect(node(page, "worker1")).to_be_visible()  # the newest version's graph, drawn
+    canvas = page.get_by_test_id("flow-canvas").bounding_box()
+    assert canvas is not None and canvas["height"] > 300
     page.get_by_test_id("view-version-1").click()
     expect(page.get_by_test_id("flow-title")).to_contain_text("version 1")
     expect(node(page, "fetch")).to_be_visible()
@@ -249,6 +253,8 @@ def test_a_second_version_is_saved_and_compared_with_the_first(server: StitchSer
     expect(diff.get_by_test_id("node-fetch")).not_to_have_attribute("data-diff", re.compile("."))
     expect(page.locator('[data-testid="rf__edge-e-deliver-worker1"]')).to_have_class(re.compile("diff-added"))
     expect(page.get_by_test_id("diff-nodes-changed")).to_contain_text("timeoutSeconds")
+    drawn = diff.bounding_box()
+    assert drawn is not None and drawn["height"] > 300
     screenshot(page, "diff")
 
 
