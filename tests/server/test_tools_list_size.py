@@ -1,7 +1,8 @@
 """What every agent pays in every conversation: `tools/list` with every pack loaded, through the SDK client.
 
 The budget is the compact JSON of the result's tools, as the server sends it (issue 36: 52 KB before,
-28 KB at most now; BENCHMARKS.md, "tools/list", has the figures per pack and in tokens).
+28 KB at most then; BENCHMARKS.md, "tools/list", has the figures per pack and in tokens). Issue 41
+added stitch_list_waiting (the gates and the input schema an answer must fit): 0.7 KB more.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from tests.server.clients import call, stdio_client_session
 
 pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
-BUDGET = 28_000  # bytes
+BUDGET = 28_700  # bytes
 PACKS = {"core", "docs", "flowise", "skills", "stitch", "vectors"}  # every pack agentloom ships
 CODE_INDENT = re.compile(r"^[ \t]+\S", re.MULTILINE)  # a line indented like the code a docstring came from
 

@@ -5,7 +5,8 @@ the one the schema cannot avoid: a schema-valid request refused with a 422 whose
 is a rule JSON Schema cannot say (``graph.BEYOND_SCHEMA``: edges naming missing nodes, cycles,
 duplicate ids, fan-out scopes, the server's webhook policy; an opaque ``cursor`` the server
 never gave), or a 400, which the API documents as "not possible in the node's state" (retrying
-a node that has not failed): the state, not the request, decides. Any other refusal of a
+a node that has not failed): the state, not the request, decides. So does a run input or a
+completion that does not fit the input schema its flow holds (type ``input_schema``). Any other refusal of a
 schema-valid request still fails.
 """
 
@@ -25,6 +26,8 @@ def _beyond_schema(problem: Any) -> bool:
         return False
     if problem.get("type") == "graph":
         return problem.get("rule") in BEYOND_SCHEMA
+    if problem.get("type") == "input_schema":  # the flow's own input schema, which no request schema knows
+        return True
     return problem.get("loc") == ["query", "cursor"]
 
 

@@ -70,7 +70,7 @@ def test_flows_are_created_read_updated_and_validated(stitch: StitchServer) -> N
     def problem(graph: dict) -> str:  # type: ignore[type-arg]
         response = stitch.http.post("/flows", json={"name": "bad", "graph": graph})
         assert response.status_code == 422, response.text
-        return str(response.json()["detail"])
+        return "; ".join(item["msg"] for item in response.json()["detail"])
 
     assert "'Worker', 'UX', 'Splitter' or 'Collector'" in problem({"nodes": [{"id": "x", "type": "Robot"}]})
     assert "dangling" in problem(
@@ -327,6 +327,14 @@ def test_the_openapi_description_has_real_schemas_and_every_status() -> None:
         "413" in ops["/api/stitch/flows"]["post"]["responses"]
         and "413" not in ops["/api/stitch/flows"]["get"]["responses"]
     )
+    for path in ("/flows/{flow_id}/versions", "/flows/{flow_id}/versions/{version}", "/flows/{flow_id}/diff"):
+        assert "404" in ops[f"/api/stitch{path}"]["get"]["responses"], path
+    assert [p["name"] for p in ops["/api/stitch/flows/{flow_id}/diff"]["get"]["parameters"]] == [
+        "flow_id",
+        "from",
+        "to",
+    ]
+    assert "413" in ops["/api/stitch/flows/validate"]["post"]["responses"]
     listing = {p["name"]: p for p in ops["/api/stitch/runs"]["get"]["parameters"]}
     assert set(listing) == {"status", "flow_id", "cursor", "limit"}
     assert "cancelled" in str(listing["status"]["schema"])
@@ -336,6 +344,9 @@ def test_the_openapi_description_has_real_schemas_and_every_status() -> None:
     assert schemas["RunReply"]["properties"]["created_at"]["format"] == "date-time"
     assert "Z" in schemas["RunReply"]["properties"]["created_at"]["description"]
     assert set(schemas["EventReply"]["properties"]) == {"ok", "detail", "duplicate"}
+    assert schemas["FlowIn"]["properties"]["graph"]["$ref"] == "#/components/schemas/Graph"  # read as sent, described
+    assert "inputSchema" in schemas["Graph"]["properties"] and "input_schema" in schemas["WaitingGate"]["properties"]
+    assert {"node_id", "edge_id", "field"} <= set(schemas["Problem"]["properties"])
 
     keyed = openapi(api_key="k" * 20)["paths"]
     assert "401" in keyed["/api/stitch/runs"]["get"]["responses"]

@@ -29,6 +29,7 @@ def test_migrations_run_once_and_keep_data(database_url: str) -> None:
             )
             assert kinds == {
                 "stitch_flows.graph": "jsonb",
+                "stitch_flow_versions.graph": "jsonb",
                 "stitch_runs.graph": "jsonb",
                 "stitch_runs.node_states": "jsonb",
             }

@@ -12,6 +12,7 @@ from agentloom.stitch.models import Graph, NodeType
 from agentloom.stitch.webhooks import WebhookPolicy
 
 W = "http://127.0.0.1:9/w"
+NO_SPLITTER = "; put a Splitter before the nodes it gathers, or delete it"  # the fix a lone Collector's message names
 
 
 def worker(node_id: str, **data: Any) -> dict[str, Any]:
@@ -35,10 +36,78 @@ def problems(g: Graph, policy: WebhookPolicy | None = None) -> list[tuple[str, s
     return list(zip(caught.value.rules, caught.value.problems, strict=True))
 
 
+def located(g: Graph, policy: WebhookPolicy | None = None) -> list[tuple[str, str | None, str | None, str | None]]:
+    with pytest.raises(GraphError) as caught:
+        analyse(g, policy)
+    return [(p.rule, p.node_id, p.edge_id, p.field) for p in caught.value.found]
+
+
 def test_a_cycle_names_its_nodes() -> None:
     assert problems(graph([worker("a"), worker("b"), worker("c")], ("a", "b"), ("b", "c"), ("c", "b"))) == [
-        ("cycle", "the graph has a cycle through 'b', 'c'; flows must be acyclic")
+        ("cycle", "node 'b' is on a cycle through 'b', 'c'; flows must be acyclic: remove one of the cycle's edges"),
+        ("cycle", "node 'c' is on a cycle through 'b', 'c'; flows must be acyclic: remove one of the cycle's edges"),
     ]
+    # Two cycles, a node between them and one after them: only the nodes on a cycle are named, each once.
+    g = graph(
+        [worker("x"), worker("y"), worker("between"), worker("p"), worker("q"), worker("after"), worker("self")],
+        ("x", "y"),
+        ("y", "x"),
+        ("y", "between"),
+        ("between", "p"),
+        ("p", "q"),
+        ("q", "p"),
+        ("q", "after"),
+        ("self", "self"),
+    )
+    assert located(g) == [
+        ("cycle", "x", None, None),
+        ("cycle", "y", None, None),
+        ("cycle", "p", None, None),
+        ("cycle", "q", None, None),
+        ("cycle", "self", None, None),
+    ]
+    assert "through 'p', 'q';" in problems(g)[2][1]
+
+
+def test_every_problem_is_placed_at_its_node_or_edge_and_field() -> None:
+    g = graph(
+        [
+            {"id": "w", "type": "Worker", "data": {"webhookUrl": ""}},
+            worker("t", timeoutSeconds=0, retry={"maxAttempts": 0}),
+            node("u", "UX", retry=1, inputSchema={"type": "array"}),
+            node("s", "Splitter", arrayPath=3),
+            worker("bad id"),
+            worker("w"),
+        ],
+        ("w", "t"),
+        ("t", "nowhere"),
+    )
+    g.edges[1].id = "e0"
+    assert located(g, WebhookPolicy()) == [
+        ("worker_webhook", "w", None, "webhookUrl"),
+        ("worker_timeout", "t", None, "timeoutSeconds"),
+        ("worker_retry", "t", None, "retry"),
+        ("worker_only", "u", None, "retry"),
+        ("input_schema", "u", None, "inputSchema"),
+        ("splitter_array_path", "s", None, "arrayPath"),
+        ("node_id", "bad id", None, "id"),
+        ("unique_node_id", "w", None, "id"),
+        ("unique_edge_id", None, "e0", "id"),
+        ("dangling_edge", None, "e0", "target"),
+    ]
+
+
+def test_a_draft_hears_of_every_problem_at_once() -> None:
+    # A configuration problem no longer hides the structure's: the cycle is named beside the webhook.
+    g = graph([{"id": "a", "type": "Worker", "data": {}}, worker("b")], ("a", "b"), ("b", "a"))
+    assert [rule for rule, *_ in located(g)] == ["worker_webhook", "cycle", "cycle"]
+    g = graph(
+        [node("s", "Splitter"), worker("w"), node("c", "Collector"), worker("w_1", timeoutSeconds=-1)],
+        ("s", "w"),
+        ("w", "c"),
+        ("c", "w_1"),
+    )
+    assert [rule for rule, *_ in located(g, WebhookPolicy())] == ["worker_timeout", "fan_out_id_clash"]
 
 
 def test_structure_rules() -> None:
@@ -46,12 +115,18 @@ def test_structure_rules() -> None:
     g.edges[1].id = "e0"
     assert problems(g) == [
         ("unique_node_id", "node id 'w' is used twice; node ids must be unique"),
-        ("unique_edge_id", "edge id 'e0' is used twice"),
-        ("dangling_edge", "edge 'e0' points to missing node 'nope' (dangling edge)"),
+        ("unique_edge_id", "edge id 'e0' is used twice; give each edge an id of its own"),
+        (
+            "dangling_edge",
+            "edge 'e0' points to missing node 'nope' (dangling edge); connect it to a node of the flow, or delete it",
+        ),
     ]
     assert problems(graph([])) == [("nodes_empty", "graph.nodes is empty; a flow needs at least one node")]
     assert problems(graph([worker("a"), node("c", "Collector")], ("a", "c"))) == [
-        ("collector_without_splitter", "Collector 'c' has no Splitter upstream to collect from")
+        (
+            "collector_without_splitter",
+            "Collector 'c' has no Splitter upstream to collect from" + NO_SPLITTER,
+        )
     ]
     assert problems(
         graph(
@@ -296,7 +371,10 @@ def test_a_bad_join_is_reported_once_and_later_nodes_are_still_checked() -> None
             "fan_out_join",
             "node 'j' joins paths of different fan-outs (in, out); close each Splitter with a Collector before joining",
         ),
-        ("collector_without_splitter", "Collector 'c' has no Splitter upstream to collect from"),
+        (
+            "collector_without_splitter",
+            "Collector 'c' has no Splitter upstream to collect from" + NO_SPLITTER,
+        ),
     ]
 
 
@@ -310,6 +388,12 @@ def test_a_collector_without_splitter_is_reported_once_and_later_nodes_are_still
             ("k", "c2"),
         )
     ) == [
-        ("collector_without_splitter", "Collector 'c1' has no Splitter upstream to collect from"),
-        ("collector_without_splitter", "Collector 'c2' has no Splitter upstream to collect from"),
+        (
+            "collector_without_splitter",
+            "Collector 'c1' has no Splitter upstream to collect from" + NO_SPLITTER,
+        ),
+        (
+            "collector_without_splitter",
+            "Collector 'c2' has no Splitter upstream to collect from" + NO_SPLITTER,
+        ),
     ]

@@ -5,6 +5,7 @@ Real server processes and workers, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import select
 import socket
@@ -341,3 +342,17 @@ async def test_the_tools_say_a_key_was_refused_and_name_a_node_id_with_a_slash(
                 assert message.startswith("node_id: 'a/b' contains '/'"), message
     finally:
         server.stop()
+
+
+def test_a_request_on_a_connection_idle_as_long_as_clients_keep_theirs_is_answered(stitch: StitchServer) -> None:
+    """httpx keeps an idle connection 5 s; a server closing it at 5 s too races the next request
+    on it, which then fails unanswered (seen as run starts lost under load)."""
+    conn = http.client.HTTPConnection("127.0.0.1", stitch.port, timeout=10)
+    try:
+        for pause in (0.0, 5.5):
+            time.sleep(pause)
+            conn.request("GET", "/api/stitch/health")  # on the same socket: http.client never reconnects
+            reply = conn.getresponse()
+            assert reply.status == 200 and b"status" in reply.read(), f"no answer after {pause} s idle"
+    finally:
+        conn.close()

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, insert, inspect, select, text
 
 from agentloom.stitch.db import Database, normalise_url, schema
 from agentloom.stitch.db.hot import HotPath
+from agentloom.stitch.db.migrations import STEPS
 from agentloom.stitch.db.schema import attempts, events, outbox, timers
 from agentloom.stitch.engine import Engine, Sending
 from agentloom.stitch.execution import Outcome, initial_states, template_summary
@@ -400,10 +401,12 @@ def test_a_version_1_database_is_upgraded_in_place(database_url: str, worker: Wo
 
     db = Database(database_url)
     try:
-        assert db.version == 4
+        assert db.version == STEPS[-1][0]
         with db.reading() as conn:
             found = inspect(conn)
-            assert {"stitch_attempts", "stitch_timers", "stitch_paths"} <= set(found.get_table_names())
+            assert {"stitch_attempts", "stitch_timers", "stitch_paths", "stitch_flow_versions"} <= set(
+                found.get_table_names()
+            )
             assert "tally" in {c["name"] for c in found.get_columns("stitch_runs")}
             assert {"error", "summary"} <= {c["name"] for c in found.get_columns("stitch_events")}
             assert "deleted_at" in {c["name"] for c in found.get_columns("stitch_flows")}

@@ -23,12 +23,12 @@ from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
-from fastapi import Body, FastAPI, HTTPException, Query, Request, Response
+from fastapi import Body, FastAPI, HTTPException, Path, Query, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -39,13 +39,15 @@ from agentloom.stitch.dispatcher import Dispatcher
 from agentloom.stitch.engine import Engine, Sending
 from agentloom.stitch.execution import Result
 from agentloom.stitch.flows import FlowBusy, Flows
-from agentloom.stitch.graph import GraphError
+from agentloom.stitch.graph import GraphError, Problem
 from agentloom.stitch.groupcommit import GroupCommit
 from agentloom.stitch.ids import NotFound, shown
+from agentloom.stitch.input_schemas import InputRefused
 from agentloom.stitch.live import EventFeed, Message, Subscription, last_event_id, stream
 from agentloom.stitch.middleware import PREFIX, AllowHeader, BodyLimit, CallbackAdmission, RequireKey
 from agentloom.stitch.models import (
     EXTRA_KEYS,
+    GRAPH_MARK,
     JSON_VALUE_SCHEMA,
     Callback,
     Graph,
@@ -58,8 +60,12 @@ from agentloom.stitch.replies import (
     AttemptReply,
     EventReply,
     FlowDeleted,
+    FlowDiff,
     FlowListed,
     FlowReply,
+    FlowVersion,
+    FlowVersionListed,
+    GraphCheck,
     Health,
     RunEvent,
     RunPage,
@@ -91,10 +97,35 @@ FlowIdQuery = Annotated[
 ]
 
 
+# A graph as sent: described by the Graph schema, but read as JSON and checked by checks.check,
+# the one rule set of saving and of POST /flows/validate (its 422 names each problem's node).
+GraphJson = Annotated[Any, WithJsonSchema(GRAPH_MARK)]
+NoGraphOrJson = Annotated[Any, WithJsonSchema({"anyOf": [GRAPH_MARK, {"type": "null"}]})]
+VERSION_MAX = 2**31 - 1  # the column's range on both databases
+AUTHOR = "Who saves this version (a name or an address, as your users know it); null: unknown."
+VALIDATE_BODY: dict[str, Any] = {
+    "description": 'The graph to check: {"graph": {...}}, or the graph itself {"nodes": [...], "edges": [...]}.',
+    "anyOf": [
+        {
+            "type": "object",
+            "title": "GraphToCheck",
+            "properties": {"graph": GRAPH_MARK},
+            "required": ["graph"],
+            "additionalProperties": False,
+        },
+        GRAPH_MARK,
+    ],
+}
+
+
 class FlowIn(BaseModel):
     model_config = ConfigDict(json_schema_extra=EXTRA_KEYS)  # other keys are ignored, but must be Stitch JSON
     name: str = text_field(min_length=1, max_length=200, description="The flow's name.")
-    graph: Graph = Field(description="The React Flow graph: nodes (Worker, UX, Splitter, Collector) and edges.")
+    graph: GraphJson = Field(
+        description="The React Flow graph: nodes (Worker, UX, Splitter, Collector) and edges. Saved as sent, "
+        "key for key."
+    )
+    author: str | None = text_field(default=None, min_length=1, max_length=200, description=AUTHOR)
 
 
 class FlowUpdate(BaseModel):
@@ -102,7 +133,8 @@ class FlowUpdate(BaseModel):
     name: str | None = text_field(
         default=None, min_length=1, max_length=200, description="A new name; left as it is when absent."
     )
-    graph: Graph | None = Field(None, description="A new graph; running runs keep the one they started with.")
+    graph: NoGraphOrJson = Field(None, description="A new graph; running runs keep the one they started with.")
+    author: str | None = text_field(default=None, min_length=1, max_length=200, description=AUTHOR)
 
 
 class RunIn(BaseModel):
@@ -284,20 +316,76 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         except queries.BadQuery as exc:
             raise HTTPException(422, [{"loc": ["query", exc.field], "msg": str(exc), "type": "value_error"}]) from None
         except GraphError as exc:
-            raise HTTPException(
-                422,
-                [
-                    {"loc": ["body", "graph"], "msg": p, "type": "graph", "rule": rule}
-                    for rule, p in zip(exc.rules, exc.problems, strict=True)
-                ],
-            ) from None
+            raise HTTPException(422, [graph_problem(p) for p in exc.found]) from None
+        except InputRefused as exc:
+            raise HTTPException(422, exc.errors()) from None
+
+    def graph_problem(problem: Problem) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "loc": ["body", "graph", *problem.loc],
+            "msg": problem.message,
+            "type": "graph",
+            "rule": problem.rule,
+        }
+        for key in ("node_id", "edge_id", "field"):
+            if getattr(problem, key) is not None:
+                item[key] = getattr(problem, key)
+        return item
 
     # -- flows ---------------------------------------------------------------------------------
     @app.post(f"{PREFIX}/flows", status_code=201, response_model=FlowReply, responses=documented(413))
     async def create_flow(body: FlowIn, request: Request) -> dict[str, Any]:
-        """Save a flow. The graph is checked first (node types and ids, edges, cycles, webhook
-        targets, Splitter/Collector pairing); a 422 names every problem."""
-        return as_reply(await call(flows_of(request).create, body.name, body.graph))
+        """Save a flow (its version 1). The graph is checked first, as POST .../flows/validate
+        checks it (node types and ids, edges, cycles, webhook targets, Splitter/Collector
+        pairing, input schemas); a 422 names every problem, with its node or edge. The graph is
+        kept as sent, key for key."""
+        return as_reply(await call(flows_of(request).create, body.name, body.graph, body.author))
+
+    @app.post(f"{PREFIX}/flows/validate", response_model=GraphCheck, responses=documented(413))
+    async def validate_flow(
+        request: Request, body: Annotated[Any, Body(), WithJsonSchema(VALIDATE_BODY)]
+    ) -> dict[str, Any]:
+        """Check a graph as saving it would, without saving it: ``valid``, every problem (each
+        with its node or edge and field) and warnings (allowed, most likely not meant). Any
+        graph that is JSON is answered 200, however broken."""
+        graph = graph_to_check(body)
+        verdict = await call(flows_of(request).check, graph)
+        return {
+            "valid": verdict.valid,
+            "problems": [p.as_json() for p in verdict.problems],
+            "warnings": [p.as_json() for p in verdict.warnings],
+        }
+
+    def graph_to_check(body: Any) -> Any:
+        """The graph in a validate request: ``{"graph": ...}`` or a graph itself (it has ``nodes``)."""
+        if isinstance(body, dict) and "nodes" in body:
+            return body
+        if isinstance(body, dict) and "graph" in body:
+            unknown = [key for key in body if key != "graph"]
+            if unknown:
+                raise HTTPException(
+                    422,
+                    [
+                        {
+                            "loc": ["body", key],
+                            "msg": f'unknown key {shown(key)}; send {{"graph": {{...}}}} alone, or the graph itself',
+                            "type": "extra_forbidden",
+                        }
+                        for key in unknown
+                    ],
+                )
+            return body["graph"]
+        raise HTTPException(
+            422,
+            [
+                {
+                    "loc": ["body"],
+                    "msg": 'send {"graph": {"nodes": [...], "edges": [...]}} or the graph itself '
+                    f'{{"nodes": [...], "edges": [...]}} (got {shown(body, 60)})',
+                    "type": "model_type",
+                }
+            ],
+        )
 
     @app.get(f"{PREFIX}/flows", response_model=list[FlowListed], responses=documented())
     async def list_flows(request: Request) -> list[dict[str, Any]]:
@@ -312,8 +400,35 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
 
     @app.put(f"{PREFIX}/flows/{{flow_id}}", response_model=FlowReply, responses=documented(404, 413))
     async def update_flow(flow_id: str, body: FlowUpdate, request: Request) -> dict[str, Any]:
-        """Rename a flow or replace its graph: a new version. Runs under way keep their graph."""
-        return as_reply(await call(flows_of(request).update, flow_id, body.name, body.graph))
+        """Rename a flow or replace its graph (checked as on create): a new version, kept with
+        its author. An update that changes neither keeps no version and answers the flow as it
+        is. Runs under way keep their graph."""
+        return as_reply(await call(flows_of(request).update, flow_id, body.name, body.graph, body.author))
+
+    @app.get(f"{PREFIX}/flows/{{flow_id}}/versions", response_model=list[FlowVersionListed], responses=documented(404))
+    async def flow_versions(flow_id: str, request: Request) -> list[dict[str, Any]]:
+        """The flow's kept versions, newest first (a flow saved before versions were kept has
+        them from the version it had then)."""
+        return as_replies(await call(flows_of(request).versions, flow_id))
+
+    @app.get(f"{PREFIX}/flows/{{flow_id}}/versions/{{version}}", response_model=FlowVersion, responses=documented(404))
+    async def flow_version(
+        flow_id: str, version: Annotated[int, Path(ge=1, le=VERSION_MAX)], request: Request
+    ) -> dict[str, Any]:
+        """One kept version of the flow, with its graph as it was saved; 404 names the versions kept."""
+        return as_reply(await call(flows_of(request).version, flow_id, version))
+
+    @app.get(f"{PREFIX}/flows/{{flow_id}}/diff", response_model=FlowDiff, responses=documented(404))
+    async def flow_diff(
+        flow_id: str,
+        request: Request,
+        before: Annotated[int, Query(alias="from", ge=1, le=VERSION_MAX, description="The earlier version.")],
+        after: Annotated[int, Query(alias="to", ge=1, le=VERSION_MAX, description="The later version.")],
+    ) -> dict[str, Any]:
+        """What changed in the graph from version ``from`` to version ``to``: nodes and edges
+        matched by id, added, removed, changed (the keys that changed) and, for nodes, moved
+        (only the position changed)."""
+        return dict(await call(flows_of(request).diff, flow_id, before, after))
 
     @app.delete(f"{PREFIX}/flows/{{flow_id}}", response_model=FlowDeleted, responses=documented(404, 409))
     async def delete_flow(
@@ -331,7 +446,9 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         f"{PREFIX}/flows/{{flow_id}}/runs", status_code=201, response_model=RunReply, responses=documented(404, 413)
     )
     async def start_run(flow_id: str, request: Request, body: RunIn | None = None) -> dict[str, Any]:
-        """Start a run of the flow's current version with this input; its root nodes fire at once."""
+        """Start a run of the flow's current version with this input; its root nodes fire at once.
+        With the graph's ``inputSchema``, an input that does not fit it is a 422 naming each
+        field, and no run starts."""
         run, sendings = await call(engine_of(request).start_run, flow_id, body.input if body else None)
         request.app.state.dispatcher.submit(sendings)
         return as_reply(queries.run_view(run))
@@ -369,7 +486,8 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         flow_id: FlowIdQuery = None,
         limit: Annotated[int, Query(ge=1, le=1000, description="At most this many gates.")] = 100,
     ) -> list[dict[str, Any]]:
-        """UX gates waiting for a person, longest waiting first, each with its ``data.prompt``."""
+        """UX gates waiting for a person, longest waiting first, each with its ``data.prompt`` and
+        ``data.inputSchema``."""
         return as_replies(await call(queries.waiting, engine_of(request).db, flow_id=flow_id, limit=limit))
 
     async def started(feed: EventFeed, subscription: Subscription) -> None:
@@ -493,7 +611,9 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     async def complete(
         run_id: str, node_id: str, request: Request, body: Annotated[JsonValue, Body()] = None
     ) -> JSONResponse:
-        """Complete a UX node that is waiting for a person; the body is its output."""
+        """Complete a UX node that is waiting for a person; the body is its output. With the
+        node's ``data.inputSchema`` (in the graph the run started with), a body that does not
+        fit it is a 422 naming each field, and the node keeps waiting."""
         if isinstance(body, bytes):  # a body that was not sent as JSON
             raise HTTPException(415, "send the output as JSON, with 'Content-Type: application/json'")
         result, sendings = await call(engine_of(request).complete, run_id, node_id, body)
@@ -510,7 +630,14 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
 
     def openapi_with_json_value() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = with_json_value(plain_openapi())
+            plain = plain_openapi()
+            # The flow endpoints point at the Graph schema without validating through it (checks.py does).
+            components = plain.setdefault("components", {}).setdefault("schemas", {})
+            graph_schema = Graph.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, definition in {**graph_schema.pop("$defs", {}), "Graph": graph_schema}.items():
+                components.setdefault(name, definition)
+            plain["components"]["schemas"] = dict(sorted(components.items()))
+            schema = with_json_value(plain)
             schema.setdefault("components", {}).setdefault("schemas", {})["JsonValue"] = JSON_VALUE_SCHEMA
             app.openapi_schema = schema
         return app.openapi_schema

@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, delete, func, select, update
 
 from agentloom.core.timestamps import iso
-from agentloom.stitch import metrics
+from agentloom.stitch import input_schemas, metrics
 from agentloom.stitch.db import Database
 from agentloom.stitch.db.hot import RunRow
 from agentloom.stitch.db.schema import attempts, outbox, timers
@@ -105,6 +105,10 @@ class Engine:
                 raise missing("flow", flow_id)
             flow_id, version = flow  # the id as stored (lowercase), whatever case the caller used
             plan, graph = _plan(flow_id, version, lambda: hot.read_flow_graph(conn, flow_id))
+            if plan.input_schema is not None:  # refused before anything is written
+                wrong = input_schemas.violations(plan.input_schema, run_input, "input")
+                if wrong:
+                    raise input_schemas.InputRefused(("body", "input"), wrong)
             run_id = str(uuid.uuid4())
             stamp = now()
             nodes = NodeStates(initial_states(plan))

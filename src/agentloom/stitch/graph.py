@@ -14,9 +14,10 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TypeGuard
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
+from agentloom.stitch import input_schemas
 from agentloom.stitch.ids import node_id_problem, shown
 from agentloom.stitch.models import HTTP_URL_PATTERN, Graph, NodeType, StitchNode
 from agentloom.stitch.webhooks import WebhookPolicy
@@ -34,18 +35,55 @@ BEYOND_SCHEMA = frozenset(
         "collector_without_splitter",
         "fan_out_id_clash",
         "webhook_target",
+        "input_schema",  # a JSON Schema's own rules (its meta-schema) are past what the API's schema says
     }
 )
-
-Problem = tuple[str, str]  # (rule, message)
 HTTP_URL = re.compile(HTTP_URL_PATTERN)  # what the schema says of a Worker's data.webhookUrl
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a graph (or worth a warning), and where: the node or edge it concerns
+    and the field of it (a key of the node's ``data`` such as ``webhookUrl``, or the node's or
+    edge's own key such as ``type`` or ``source``). ``loc`` is the JSON path inside the graph,
+    when the problem is one value's (the API's 422 names it)."""
+
+    rule: str
+    message: str
+    node_id: str | None = None
+    edge_id: str | None = None
+    field: str | None = None
+    loc: tuple[str | int, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "message": self.message,
+            "node_id": self.node_id,
+            "edge_id": self.edge_id,
+            "field": self.field,
+        }
+
+
 class GraphError(ValueError):
+    """The graph breaks rules; ``found`` has every problem, ``rules`` and ``problems`` their rule
+    names and messages."""
+
     def __init__(self, problems: list[Problem]) -> None:
-        super().__init__("; ".join(message for _, message in problems))
-        self.rules = [rule for rule, _ in problems]
-        self.problems = [message for _, message in problems]
+        super().__init__("; ".join(p.message for p in problems))
+        self.found = list(problems)
+        self.rules = [p.rule for p in problems]
+        self.problems = [p.message for p in problems]
+
+
+@dataclass(frozen=True)
+class Review:
+    """What :func:`review` found: the plan (None when the graph cannot be planned), the problems
+    that keep it from being saved, and warnings that do not."""
+
+    plan: Plan | None
+    problems: list[Problem]
+    warnings: list[Problem]
 
 
 def instance_key(node_id: str, path: tuple[int, ...] | list[int]) -> str:
@@ -79,6 +117,10 @@ class Plan:
     roots: list[str] = field(default_factory=list)
     retries: dict[str, RetryPolicy] = field(default_factory=dict)  # Worker -> its data.retry
     timeouts: dict[str, float] = field(default_factory=dict)  # Worker -> its data.timeoutSeconds
+    # UX node -> its data.inputSchema, which a completion must fit (only a usable schema: a flow
+    # saved before schemas were checked may hold anything there, and runs as before).
+    gate_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    input_schema: dict[str, Any] | None = None  # the graph's inputSchema: what a run's input must fit
 
     def kind(self, node_id: str) -> NodeType:
         return self.nodes[node_id].type
@@ -107,54 +149,89 @@ class Plan:
 
 
 def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
-    """Validate and plan; every problem found is reported at once, each naming the node or edge.
+    """Validate and plan; every problem found is reported at once (:class:`GraphError`), each
+    naming the node or edge.
 
-    ``webhooks`` (the policy) is given when a flow is saved: the node id alphabet and the
-    webhook targets are checked then, not when a stored flow is planned again, so a flow
-    saved under older rules still runs (its webhooks are still checked when sent).
+    ``webhooks`` (the policy) is given when a flow is saved: the node id alphabet, the webhook
+    targets and the input schemas are checked then, not when a stored flow is planned again, so
+    a flow saved under older rules still runs (its webhooks are still checked when sent).
     """
+    found = review(graph, webhooks)
+    if found.problems or found.plan is None:
+        raise GraphError(found.problems)
+    return found.plan
+
+
+def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
+    """Every problem and warning of the graph at once, and its plan when it has no problem that
+    keeps it from being planned (a cycle). A node's configuration, duplicate ids and edges that
+    lead nowhere do not stop the checks that follow: a draft hears of all its problems."""
     problems: list[Problem] = []
     nodes: dict[str, StitchNode] = {}
     for node in graph.nodes:
         if node.id in nodes:
-            problems.append(("unique_node_id", f"node id {node.id!r} is used twice; node ids must be unique"))
+            problems.append(
+                Problem(
+                    "unique_node_id",
+                    f"node id {node.id!r} is used twice; node ids must be unique",
+                    node_id=node.id,
+                    field="id",
+                )
+            )
         nodes[node.id] = node
         problems.extend(_config_problems(node))
         if webhooks is not None:
             problems.extend(_saving_problems(node, webhooks))
+    if webhooks is not None:
+        problems.extend(_flow_input_problems(graph))
     if not graph.nodes:
-        problems.append(("nodes_empty", "graph.nodes is empty; a flow needs at least one node"))
+        problems.append(Problem("nodes_empty", "graph.nodes is empty; a flow needs at least one node", field="nodes"))
     upstream: dict[str, list[str]] = {n: [] for n in nodes}
     downstream: dict[str, list[str]] = {n: [] for n in nodes}
     edge_ids: set[str] = set()
     for edge in graph.edges:
         if edge.id in edge_ids:
-            problems.append(("unique_edge_id", f"edge id {edge.id!r} is used twice"))
+            problems.append(
+                Problem(
+                    "unique_edge_id",
+                    f"edge id {edge.id!r} is used twice; give each edge an id of its own",
+                    edge_id=edge.id,
+                    field="id",
+                )
+            )
         edge_ids.add(edge.id)
-        missing = [end for end in (edge.source, edge.target) if end not in nodes]
+        missing = [(end, name) for end, name in ((edge.source, "source"), (edge.target, "target")) if end not in nodes]
         if missing:
             problems.append(
-                ("dangling_edge", f"edge {edge.id!r} points to missing node {missing[0]!r} (dangling edge)")
+                Problem(
+                    "dangling_edge",
+                    f"edge {edge.id!r} points to missing node {missing[0][0]!r} (dangling edge); connect it to a node "
+                    "of the flow, or delete it",
+                    edge_id=edge.id,
+                    field=missing[0][1],
+                )
             )
             continue
         if edge.target in downstream[edge.source]:
             continue  # a second edge between the same nodes adds nothing
         downstream[edge.source].append(edge.target)
         upstream[edge.target].append(edge.source)
-    if problems:
-        raise GraphError(problems)
 
-    order = _topological(nodes, upstream, downstream)
+    order, cyclic = _topological(nodes, upstream, downstream)
+    if cyclic:
+        problems.extend(_cycle_problems(nodes, cyclic, downstream))
+        return Review(None, problems, [])
     scope: dict[str, tuple[str, ...]] = {}
     closes: dict[str, str] = {}
     for node_id in order:
         outer = {_scope_after(u, nodes, scope) for u in upstream[node_id]}
         if len(outer) > 1:
             problems.append(
-                (
+                Problem(
                     "fan_out_join",
                     f"node {node_id!r} joins paths of different fan-outs ({', '.join(sorted(upstream[node_id]))}); "
                     "close each Splitter with a Collector before joining",
+                    node_id=node_id,
                 )
             )
             scope[node_id] = ()
@@ -163,7 +240,12 @@ def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
         if nodes[node_id].type is NodeType.COLLECTOR:
             if not incoming:
                 problems.append(
-                    ("collector_without_splitter", f"Collector {node_id!r} has no Splitter upstream to collect from")
+                    Problem(
+                        "collector_without_splitter",
+                        f"Collector {node_id!r} has no Splitter upstream to collect from; put a Splitter before the "
+                        "nodes it gathers, or delete it",
+                        node_id=node_id,
+                    )
                 )
                 scope[node_id] = ()
                 continue
@@ -171,8 +253,6 @@ def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
             incoming = incoming[:-1]
         scope[node_id] = incoming
     problems.extend(_key_collisions(nodes, scope))
-    if problems:
-        raise GraphError(problems)
     inside = {c: frozenset(_between(s, c, upstream)) for c, s in closes.items()}
     roots = [n for n in order if not upstream[n]]
     retries, timeouts = {}, {}
@@ -188,7 +268,20 @@ def analyse(graph: Graph, webhooks: WebhookPolicy | None = None) -> Plan:
                 node.id, node.data["timeoutSeconds"]
             ):
                 timeouts[node_id] = float(node.data["timeoutSeconds"])
-    return Plan(nodes, upstream, downstream, scope, closes, inside, roots, retries, timeouts)
+    plan = Plan(
+        nodes,
+        upstream,
+        downstream,
+        scope,
+        closes,
+        inside,
+        roots,
+        retries,
+        timeouts,
+        gate_schemas=_gate_schemas(nodes),
+        input_schema=input_schemas.usable((graph.model_extra or {}).get("inputSchema")),
+    )
+    return Review(plan, problems, _warnings(graph, plan))
 
 
 def _scope_after(node_id: str, nodes: dict[str, StitchNode], scope: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
@@ -199,7 +292,9 @@ def _scope_after(node_id: str, nodes: dict[str, StitchNode], scope: dict[str, tu
 
 def _topological(
     nodes: dict[str, StitchNode], upstream: dict[str, list[str]], downstream: dict[str, list[str]]
-) -> list[str]:
+) -> tuple[list[str], set[str]]:
+    """The nodes in an order where each comes after its upstream nodes, and the nodes left out
+    because a cycle leads to them (empty when the graph is acyclic)."""
     indegree = {n: len(upstream[n]) for n in nodes}
     ready = deque(n for n in nodes if indegree[n] == 0)
     order = []
@@ -210,12 +305,67 @@ def _topological(
             indegree[target] -= 1
             if indegree[target] == 0:
                 ready.append(target)
-    if len(order) != len(nodes):
-        cycle = sorted(n for n in nodes if indegree[n] > 0)
-        raise GraphError(
-            [("cycle", f"the graph has a cycle through {', '.join(map(repr, cycle))}; flows must be acyclic")]
-        )
-    return order
+    return order, {n for n in nodes if indegree[n] > 0}
+
+
+def _cycle_problems(nodes: dict[str, StitchNode], left: set[str], downstream: dict[str, list[str]]) -> list[Problem]:
+    """One problem per node on a cycle, naming the nodes of its cycle. ``left`` also holds the
+    nodes a cycle only leads to; those are not on one and are not named."""
+    reach = {node: _reachable(node, left, downstream) for node in left}
+    problems = []
+    for node in nodes:  # in the graph's order
+        if node in left and node in reach[node]:
+            members = sorted(other for other in reach[node] if node in reach[other])
+            problems.append(
+                Problem(
+                    "cycle",
+                    f"node {node!r} is on a cycle through {', '.join(map(repr, members))}; flows must be acyclic: "
+                    "remove one of the cycle's edges",
+                    node_id=node,
+                )
+            )
+    return problems
+
+
+def _reachable(start: str, among: set[str], downstream: dict[str, list[str]]) -> set[str]:
+    """The nodes of ``among`` reached from ``start`` by one edge or more."""
+    seen: set[str] = set()
+    stack = [t for t in downstream[start] if t in among]
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            stack.extend(t for t in downstream[node] if t in among)
+    return seen
+
+
+def _warnings(graph: Graph, plan: Plan) -> list[Problem]:
+    """What is allowed but most likely not meant: a Splitter whose paths no Collector gathers
+    (each path just ends), and a node connected to nothing in a flow of several nodes (it runs
+    on its own, at the start, with the run's input)."""
+    found = []
+    gathered = set(plan.closes.values())
+    for node_id, node in plan.nodes.items():
+        if node.type is NodeType.SPLITTER and node_id not in gathered:
+            found.append(
+                Problem(
+                    "splitter_without_collector",
+                    f"Splitter {node_id!r}: no Collector gathers its paths, so each path ends on its own and "
+                    "nothing runs with all the results; add a Collector after the nodes on its paths if the flow "
+                    "should go on",
+                    node_id=node_id,
+                )
+            )
+        if len(plan.nodes) > 1 and not plan.upstream[node_id] and not plan.downstream[node_id]:
+            found.append(
+                Problem(
+                    "unconnected_node",
+                    f"node {node_id!r} is connected to nothing: it runs on its own at the start, with the run's "
+                    "input; connect it with an edge, or delete it",
+                    node_id=node_id,
+                )
+            )
+    return found
 
 
 def _between(splitter: str, collector: str, upstream: dict[str, list[str]]) -> set[str]:
@@ -239,14 +389,17 @@ def _config_problems(node: StitchNode) -> list[Problem]:
             # A URL of the schema's shape that still does not parse (an unclosed '[' in the host) is
             # past what the schema's pattern says.
             rule = "webhook_target" if isinstance(url, str) and HTTP_URL.match(url) else "worker_webhook"
-            return [(rule, f"Worker {node.id!r} needs data.webhookUrl, an http(s) URL (got {shown(url)})")]
+            message = f"Worker {node.id!r} needs data.webhookUrl, an http(s) URL (got {shown(url)})"
+            return [Problem(rule, message, node_id=node.id, field="webhookUrl")]
     if node.type is NodeType.SPLITTER:
         path = data.get("arrayPath")
         if path is not None and not isinstance(path, str):
             return [
-                (
+                Problem(
                     "splitter_array_path",
                     f"Splitter {node.id!r}: data.arrayPath must be a dotted path such as 'items' (got {path!r})",
+                    node_id=node.id,
+                    field="arrayPath",
                 )
             ]
     return []
@@ -305,29 +458,56 @@ def _retry_problems(node_id: str, policy: object) -> list[str]:
 
 def _saving_problems(node: StitchNode, webhooks: WebhookPolicy) -> list[Problem]:
     problems: list[Problem] = []
+
+    def found(rule: str, message: str, field: str) -> None:
+        problems.append(Problem(rule, message, node_id=node.id, field=field))
+
     problem = node_id_problem(node.id)
     if problem:
-        problems.append(("node_id", problem))
+        found("node_id", problem, "id")
     for name in ("timeoutSeconds", "retry"):
         if node.type is not NodeType.WORKER and name in node.data:
-            problems.append(
-                (
-                    "worker_only",
-                    f"{node.type} node {shown(node.id)}: data.{name} applies to Worker nodes only; remove it",
-                )
+            found(
+                "worker_only",
+                f"{node.type} node {shown(node.id)}: data.{name} applies to Worker nodes only; remove it",
+                name,
             )
     if node.type is NodeType.WORKER:
         if "timeoutSeconds" in node.data:
             problem = _timeout_problem(node.id, node.data["timeoutSeconds"])
             if problem:
-                problems.append(("worker_timeout", problem))
-        problems.extend(("worker_retry", p) for p in _retry_problems(node.id, node.data.get("retry")))
+                found("worker_timeout", problem, "timeoutSeconds")
+        for problem in _retry_problems(node.id, node.data.get("retry")):
+            found("worker_retry", problem, "retry")
     url = node.data.get("webhookUrl")
     if node.type is NodeType.WORKER and _is_http_url(url):
         problem = webhooks.url_problem(url)
         if problem:
-            problems.append(("webhook_target", f"Worker {shown(node.id)}: data.webhookUrl {problem}"))
+            found("webhook_target", f"Worker {shown(node.id)}: data.webhookUrl {problem}", "webhookUrl")
+    if node.type is NodeType.UX and "inputSchema" in node.data:
+        problem = input_schemas.schema_problem(node.data["inputSchema"])
+        if problem:
+            found("input_schema", f"UX node {shown(node.id)}: data.inputSchema {problem}", "inputSchema")
     return problems
+
+
+def _flow_input_problems(graph: Graph) -> list[Problem]:
+    extra = graph.model_extra or {}
+    if "inputSchema" not in extra:
+        return []
+    problem = input_schemas.schema_problem(extra["inputSchema"])
+    if problem is None:
+        return []
+    return [Problem("input_schema", f"the flow's inputSchema {problem}", field="inputSchema", loc=("inputSchema",))]
+
+
+def _gate_schemas(nodes: dict[str, StitchNode]) -> dict[str, dict[str, Any]]:
+    found = {}
+    for node_id, node in nodes.items():
+        schema = input_schemas.usable(node.data.get("inputSchema")) if node.type is NodeType.UX else None
+        if schema is not None:
+            found[node_id] = schema
+    return found
 
 
 _SUFFIX = re.compile(r"(_\d+)+")
@@ -341,10 +521,12 @@ def _key_collisions(nodes: dict[str, StitchNode], scope: dict[str, tuple[str, ..
         for other in nodes:
             if other.startswith(node_id + "_") and _SUFFIX.fullmatch(other[len(node_id) :]):
                 problems.append(
-                    (
+                    Problem(
                         "fan_out_id_clash",
                         f"node id {other!r} would clash with the fan-out paths of {node_id!r} "
                         f"({node_id}_0, {node_id}_1, ...); rename one of them",
+                        node_id=other,
+                        field="id",
                     )
                 )
     return problems

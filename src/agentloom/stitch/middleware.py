@@ -153,11 +153,15 @@ class AllowHeader:
 def _methods(scope: Scope) -> list[str]:
     from starlette.routing import Match
 
+    matched = [
+        route for route in scope["app"].router.routes if route.matches({**scope, "method": "GET"})[0] is not Match.NONE
+    ]
+    # A path of its own (/flows/validate) is that resource, not one of the ids a template beside it
+    # takes (/flows/{flow_id}): its Allow names its own methods only.
+    fixed = [route for route in matched if not getattr(route, "param_convertors", None)]
     found: set[str] = set()
-    for route in scope["app"].router.routes:
-        match, _ = route.matches({**scope, "method": "GET"})
-        if match is not Match.NONE:
-            found.update(getattr(route, "methods", None) or ())
+    for route in fixed or matched:
+        found.update(getattr(route, "methods", None) or ())
     return sorted(found)
 
 

@@ -14,7 +14,7 @@ import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, WithJsonSchema, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationInfo, WithJsonSchema, field_validator
 
 from agentloom.stitch.ids import shown
 
@@ -44,11 +44,18 @@ JsonValue = Annotated[Any, WithJsonSchema(JSON_VALUE_MARK)]
 EXTRA_KEYS: dict[str, Any] = {"propertyNames": {"pattern": NO_NUL}, "additionalProperties": JSON_VALUE_MARK}
 
 
+# The same for a graph the API reads as JSON (checks.py) yet describes with the Graph schema.
+GRAPH_MARK = {"x-stitch-graph": True}
+GRAPH_REF = {"$ref": "#/components/schemas/Graph"}
+
+
 def with_json_value(schema: Any) -> Any:
-    """``schema`` (an OpenAPI document or part) with every JSON_VALUE_MARK pointing at JsonValue."""
+    """``schema`` (an OpenAPI document or part) with every JSON_VALUE_MARK pointing at JsonValue
+    and every GRAPH_MARK at Graph."""
     if isinstance(schema, dict):
-        if schema.get("x-stitch-json-value"):  # beside a title, a default or a description: kept (OpenAPI 3.1)
-            return {**JSON_VALUE_REF, **{k: v for k, v in schema.items() if k not in JSON_VALUE_MARK}}
+        for mark, ref in ((JSON_VALUE_MARK, JSON_VALUE_REF), (GRAPH_MARK, GRAPH_REF)):
+            if any(schema.get(key) for key in mark):  # beside a title, a default or a description: kept (OpenAPI 3.1)
+                return {**ref, **{k: v for k, v in schema.items() if k not in mark}}
         return {key: with_json_value(value) for key, value in schema.items()}
     if isinstance(schema, list):
         return [with_json_value(item) for item in schema]
@@ -84,18 +91,29 @@ class Position(BaseModel):
     y: StrictFloat = 0
 
 
-def position_problem(node: Any) -> str | None:
-    """Why a raw node's ``position`` is not two JSON numbers, naming the node (or None)."""
-    if not isinstance(node, dict) or not isinstance(node.get("position"), dict):
+def position_problem(node_id: object, position: Any) -> str | None:
+    """Why a node's raw ``position`` is not two JSON numbers, naming the node (or None)."""
+    if not isinstance(position, dict):
         return None
     for axis in ("x", "y"):
-        value = node["position"].get(axis, 0)
+        value = position.get(axis, 0)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return (
-                f"node {shown(node.get('id'))}: position.{axis} must be a number, "
+                f"node {shown(node_id)}: position.{axis} must be a number, "
                 f"not {json.dumps(value, ensure_ascii=True)[:40]}; send the canvas coordinate as a JSON number"
             )
     return None
+
+
+# An input schema as far as the API's schema says it (graph.BEYOND_SCHEMA: a JSON Schema's own
+# rules are checked when the flow is saved, by input_schemas.schema_problem).
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {"type": {"const": "object"}},
+    "description": "A JSON Schema (Draft 2020-12) of an object, every $ref inside it: what the value must "
+    "hold. The console draws a form from it (docs/stitch.md, input schemas).",
+}
 
 
 # What a node's data must hold, by type (graph._config_problems and _saving_problems).
@@ -129,6 +147,10 @@ _WORKER_DATA: dict[str, Any] = {
 }
 _NODE_RULES: list[dict[str, Any]] = [
     {
+        "if": {"properties": {"type": {"const": "UX"}}},
+        "then": {"properties": {"data": {"properties": {"inputSchema": INPUT_SCHEMA}}}},
+    },
+    {
         "if": {"properties": {"type": {"const": "Worker"}}},
         "then": {"required": ["data"], "properties": {"data": _WORKER_DATA}},
         "else": {
@@ -150,19 +172,19 @@ class StitchNode(BaseModel):
 
     model_config = ConfigDict(extra="allow", json_schema_extra=_NODE_SCHEMA)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _position_is_numbers(cls, data: Any) -> Any:
-        problem = position_problem(data)
-        if problem:
-            raise ValueError(problem)
-        return data
-
     id: str = Field(min_length=1, max_length=200, json_schema_extra={"pattern": NODE_ID_PATTERN})
     type: NodeType
     position: Position = Field(default_factory=Position)
     # NodeConfig: webhookUrl, arrayPath, ...
     data: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"propertyNames": {"pattern": NO_NUL}})
+
+    @field_validator("position", mode="before")
+    @classmethod
+    def _position_is_numbers(cls, position: Any, info: ValidationInfo) -> Any:
+        problem = position_problem(info.data.get("id"), position)
+        if problem:
+            raise ValueError(problem)
+        return position
 
 
 class StitchEdge(BaseModel):
@@ -174,8 +196,18 @@ class StitchEdge(BaseModel):
     targetHandle: str | None = text_field(default=None)
 
 
+def _graph_schema(schema: dict[str, Any]) -> None:
+    schema.update(EXTRA_KEYS)
+    schema["properties"]["inputSchema"] = {
+        **INPUT_SCHEMA,
+        "description": "What a run's input must hold (POST .../runs refuses any other): " + INPUT_SCHEMA["description"],
+    }
+
+
 class Graph(BaseModel):
-    model_config = ConfigDict(extra="allow", json_schema_extra=EXTRA_KEYS)
+    """A React Flow graph. Every other key (viewport, ...) is kept as sent."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=_graph_schema)
     # At least one node: said in the schema, checked by graph.analyse (its message names the fix).
     nodes: list[StitchNode] = Field(json_schema_extra={"minItems": 1})
     edges: list[StitchEdge] = Field(default_factory=list)

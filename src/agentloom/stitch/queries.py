@@ -17,6 +17,7 @@ from typing import Any, get_args
 
 from sqlalchemy import Connection, Select, select, tuple_
 
+from agentloom.stitch import input_schemas
 from agentloom.stitch.db import Database
 from agentloom.stitch.db.schema import attempts, events, paths, runs
 from agentloom.stitch.execution import template_summary
@@ -196,10 +197,23 @@ def _prompts(graph: Any) -> dict[str, str | None]:
     return found
 
 
+def _gate_schemas(graph: Any) -> dict[str, dict[str, Any]]:
+    """Each UX node's ``data.inputSchema``, where it is one a completion is checked against."""
+    found: dict[str, dict[str, Any]] = {}
+    nodes = graph.get("nodes") if isinstance(graph, dict) else None
+    for node in nodes or []:
+        if isinstance(node, dict) and node.get("type") == NodeType.UX and isinstance(node.get("data"), dict):
+            schema = input_schemas.usable(node["data"].get("inputSchema"))
+            if schema is not None:
+                found[str(node.get("id"))] = schema
+    return found
+
+
 # -- runs waiting for a person -----------------------------------------------------------
 def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
     """Every UX gate waiting for a person, longest waiting first: ``{run_id, flow_id, node_id,
-    prompt, since}`` (``node_id`` is the key to complete: ``review_2`` on a fan-out path)."""
+    prompt, input_schema, since}`` (``node_id`` is the key to complete: ``review_2`` on a
+    fan-out path; ``input_schema`` what the completion must fit, or None)."""
     query = select(runs.c.id, runs.c.flow_id, runs.c.graph, runs.c.node_states).where(runs.c.status.in_(WAITING_SCAN))
     if flow_id is not None:
         query = query.where(runs.c.flow_id == _flow_id(flow_id))
@@ -219,13 +233,14 @@ def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> li
             ]
             if not gates:
                 continue
-            prompts = _prompts(row["graph"])
+            prompts, schemas = _prompts(row["graph"]), _gate_schemas(row["graph"])
             found += [
                 {
                     "run_id": row["id"],
                     "flow_id": row["flow_id"],
                     "node_id": key,
                     "prompt": prompts.get(state["node_id"]),
+                    "input_schema": schemas.get(state["node_id"]),
                     "since": state.get("updated_at"),
                 }
                 for key, state in gates

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentloom.core.timestamps import iso, parse
 from agentloom.stitch.models import RunStatus, Status
@@ -37,6 +37,83 @@ class FlowReply(BaseModel):
     version: int = Field(description="Starts at 1; every update adds 1. A run keeps the version it started with.")
     created_at: Moment
     updated_at: Moment
+
+
+class GraphProblem(BaseModel):
+    """Something wrong with a graph (or, as a warning, most likely not meant), and where."""
+
+    rule: str = Field(description="The rule it breaks, such as 'dangling_edge', 'cycle' or 'worker_webhook'.")
+    message: str = Field(description="What is wrong and how to fix it.")
+    node_id: str | None = Field(description="The node it concerns; null when it concerns no one node.")
+    edge_id: str | None = Field(description="The edge it concerns; null when it concerns no one edge.")
+    field: str | None = Field(
+        description="The field: a key of the node's data (webhookUrl, inputSchema, ...), or the node's or "
+        "edge's own key (id, type, position, source, target); null when the whole node or edge is meant."
+    )
+
+
+class GraphCheck(BaseModel):
+    """What saving the graph would find, without saving it."""
+
+    valid: bool = Field(description="True when there are no problems: the graph can be saved as it is.")
+    problems: list[GraphProblem] = Field(description="Every problem; saving refuses the graph with a 422 naming them.")
+    warnings: list[GraphProblem] = Field(
+        description="What is allowed but most likely not meant (a Splitter whose paths no Collector gathers, a "
+        "node connected to nothing); saving is not refused for them."
+    )
+
+
+class FlowVersionListed(BaseModel):
+    """A kept version of a flow."""
+
+    version: int
+    name: str
+    author: str | None = Field(description="Who saved it (the author sent with the save); null when unknown.")
+    created_at: Moment
+    node_count: int
+    edge_count: int
+
+
+class FlowVersion(BaseModel):
+    """A kept version of a flow, with its graph as it was saved."""
+
+    flow_id: str
+    version: int
+    name: str
+    author: str | None = Field(description="Who saved it; null when unknown.")
+    created_at: Moment
+    graph: dict[str, Any]
+
+
+class ChangedPart(BaseModel):
+    id: str
+    fields: list[str] = Field(
+        description="The keys that changed: the node's or edge's own (type, label, ...), or data.KEY for a key of "
+        "its data (data.webhookUrl)."
+    )
+
+
+class NodesDiff(BaseModel):
+    added: list[str] = Field(description="Ids of the nodes only the later version has.")
+    removed: list[str] = Field(description="Ids of the nodes only the earlier version has.")
+    changed: list[ChangedPart] = Field(description="Nodes in both whose keys other than the position differ.")
+    moved: list[str] = Field(description="Nodes in both whose position differs.")
+
+
+class EdgesDiff(BaseModel):
+    added: list[str]
+    removed: list[str]
+    changed: list[ChangedPart]
+
+
+class FlowDiff(BaseModel):
+    """What changed from one version of a flow's graph to another; nodes and edges matched by id."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    from_: int = Field(alias="from", description="The earlier version asked for.")
+    to: int = Field(description="The later version asked for.")
+    nodes: NodesDiff
+    edges: EdgesDiff
 
 
 class LastRun(BaseModel):
@@ -135,6 +212,10 @@ class WaitingGate(BaseModel):
     flow_id: str
     node_id: str = Field(description="The node path to complete (``review_2`` on a fan-out path).")
     prompt: str | None = Field(description="The UX node's data.prompt; null when it has none.")
+    input_schema: dict[str, Any] | None = Field(
+        description="The UX node's data.inputSchema (JSON Schema): what the completion must fit, drawn as a form "
+        "by the console; null when it has none."
+    )
     since: Moment | None = Field(description="When it started waiting.")
 
 
@@ -190,6 +271,9 @@ class Problem(BaseModel):
         description="For a graph problem (type 'graph'): the rule it breaks, such as "
         "'dangling_edge', 'cycle' or 'webhook_target'.",
     )
+    node_id: str | None = Field(None, description="For a graph problem: the node it concerns, when one does.")
+    edge_id: str | None = Field(None, description="For a graph problem: the edge it concerns, when one does.")
+    field: str | None = Field(None, description="For a graph problem: the node's or edge's field, when one is meant.")
 
 
 class ErrorReply(BaseModel):
@@ -204,7 +288,7 @@ ERRORS: dict[int, tuple[type[BaseModel], str]] = {
     400: (ErrorReply, "Not possible in the node's state (for example, retrying a node that has not failed)."),
     401: (ErrorReply, "Missing or wrong API key (send 'Authorization: Bearer <STITCH_API_KEY>')."),
     403: (ErrorReply, "The callback URL is not signed by this server."),
-    404: (ErrorReply, "No such flow, run or node."),
+    404: (ErrorReply, "No such flow, run, node or flow version."),
     409: (
         ErrorReply,
         "Conflicts with the current state (a late callback, a finished run, a flow with runs under way).",

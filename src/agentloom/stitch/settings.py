@@ -93,7 +93,7 @@ class StitchSettings(BaseSettings):
     )
 
     callback_concurrency: int = Field(
-        8,
+        4,
         ge=1,
         le=1024,
         description="Callbacks one server process handles at once (body read, parsed, committed); "

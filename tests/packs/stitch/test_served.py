@@ -30,11 +30,13 @@ async def test_stitch_over_stdio(
             "stitch_start_run",
             "stitch_list_runs",
             "stitch_run_status",
+            "stitch_list_waiting",
             "stitch_complete",
             "stitch_retry",
             "stitch_cancel_run",
         } <= set(tools)
         assert tools["stitch_list_runs"].annotations.read_only_hint is True
+        assert tools["stitch_list_waiting"].annotations.read_only_hint is True
         assert tools["stitch_cancel_run"].annotations.destructive_hint is True
         assert tools["stitch_create_flow"].annotations.read_only_hint in (False, None)  # absent means false (MCP)
         assert tools["stitch_create_flow"].annotations.open_world_hint is True

@@ -142,6 +142,64 @@ async def test_a_fan_out_node_reads_as_a_summary_of_its_paths_and_retries_them(
         assert done["nodes"]["c"]["output"] == [1, 2, 3]
 
 
+@pytest.mark.slow
+async def test_a_gate_s_input_schema_is_listed_shown_and_enforced(server: StitchServer, tmp_path: Path) -> None:
+    schema = {
+        "type": "object",
+        "title": "Pay the invoice",
+        "properties": {
+            "approved": {"type": "boolean", "title": "Approve?", "x-stitch-action": True},
+            "amount": {"type": "number", "description": "In euros."},
+        },
+        "required": ["approved", "amount"],
+    }
+    compact = {  # what filling it needs: no titles, no console hints
+        "type": "object",
+        "properties": {"approved": {"type": "boolean"}, "amount": {"type": "number", "description": "In euros."}},
+        "required": ["approved", "amount"],
+    }
+    graph = {
+        "nodes": [
+            {"id": "pay", "type": "UX", "data": {"prompt": "Pay it?", "inputSchema": schema}},
+            {"id": "note", "type": "UX"},
+        ]
+    }
+    flow_id = server.http.post("/flows", json={"name": "pay", "graph": graph}).json()["id"]
+    other = server.http.post("/flows", json={"name": "other", "graph": {"nodes": [{"id": "x", "type": "UX"}]}})
+    async with Client(stitch_host(tmp_path, server.base).server) as client:
+        run_id = (await call(client, "stitch_start_run", flow_id=flow_id, input={}))["run_id"]
+        await call(client, "stitch_start_run", flow_id=other.json()["id"])
+        await _until(client, run_id, "waiting_for_user")
+        gates = (await call(client, "stitch_list_waiting", flow_id=flow_id))["gates"]
+        assert sorted(gates, key=lambda g: g["node_id"]) == [
+            {"run_id": run_id, "node_id": "note", "prompt": None, "input_schema": None},
+            {"run_id": run_id, "node_id": "pay", "prompt": "Pay it?", "input_schema": compact},
+        ]
+        assert len((await call(client, "stitch_list_waiting", limit=1))["gates"]) == 1
+        assert "flow_id: 'nope' is not a flow id" in await error(client, "stitch_list_waiting", flow_id="nope")
+        status = await call(client, "stitch_run_status", run_id=run_id)
+        assert status["nodes"] == {
+            "pay": {"status": "waiting_for_user", "prompt": "Pay it?", "input_schema": compact},
+            "note": {"status": "waiting_for_user"},
+        }
+
+        wrong = await error(
+            client, "stitch_complete", run_id=run_id, node_id="pay", output={"approved": True, "amount": "abc"}
+        )
+        assert wrong == "Stitch refused: amount: 'abc' is not of type 'number'"
+        empty = await error(client, "stitch_complete", run_id=run_id, node_id="pay", output={})
+        assert empty == (
+            "Stitch refused: approved: missing; this field is required, add it; "
+            "amount: missing; this field is required, add it"
+        )
+        assert (await call(client, "stitch_run_status", run_id=run_id))["nodes"]["pay"]["status"] == "waiting_for_user"
+        done = await call(
+            client, "stitch_complete", run_id=run_id, node_id="pay", output={"approved": True, "amount": 9}
+        )
+        assert done == {"run_id": run_id, "node_id": "pay", "detail": "pay completed"}
+        assert "input_schema" not in (await call(client, "stitch_run_status", run_id=run_id))["nodes"]["pay"]
+
+
 async def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     async with Client(stitch_host(tmp_path, url).server) as client:

@@ -9,6 +9,8 @@ import typer
 from agentloom.cli.common import DataDir, load_settings
 from agentloom.cli.help import SuggestingGroup
 
+KEEP_ALIVE_SECONDS = 75  # nginx's default keepalive_timeout
+
 app = typer.Typer(
     cls=SuggestingGroup, help="Stitch: run React Flow graphs with external workers.", no_args_is_help=True
 )
@@ -67,6 +69,9 @@ def serve(
 
     # Live-update streams stay open until the browser leaves: on shutdown, uvicorn would wait for
     # them forever. Requests are short (a webhook owed is in the outbox), so 3 s is enough for them.
+    # An idle connection is kept longer than clients keep theirs (httpx: 5 s, uvicorn's default
+    # too; aiohttp: 15 s): at equal timeouts the server may close a connection just as a client
+    # sends a request on it, and that request fails with no answer.
     def run(app: Any, **more: Any) -> None:
         uvicorn.run(
             app,
@@ -75,6 +80,7 @@ def serve(
             log_config=None,
             log_level=settings.log_level.lower(),
             timeout_graceful_shutdown=3,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
             **more,
         )
 

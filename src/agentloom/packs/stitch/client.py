@@ -188,7 +188,10 @@ def _problems(items: list[dict[str, Any]]) -> str:
         # 'body' and 'query' say where FastAPI found the value; the rest names the argument.
         loc = [str(part) for part in item.get("loc", []) if part not in ("body", "query", "path")]
         place = ".".join(loc)
-        lines.append(f"{place}: {str(item['msg'])[:300]}" if place else str(item["msg"])[:300])
+        message = str(item["msg"])[:300]
+        # A message that starts with its field already names it (an input schema's "amount: ...").
+        named = not place or message.startswith(f"{place}:") or item.get("type") == "input_schema"
+        lines.append(message if named else f"{place}: {message}")
     if len(items) > PROBLEMS_SHOWN:
         lines.append(f"... and {len(items) - PROBLEMS_SHOWN} more")
     return "; ".join(lines)

@@ -1,5 +1,5 @@
 """MCP tools for Stitch: create and list flows, start, list and cancel runs, read a run's
-status, complete a UX gate, retry a node.
+status, list the gates waiting for a person, complete a UX gate, retry a node.
 
 They call the Stitch HTTP API (``agentloom stitch serve``), which owns the database and
 receives the workers' callbacks; answers are kept small for the model's context. Arguments
@@ -57,6 +57,7 @@ class NodeSummary(TypedDict, total=False):
     output: Any
     error: str
     prompt: str  # a UX node waiting for a person: what to ask them
+    input_schema: dict[str, Any]  # a waiting UX node: what stitch_complete's output must fit
     paths: dict[str, int]  # a node on fan-out paths: how many paths are in each status
 
 
@@ -84,10 +85,26 @@ class RunList(TypedDict):
     next_cursor: str | None  # pass it back as cursor for the next page; null on the last one
 
 
+class WaitingGate(TypedDict):
+    run_id: str
+    node_id: str  # what stitch_complete takes (review_2 on a fan-out path)
+    prompt: str | None
+    input_schema: dict[str, Any] | None  # what the output must fit (JSON Schema, compact); null: anything
+
+
+class WaitingList(TypedDict):
+    gates: list[WaitingGate]
+
+
 class Done(TypedDict):
     run_id: str
     node_id: str
     detail: str
+
+
+@with_config(ConfigDict(json_schema_extra=reply_of("stitch_complete")))
+class Retried(Done):
+    pass
 
 
 class Cancelled(TypedDict):
@@ -204,15 +221,38 @@ def stitch_run_status(stitch: StitchClient, run_id: str, include_outputs: bool =
     return _summary(stitch.call("GET", client.path("runs", client.run_id(run_id))), include_outputs)
 
 
+@pack.tool(read_only=True, open_world=True)
+def stitch_list_waiting(
+    stitch: StitchClient,
+    flow_id: Annotated[str | None, Field(description="Only this flow's gates.")] = None,
+    limit: Annotated[int, Field(ge=1, le=100)] = 20,
+) -> WaitingList:
+    """Gates waiting for a person, oldest first: the prompt, and the input_schema stitch_complete's output must fit."""
+    params = {"flow_id": client.flow_id(flow_id) if flow_id is not None else None, "limit": limit}
+    gates = stitch.call("GET", "/runs/waiting", params=params)
+    return {
+        "gates": [
+            {
+                "run_id": g["run_id"],
+                "node_id": g["node_id"],
+                "prompt": g.get("prompt"),
+                "input_schema": compact_schema(g.get("input_schema")),
+            }
+            for g in gates
+        ]
+    }
+
+
 @pack.tool(open_world=True)
 def stitch_complete(stitch: StitchClient, run_id: str, node_id: str, output: Any = None) -> Done:
-    """Complete a waiting UX node with the person's input as `output`."""
+    """Complete a waiting UX gate with the person's answer as `output`, filling the gate's input_schema
+    (a field that does not fit is refused, named; the gate keeps waiting)."""
     body = stitch.call("POST", client.path("complete", client.run_id(run_id), client.node_id(node_id)), output)
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "completed"))}
 
 
 @pack.tool(open_world=True)
-def stitch_retry(stitch: StitchClient, run_id: str, node_id: str) -> Done:
+def stitch_retry(stitch: StitchClient, run_id: str, node_id: str) -> Retried:
     """Retry a failed node (a fan-out node: its failed paths), once its upstream is complete."""
     body = stitch.call("POST", client.path("retry", client.run_id(run_id), client.node_id(node_id)))
     return {"run_id": run_id, "node_id": node_id, "detail": str(body.get("detail", "retrying"))}
@@ -236,8 +276,75 @@ def _moment(value: Any) -> str:
         return str(value)
 
 
+# What a schema says about filling it; the rest (titles, the console's x-stitch-* hints, ...) is
+# presentation, left out to keep replies small.
+SCHEMA_KEYS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "enum",
+        "const",
+        "items",
+        "default",
+        "description",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minItems",
+        "maxItems",
+        "additionalProperties",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+        "$defs",
+    }
+)
+SCHEMA_TEXT = 200  # characters of a description kept
+
+
+def compact_schema(schema: Any) -> Any:
+    """An input schema with only what filling it needs (descriptions bounded)."""
+    if isinstance(schema, list):
+        return [compact_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kept: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key not in SCHEMA_KEYS:
+            continue
+        if key in ("properties", "$defs") and isinstance(value, dict):  # names of the user's, not keywords
+            kept[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        elif key == "description" and isinstance(value, str):
+            kept[key] = value if len(value) <= SCHEMA_TEXT else value[: SCHEMA_TEXT - 3] + "..."
+        elif key in ("enum", "const", "default", "required"):
+            kept[key] = value
+        else:
+            kept[key] = compact_schema(value)
+    return kept
+
+
+def _gate_schemas(graph: Any) -> dict[str, Any]:
+    nodes = graph.get("nodes") if isinstance(graph, dict) else None
+    return {
+        str(n.get("id")): n["data"]["inputSchema"]
+        for n in nodes or []
+        if isinstance(n, dict)
+        and n.get("type") == "UX"
+        and isinstance(n.get("data"), dict)
+        and isinstance(n["data"].get("inputSchema"), dict)
+    }
+
+
 def _summary(run: dict[str, Any], include_outputs: bool = False) -> RunStatus:
     nodes: dict[str, NodeSummary] = {}
+    schemas = _gate_schemas(run.get("graph"))
     for key, state in run["node_states"].items():
         if isinstance(state.get("paths"), dict):  # a fan-out template entry: the summary of its paths
             nodes[key] = {"status": state["status"], "paths": state["paths"]}
@@ -249,6 +356,9 @@ def _summary(run: dict[str, Any], include_outputs: bool = False) -> RunStatus:
             entry["error"] = state["error"]
         if state["status"] == "waiting_for_user" and state.get("prompt"):
             entry["prompt"] = str(state["prompt"])
+        schema = schemas.get(str(state.get("node_id", key)))
+        if state["status"] == "waiting_for_user" and schema is not None:
+            entry["input_schema"] = compact_schema(schema)
         if include_outputs and state.get("output") is not None:
             entry["output"] = state["output"]
         nodes[key] = entry

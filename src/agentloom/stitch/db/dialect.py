@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 import orjson
-from sqlalchemy import Connection, Engine, Update, select, update
+from sqlalchemy import ColumnElement, Connection, Engine, Update, func, select, update
 from sqlalchemy.engine import URL
 
 from agentloom.stitch.db.schema import attempts, outbox
@@ -101,6 +101,10 @@ class Dialect(ABC):
 
     def tune_churning_tables(self, conn: Connection, tables: list[str]) -> None:  # noqa: B027 - SQLite has no such knobs
         """Storage settings for the tables whose rows are updated and deleted all day."""
+
+    def array_length(self, column: ColumnElement[Any], key: str) -> ColumnElement[int]:
+        """How many items the array at ``key`` of a JSON column's object holds (0 when there is none)."""
+        return func.coalesce(func.json_array_length(column, f"$.{key}"), 0)
 
     # -- values on the driver (the fixed statements of :mod:`.hot`) -------------------------
     @abstractmethod

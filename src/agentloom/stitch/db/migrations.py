@@ -10,7 +10,7 @@ import logging
 import secrets
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy import Connection, Engine, insert, inspect, null, select, text
 
 from agentloom.stitch.db import schema
 from agentloom.stitch.db.dialect import Dialect
@@ -63,12 +63,24 @@ def _v5(conn: Connection, dialect: Dialect) -> None:
     dialect.tune_churning_tables(conn, [t.name for t in CHURNING])
 
 
+def _v6(conn: Connection, dialect: Dialect) -> None:
+    # Each flow's current version becomes its first kept one (the earlier ones were never kept).
+    schema.metadata.create_all(conn, tables=[schema.flow_versions])  # a new database got it from _v1
+    flows, versions = schema.flows, schema.flow_versions
+    kept = select(versions.c.flow_id).where(versions.c.flow_id == flows.c.id, versions.c.version == flows.c.version)
+    copied = select(flows.c.id, flows.c.version, flows.c.name, flows.c.graph, null(), flows.c.updated_at).where(
+        ~kept.exists()
+    )
+    conn.execute(insert(versions).from_select(["flow_id", "version", "name", "graph", "author", "created_at"], copied))
+
+
 STEPS: list[tuple[int, str, Callable[[Connection, Dialect], None]]] = [
     (1, "flows, runs, outbox, events, settings", _v1),
     (2, "attempt history, timers, deleted flows, event errors, run listing indexes", _v2),
     (3, "a flow's runs newest first (index)", _v3),
     (4, "node paths one row each, a run's tally", _v4),
     (5, "storage settings for tables that churn", _v5),
+    (6, "flow versions, each flow's current one kept", _v6),
 ]
 
 

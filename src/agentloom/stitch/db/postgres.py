@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
-from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy import ColumnElement, Connection, Engine, case, create_engine, func, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
@@ -41,6 +41,10 @@ class PostgreSQL(Dialect):
 
     def skip_locked(self) -> bool:
         return True
+
+    def array_length(self, column: ColumnElement[Any], key: str) -> ColumnElement[int]:
+        items = column.op("->")(key)  # jsonb_array_length refuses anything but an array
+        return case((func.jsonb_typeof(items) == "array", func.jsonb_array_length(items)), else_=0)
 
     def reclaim_space(self, engine: Engine) -> None:
         """Autovacuum makes the space of pruned rows reusable; said once per process when it is off."""

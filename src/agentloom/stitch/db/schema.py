@@ -38,6 +38,19 @@ flows = Table(
     Column("deleted_at", DateTime(timezone=True)),
 )
 
+# Every version of every flow, as it was saved: version 1 when the flow is created, the next one
+# whenever its graph or name changes (written in the same transaction as the flow row).
+flow_versions = Table(
+    "stitch_flow_versions",
+    metadata,
+    Column("flow_id", String(36), ForeignKey("stitch_flows.id", ondelete="CASCADE"), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("graph", Json, nullable=False),
+    Column("author", Text),  # who saved it, as the client said; null: unknown
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
 runs = Table(
     "stitch_runs",
     metadata,
