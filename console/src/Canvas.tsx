@@ -1,10 +1,13 @@
 // A flow's graph on a React Flow canvas, laid out as saved. On a run, each node carries its
-// status (a colour) and a fan-out node the count of its paths per status.
-import { Background, Controls, Handle, Position, ReactFlow, type Node, type NodeProps } from "@xyflow/react";
-import { memo, useMemo } from "react";
+// status (a colour) and a fan-out node the count of its paths per status; on a diff, whether it
+// was added, removed, changed or moved. The view fits the graph again when the canvas is resized
+// (a side panel opening or closing).
+import { Background, Controls, Handle, Position, ReactFlow, useReactFlow, type Dimensions, type Node, type NodeChange, type NodeProps } from "@xyflow/react";
+import { memo, useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { Graph } from "./api";
 
-export interface NodeView { status?: string; counts?: Record<string, number> }
+export type DiffMark = "added" | "removed" | "changed" | "moved";
+export interface NodeView { status?: string; counts?: Record<string, number>; diff?: DiffMark; detail?: string }
 type StitchData = { label: string; kind: string; view?: NodeView };
 
 function countsText(counts: Record<string, number>): string {
@@ -14,13 +17,14 @@ function countsText(counts: Record<string, number>): string {
 const StitchNode = memo(function StitchNode({ id, data }: NodeProps<Node<StitchData>>) {
   const { kind, view } = data;
   return (
-    <div className={`stitch-node type-${kind} status-${view?.status ?? "none"}`} data-testid={`node-${id}`}
-         data-type={kind} data-status={view?.status}>
+    <div className={`stitch-node type-${kind} status-${view?.status ?? "none"}${view?.diff ? ` diff-${view.diff}` : ""}`}
+         data-testid={`node-${id}`} data-type={kind} data-status={view?.status} data-diff={view?.diff} title={view?.detail}>
       <Handle type="target" position={Position.Left} isConnectable={false} />
       <div className="node-kind">{kind === "UX" ? "UX gate" : kind}</div>
       <div className="node-label">{data.label}</div>
       {view?.status && <div className="node-status">{view.status.replace(/_/g, " ")}</div>}
       {view?.counts && <div className="fanout-counts" data-testid="fanout-counts">{countsText(view.counts)}</div>}
+      {view?.diff && <div className="diff-tag">{view.diff}{view.detail ? `: ${view.detail}` : ""}</div>}
       <Handle type="source" position={Position.Right} isConnectable={false} />
     </div>
   );
@@ -51,26 +55,61 @@ function positions(graph: Graph): Record<string, { x: number; y: number }> {
   }));
 }
 
-export function Canvas({ graph, views, onSelect, testId, ready }: {
-  graph: Graph; views?: Record<string, NodeView>; onSelect?: (nodeId: string) => void; testId: string; ready?: boolean;
+const FIT = { padding: 0.2, maxZoom: 1.2 };
+const PRO = { hideAttribution: true };
+
+/** Fits the graph in view again whenever the canvas changes size (not on the first measure). */
+function FitOnResize() {
+  const flow = useReactFlow();
+  const box = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const canvas = box.current?.closest(".canvas");
+    if (!canvas) return;
+    let width = canvas.clientWidth, frame = 0;
+    const observer = new ResizeObserver(() => {
+      if (canvas.clientWidth === width) return;
+      width = canvas.clientWidth;
+      cancelAnimationFrame(frame);
+      frame = requestAnimationFrame(() => void flow.fitView(FIT));
+    });
+    observer.observe(canvas);
+    return () => { observer.disconnect(); cancelAnimationFrame(frame); };
+  }, [flow]);
+  return <div ref={box} hidden />;
+}
+
+export function Canvas({ graph, views, edgeMarks, onSelect, testId, ready }: {
+  graph: Graph; views?: Record<string, NodeView>; edgeMarks?: Record<string, DiffMark>; onSelect?: (nodeId: string) => void; testId: string; ready?: boolean;
 }) {
   const placed = useMemo(() => positions(graph), [graph]);
+  // Each node's measured size, handed back with it: a node React Flow gets anew (its status
+  // changed) without its size is hidden until measured again, and may stay hidden.
+  const sizes = useRef(new Map<string, Dimensions>());
+  const [measuredAt, setMeasuredAt] = useState(0);
+  const onNodesChange = useCallback((changes: NodeChange[]) => {
+    let measured = false;
+    for (const c of changes) {
+      if (c.type === "dimensions" && c.dimensions) { sizes.current.set(c.id, c.dimensions); measured = true; }
+    }
+    if (measured) setMeasuredAt((n) => n + 1);
+  }, []);
   const nodes = useMemo<Node<StitchData>[]>(() => graph.nodes.map((n) => ({
-    id: n.id, type: "stitch", position: placed[n.id],
+    id: n.id, type: "stitch", position: placed[n.id], measured: sizes.current.get(n.id),
     data: { label: String((n.data?.label as string | undefined) ?? n.id), kind: n.type, view: views?.[n.id] },
     draggable: false, connectable: false,
-  })), [graph, views, placed]);
+  })), [graph, views, placed, measuredAt]);
   const edges = useMemo(() => graph.edges.map((e) => ({
-    id: e.id, source: e.source, target: e.target, sourceHandle: e.sourceHandle ?? undefined,
-    targetHandle: e.targetHandle ?? undefined, animated: views?.[e.target]?.status === "running",
-  })), [graph, views]);
+    id: e.id, source: e.source, target: e.target, animated: views?.[e.target]?.status === "running",
+    className: edgeMarks?.[e.id] ? `diff-${edgeMarks[e.id]}` : undefined,
+  })), [graph, views, edgeMarks]);
   return (
     <div className="canvas" data-testid={testId} data-ready={ready ? "true" : undefined}>
-      <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={{ padding: 0.2, maxZoom: 1.2 }}
+      <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={FIT} onNodesChange={onNodesChange}
                  nodesDraggable={false} nodesConnectable={false} elementsSelectable={!!onSelect}
-                 onNodeClick={(_, node) => onSelect?.(node.id)} proOptions={{ hideAttribution: true }}>
+                 onNodeClick={(_, node) => onSelect?.(node.id)} proOptions={PRO}>
         <Background />
         <Controls showInteractive={false} />
+        <FitOnResize />
       </ReactFlow>
     </div>
   );

@@ -1,6 +1,7 @@
-// The flows (with their last run), importing a flow from a graph file, and gates waiting for a person.
+// The flows (with their last run), a new flow in the designer, importing a flow from a graph
+// file (kept as it is: positions, viewport, every key), and gates waiting for a person.
 import { useEffect, useState } from "react";
-import { api, when, type Flow, type Gate, type Graph } from "./api";
+import { api, readFlowFile, when, type Flow, type Gate } from "./api";
 import { onLink } from "./router";
 
 export function FlowsPage() {
@@ -17,13 +18,7 @@ export function FlowsPage() {
   async function importFile(file: File) {
     setProblem("");
     try {
-      let parsed: unknown;
-      try { parsed = JSON.parse(await file.text()); } catch { throw new Error(`${file.name} is not JSON`); }
-      const given = parsed as { name?: unknown; graph?: unknown; nodes?: unknown };
-      const body = given.graph !== undefined
-        ? { name: typeof given.name === "string" ? given.name : file.name.replace(/\.json$/i, ""), graph: given.graph }
-        : { name: file.name.replace(/\.json$/i, ""), graph: parsed as Graph };
-      await api<Flow>("/flows", { method: "POST", body });
+      await api<Flow>("/flows", { method: "POST", body: readFlowFile(await file.text(), file.name) });
       setReload((n) => n + 1);
     } catch (e) {
       setProblem((e as Error).message);
@@ -35,6 +30,7 @@ export function FlowsPage() {
       <section>
         <div className="toolbar">
           <h2>Flows</h2>
+          <a className="button primary" href="/flows/new" onClick={onLink} data-testid="new-flow">New flow</a>
           <label className="button">Import flow…
             <input type="file" accept=".json,application/json" data-testid="import-flow" hidden
                    onChange={(e) => { const f = e.target.files?.[0]; e.target.value = ""; if (f) void importFile(f); }} />
@@ -54,18 +50,22 @@ export function FlowsPage() {
                 <td>{when(flow.updated_at)}</td>
               </tr>
             ))}
-            {flows?.length === 0 && <tr><td colSpan={4} className="empty">No flows yet: import a graph JSON file, or POST /api/stitch/flows.</td></tr>}
+            {flows?.length === 0 && <tr><td colSpan={4} className="empty">No flows yet: design one (New flow), import a graph JSON file, or POST /api/stitch/flows.</td></tr>}
           </tbody>
         </table>
       </section>
       {gates.length > 0 && (
         <section>
-          <h2>Waiting for a person</h2>
+          <div className="toolbar">
+            <h2>Waiting for a person</h2>
+            <a href="/runs/waiting" onClick={onLink} data-testid="open-waiting">Complete them →</a>
+          </div>
           <table>
-            <thead><tr><th>Run</th><th>Gate</th><th>Prompt</th><th>Since</th></tr></thead>
+            <thead><tr><th>Flow</th><th>Run</th><th>Gate</th><th>Prompt</th><th>Since</th></tr></thead>
             <tbody>
               {gates.map((gate) => (
                 <tr key={`${gate.run_id}/${gate.node_id}`} data-testid="waiting-gate">
+                  <td>{flows?.find((f) => f.id === gate.flow_id)?.name ?? gate.flow_id.slice(0, 8)}</td>
                   <td><a href={`/runs/${gate.run_id}`} onClick={onLink}><code>{gate.run_id.slice(0, 8)}</code></a></td>
                   <td>{gate.node_id}</td><td>{gate.prompt}</td><td>{when(gate.since)}</td>
                 </tr>

@@ -2,6 +2,7 @@
 // and what a person can do: retry a failure, complete a waiting gate.
 import { useEffect, useMemo, useState } from "react";
 import { api, shown, when, type Attempt, type GraphNode, type NodeState } from "./api";
+import { GateForm } from "./GateForm";
 
 function pathOrder(a: string, b: string): number {
   const na = a.split("_").map(Number), nb = b.split("_").map(Number);
@@ -9,13 +10,12 @@ function pathOrder(a: string, b: string): number {
   return a.localeCompare(b);
 }
 
-export function NodePanel({ runId, nodeKey, state, states, graphNode, onSelect, onClose, onAct, actionError }: {
+export function NodePanel({ runId, nodeKey, state, states, graphNode, onSelect, onClose, onAct, onCompleted, actionError }: {
   runId: string; nodeKey: string; state: NodeState; states: Record<string, NodeState>; graphNode?: GraphNode;
-  onSelect: (key: string) => void; onClose: () => void; onAct: (path: string, body?: unknown) => Promise<void>; actionError: string;
+  onSelect: (key: string) => void; onClose: () => void; onAct: (path: string, body?: unknown) => Promise<void>;
+  onCompleted: () => void; actionError: string;
 }) {
   const [attempts, setAttempts] = useState<Attempt[]>([]);
-  const [gateInput, setGateInput] = useState("{}");
-  const [gateProblem, setGateProblem] = useState("");
   const template = state.path === null;
   const paths = useMemo(() => (template
     ? Object.entries(states).filter(([, s]) => s.node_id === state.node_id && s.path !== null && s.path.length > 0)
@@ -29,13 +29,6 @@ export function NodePanel({ runId, nodeKey, state, states, graphNode, onSelect, 
       .then((rows) => live && setAttempts(rows)).catch(() => live && setAttempts([]));
     return () => { live = false; };
   }, [runId, nodeKey, state.status, state.attempt]);
-
-  function complete() {
-    let value: unknown;
-    try { value = JSON.parse(gateInput); } catch (e) { setGateProblem(`Not JSON: ${(e as Error).message}`); return; }
-    setGateProblem("");
-    void onAct(`/complete/${runId}/${encodeURIComponent(nodeKey)}`, value);
-  }
 
   const prompt = state.prompt ?? (typeof graphNode?.data?.prompt === "string" ? graphNode.data.prompt : null);
   return (
@@ -58,9 +51,7 @@ export function NodePanel({ runId, nodeKey, state, states, graphNode, onSelect, 
       {state.status === "waiting_for_user" && !template && (
         <div className="gate">
           <p data-testid="gate-prompt">{prompt ?? "This gate has no prompt."}</p>
-          <textarea data-testid="gate-input" rows={4} value={gateInput} onChange={(e) => setGateInput(e.target.value)} spellCheck={false} />
-          {gateProblem && <pre className="error">{gateProblem}</pre>}
-          <button data-testid="complete-gate" onClick={complete}>Complete</button>
+          <GateForm runId={runId} nodeKey={nodeKey} schema={graphNode?.data?.inputSchema ?? null} onDone={onCompleted} />
         </div>
       )}
       {state.error && <><h4>Error</h4><pre className="error">{state.error}</pre></>}

@@ -2,7 +2,7 @@
 // and the event timeline. Events from the run's stream colour nodes at once; the run view is
 // fetched again (debounced) to learn new fan-out paths, outputs and errors.
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
-import { api, follow, when, type Run, type RunEvent, type NodeState } from "./api";
+import { api, follow, when, type Flow, type Run, type RunEvent, type NodeState } from "./api";
 import { Canvas, Legend, type NodeView } from "./Canvas";
 import { NodePanel } from "./NodePanel";
 import { onLink } from "./router";
@@ -24,6 +24,7 @@ export function RunPage({ id }: { id: string }) {
   const [missing, setMissing] = useState("");
   const [selected, setSelected] = useState<string | null>(null);
   const [actionError, setActionError] = useState("");
+  const [flowName, setFlowName] = useState<string | null>(null);
   const lastEvent = useRef<number | null>(null);
   const timer = useRef<number | undefined>(undefined);
   const firstQueued = useRef<number | null>(null);
@@ -70,6 +71,14 @@ export function RunPage({ id }: { id: string }) {
     return () => { live = false; stop(); window.clearTimeout(timer.current); };
   }, [id, load, refetchSoon]);
 
+  const flowId = run?.flow_id;
+  useEffect(() => {
+    if (!flowId) return;
+    let live = true;
+    api<Flow>(`/flows/${flowId}`).then((f) => live && setFlowName(f.name)).catch(() => {});  // a deleted flow: its id
+    return () => { live = false; };
+  }, [flowId]);
+
   const views = useMemo(() => {
     const out: Record<string, NodeView> = {};
     if (!run) return out;
@@ -110,7 +119,7 @@ export function RunPage({ id }: { id: string }) {
         <h2>Run <code>{run.id.slice(0, 8)}</code>{" "}
           <span className={`badge status-${run.status}`} data-testid="run-status" data-status={run.status}>{run.status.replace(/_/g, " ")}</span>
         </h2>
-        <span>flow <a href={`/flows/${run.flow_id}`} onClick={onLink}>{run.flow_id.slice(0, 8)}</a> v{run.flow_version}
+        <span>flow <a href={`/flows/${run.flow_id}`} onClick={onLink} data-testid="run-flow">{flowName ?? run.flow_id.slice(0, 8)}</a> version {run.flow_version}
           {" · "}started {when(run.created_at)} · updated {when(run.updated_at)}</span>
         {(run.status === "running" || run.status === "waiting_for_user") &&
           <button className="danger" data-testid="cancel-run" onClick={() => void act(`/runs/${id}/cancel`)}>Cancel run</button>}
@@ -123,7 +132,7 @@ export function RunPage({ id }: { id: string }) {
           <NodePanel runId={id} nodeKey={selected} state={states[selected]} states={states}
                      graphNode={run.graph.nodes.find((n) => n.id === states[selected].node_id)}
                      onSelect={(key) => { setSelected(key); setActionError(""); }} onClose={() => setSelected(null)}
-                     onAct={act} actionError={actionError} />
+                     onAct={act} onCompleted={refetchSoon} actionError={actionError} />
         )}
       </div>
       <section>

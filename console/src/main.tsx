@@ -3,12 +3,15 @@ import "@xyflow/react/dist/style.css";
 import "./styles.css";
 import { StrictMode, useEffect, useState, type FormEvent } from "react";
 import { createRoot } from "react-dom/client";
-import { api, apiKey, whenUnauthorised, type Flow } from "./api";
+import { api, apiKey, whenUnauthorised } from "./api";
 import { FlowPage } from "./FlowPage";
 import { FlowsPage } from "./FlowsPage";
+import { DesignerPage } from "./designer/DesignerPage";
+import { WaitingPage } from "./WaitingPage";
 import { onLink, useLocation } from "./router";
 import { RunPage } from "./RunPage";
 import { RunTable } from "./RunTable";
+import { useFlowNames } from "./useFlowNames";
 
 function Login({ onDone }: { onDone: () => void }) {
   const [key, setKey] = useState("");
@@ -36,19 +39,22 @@ function Login({ onDone }: { onDone: () => void }) {
 }
 
 function RunsPage() {
-  const [names, setNames] = useState<Record<string, string>>({});
-  useEffect(() => { api<Flow[]>("/flows").then((flows) => setNames(Object.fromEntries(flows.map((f) => [f.id, f.name])))).catch(() => {}); }, []);
+  const names = useFlowNames();
   return <div className="page"><RunTable flowNames={names} /></div>;
 }
 
 function App() {
-  const { path } = useLocation();
+  const { path, query } = useLocation();
   const [locked, setLocked] = useState(false);
   const [session, setSession] = useState(0);
   useEffect(() => whenUnauthorised(() => { apiKey.clear(); setLocked(true); }), []);
-  const [, section, id] = path.split("/");
+  const [, section, id, sub] = path.split("/");
+  const version = query.get("version") && Number.isInteger(Number(query.get("version"))) ? Number(query.get("version")) : null;
   let view = <FlowsPage />;
-  if (section === "flows" && id) view = <FlowPage id={id} />;
+  if (section === "flows" && id === "new") view = <DesignerPage flowId={null} starter={query.get("starter")} version={null} />;
+  else if (section === "flows" && id && sub === "edit") view = <DesignerPage flowId={id} starter={null} version={version} />;
+  else if (section === "flows" && id) view = <FlowPage id={id} />;
+  else if (section === "runs" && id === "waiting") view = <WaitingPage />;
   else if (section === "runs" && id) view = <RunPage id={id} />;
   else if (section === "runs") view = <RunsPage />;
   return (
@@ -57,7 +63,8 @@ function App() {
         <a className="brand" href="/" onClick={onLink}>Stitch</a>
         <nav>
           <a href="/" onClick={onLink} className={section === "" || section === "flows" ? "active" : ""}>Flows</a>
-          <a href="/runs" onClick={onLink} className={section === "runs" ? "active" : ""}>Runs</a>
+          <a href="/runs" onClick={onLink} className={section === "runs" && id !== "waiting" ? "active" : ""}>Runs</a>
+          <a href="/runs/waiting" onClick={onLink} data-testid="nav-waiting" className={section === "runs" && id === "waiting" ? "active" : ""}>Waiting</a>
           <a href="/docs">API</a>
         </nav>
         {apiKey.get() && !locked && <button data-testid="logout" onClick={() => { apiKey.clear(); setLocked(true); }}>Log out</button>}
