@@ -93,7 +93,7 @@ def test_validate_places_every_problem_and_saving_refuses_by_the_same_rules(stit
     assert messages["node_type:robot"].startswith(
         "node 'robot': type must be 'Worker', 'UX', 'Splitter' or 'Collector'"
     )
-    assert "needs data.webhookUrl, an http(s) URL (got '')" in messages["worker_webhook:fetch"]
+    assert "needs data.webhookUrl, the http(s) URL of its worker (got '')" in messages["worker_webhook:fetch"]
     assert "'numbr'" in messages["input_schema:ask"] and "properties.n.type" in messages["input_schema:ask"]
     assert 'must describe an object: set "type": "object"' in messages["input_schema:None"]
     assert stitch.http.post("/flows/validate", json=BROKEN_DRAFT).json() == reply  # the bare graph: the same

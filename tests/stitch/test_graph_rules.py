@@ -145,10 +145,10 @@ def test_structure_rules() -> None:
 
 def test_node_configuration_rules() -> None:
     assert problems(graph([{"id": "w", "type": "Worker", "data": {}}])) == [
-        ("worker_webhook", "Worker 'w' needs data.webhookUrl, an http(s) URL (got None)")
+        ("worker_webhook", "Worker 'w' needs data.webhookUrl, the http(s) URL of its worker (it has none)")
     ]
     assert problems(graph([worker("w", webhookUrl="http://[::1/x")])) == [  # the schema's shape, yet no URL
-        ("webhook_target", "Worker 'w' needs data.webhookUrl, an http(s) URL (got 'http://[::1/x')")
+        ("webhook_target", "Worker 'w' needs data.webhookUrl, the http(s) URL of its worker (got 'http://[::1/x')")
     ]
     assert problems(graph([worker("w", webhookUrl="ftp://x/y")]))[0][0] == "worker_webhook"
     assert problems(graph([node("s", "Splitter", arrayPath=3)])) == [
@@ -314,7 +314,7 @@ def test_only_a_worker_s_http_webhook_is_checked_against_the_policy() -> None:
     assert plan.roots == ["u"]
     # A Worker's URL that is no http(s) URL is reported once, by the configuration rule.
     assert problems(graph([worker("w", webhookUrl="ftp://x/y")]), WebhookPolicy()) == [
-        ("worker_webhook", "Worker 'w' needs data.webhookUrl, an http(s) URL (got 'ftp://x/y')")
+        ("worker_webhook", "Worker 'w' needs data.webhookUrl, the http(s) URL of its worker (got 'ftp://x/y')")
     ]
 
 

@@ -389,7 +389,8 @@ def _config_problems(node: StitchNode) -> list[Problem]:
             # A URL of the schema's shape that still does not parse (an unclosed '[' in the host) is
             # past what the schema's pattern says.
             rule = "webhook_target" if isinstance(url, str) and HTTP_URL.match(url) else "worker_webhook"
-            message = f"Worker {node.id!r} needs data.webhookUrl, an http(s) URL (got {shown(url)})"
+            given = "it has none" if url is None else f"got {shown(url)}"
+            message = f"Worker {node.id!r} needs data.webhookUrl, the http(s) URL of its worker ({given})"
             return [Problem(rule, message, node_id=node.id, field="webhookUrl")]
     if node.type is NodeType.SPLITTER:
         path = data.get("arrayPath")
