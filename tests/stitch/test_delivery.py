@@ -24,7 +24,7 @@ from agentloom.stitch.models import Graph
 from tests.conftest import free_port
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
-from tests.stitch.test_api import create, start
+from tests.stitch.test_api import create, start, wait_until
 from tests.stitch.worker import Worker
 
 TRIES = 4  # the first send and the dispatcher's three re-sends (0.2, 0.4, 0.8 s, jittered by up to 25 %)
@@ -86,7 +86,8 @@ def test_a_webhook_reset_twice_is_delivered_on_the_third_try(stitch: StitchServe
         assert run["node_states"]["w"]["output"] == 7
         assert gate.accepted == 3  # two resets, then the delivery
     assert worker.keys() == ["w"]  # the resets never reached the worker; the delivery did, once
-    assert worker.answers == [("w", 1, 200)]  # the same attempt's token, accepted
+    # The run is complete once the callback is committed; the worker notes the answer just after.
+    assert wait_until(lambda: worker.answers) == [("w", 1, 200)]  # the same attempt's token, accepted
 
 
 @pytest.mark.slow
