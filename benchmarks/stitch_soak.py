@@ -510,7 +510,8 @@ def report(soaks: list[dict[str, Any]], paired: dict[str, dict[bool, list[float]
 
         lines.append(
             f"| {s['kind']} | {s['rate']:.0f} | {s['runs']:,} | {s['pruned']:,} | {s['unfinished_pruned']} | "
-            f"{mb(s['size_median'])} | +-{s['size_spread'] * 100:.0f} % | {shown('first page')} | "
+            f"{mb(s['size_median'])} | {'**over** ' if s['size_spread'] > STEADY_BAND else ''}"
+            f"+-{s['size_spread'] * 100:.1f} % | {shown('first page')} | "
             f"{shown('deep page')} | {shown('health')} | {s['errors'] + s['log_errors']}"
             + "".join(f"; {kind}: {count}" for kind, count in s.get("error_kinds", {}).items())
             + (f"; server log tracebacks: {s['log_errors']}" if s["log_errors"] else "")
