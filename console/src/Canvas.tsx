@@ -5,6 +5,7 @@
 import { Background, Controls, Handle, Position, ReactFlow, useReactFlow, type Dimensions, type Node, type NodeChange, type NodeProps } from "@xyflow/react";
 import { memo, useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { Graph } from "./api";
+import { layout } from "./designer/model";
 
 export type DiffMark = "added" | "removed" | "changed" | "moved";
 export interface NodeView { status?: string; counts?: Record<string, number>; diff?: DiffMark; detail?: string }
@@ -38,21 +39,7 @@ function positions(graph: Graph): Record<string, { x: number; y: number }> {
   if (spots.size > 1 || graph.nodes.length < 2) {
     return Object.fromEntries(graph.nodes.map((n) => [n.id, n.position ?? { x: 0, y: 0 }]));
   }
-  const depth: Record<string, number> = {};
-  const incoming = new Map(graph.nodes.map((n) => [n.id, graph.edges.filter((e) => e.target === n.id).map((e) => e.source)]));
-  const depthOf = (id: string, seen: Set<string>): number => {
-    if (depth[id] !== undefined) return depth[id];
-    if (seen.has(id)) return 0;
-    seen.add(id);
-    const parents = incoming.get(id) ?? [];
-    return (depth[id] = parents.length ? 1 + Math.max(...parents.map((p) => depthOf(p, seen))) : 0);
-  };
-  const rows: Record<number, number> = {};
-  return Object.fromEntries(graph.nodes.map((n) => {
-    const d = depthOf(n.id, new Set());
-    const row = (rows[d] = (rows[d] ?? -1) + 1);
-    return [n.id, { x: 240 * d, y: 110 * row }];
-  }));
+  return layout(graph);
 }
 
 const FIT = { padding: 0.2, maxZoom: 1.2 };

@@ -41,7 +41,7 @@ function without(value: object, keys: Set<string>): DataMap {
 }
 
 /** Where nodes saved without positions go: left to right by depth. */
-function layout(graph: Graph): Record<string, XY> {
+export function layout(graph: Graph): Record<string, XY> {
   const depth: Record<string, number> = {};
   const parents = new Map<string, string[]>();
   for (const e of graph.edges ?? []) parents.set(e.target, [...(parents.get(e.target) ?? []), e.source]);
