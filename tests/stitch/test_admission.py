@@ -150,6 +150,20 @@ async def test_a_callback_gone_while_waiting_gives_its_place_on() -> None:
     assert client.gate.active == 1
 
 
+async def test_a_callback_gone_just_as_its_turn_was_skipped_leaves_the_gate_whole() -> None:
+    client = Client(concurrency=1)
+    for name in "abc":
+        client.callback(name)
+    await settle()
+    client.app.release.setdefault(f"{CALLBACK_PREFIX}a", asyncio.Event()).set()  # a ends first ...
+    client.tasks[1].cancel()  # ... then b's client goes: a hands on past b's cancelled turn
+    await settle()
+    assert client.started() == ["a", "c"]
+    assert client.gate.active == 1
+    with pytest.raises(asyncio.CancelledError):  # b ends as cancelled, not with an error of the gate's
+        await client.tasks[1]
+
+
 @pytest.fixture(autouse=True)
 async def no_leftover_tasks() -> Any:
     yield

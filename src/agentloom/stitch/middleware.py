@@ -250,7 +250,7 @@ class CallbackAdmission:
         except BaseException:
             if turn.done() and not turn.cancelled():
                 self._pass_turn()  # the turn was handed over as this request went away: hand it on
-            else:
+            elif turn in self._waiting:  # _admit may have passed over it already
                 self._waiting.remove(turn)
             metrics.callbacks_waiting(len(self._waiting))
             raise
