@@ -25,6 +25,7 @@ import pytest
 from sqlalchemy import event, func, insert, select, update
 
 from agentloom.stitch.db import Database
+from agentloom.stitch.db import sqlite as sqlite_dialect
 from agentloom.stitch.db.schema import attempts, events, outbox, runs, timers
 from agentloom.stitch.engine import Engine
 from agentloom.stitch.flows import Flows
@@ -244,6 +245,33 @@ def test_the_sqlite_file_shrinks_after_pruning_and_stops_growing(made: Made, dat
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # INCREMENTAL
         assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+
+
+@SQLITE_ONLY
+def test_the_sqlite_wal_is_cut_back_once_a_long_read_ends(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = 2**20
+    monkeypatch.setattr(sqlite_dialect, "WAL_LIMIT_BYTES", limit)
+    path = database_url.removeprefix("sqlite:///")
+    db = Database(database_url)
+    engine = Engine(db, "http://127.0.0.1:1")
+    made = Made(db, engine, Flows(db, engine.webhooks))
+    try:
+        gates = new_flow(made, gate_graph())
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM stitch_runs").fetchone()  # a snapshot held: no checkpoint restarts
+        for _ in range(300):
+            completed(made, gates, pad=4000)
+        grown = os.path.getsize(f"{path}-wal")
+        assert grown > 4 * limit, "the WAL did not grow past the limit: the test measures nothing"
+        reader.execute("COMMIT")
+        reader.close()
+        for _ in range(300):  # the next checkpoints finish and the WAL restarts, cut back to the limit
+            completed(made, gates, pad=4000)
+        # From the limit it grows again up to the next automatic checkpoint (1,000 pages).
+        assert os.path.getsize(f"{path}-wal") <= limit + 1100 * 4096, (grown, os.path.getsize(f"{path}-wal"))
+    finally:
+        db.dispose()
 
 
 @SQLITE_ONLY

@@ -21,6 +21,10 @@ from agentloom.stitch.db.dialect import Dialect, dumps
 log = logging.getLogger(__name__)
 INCREMENTAL = 2  # PRAGMA auto_vacuum's answer for INCREMENTAL
 RECLAIM_PAGES = 2000  # pages freed per step of the incremental vacuum (8 MB with 4 KB pages)
+# A read that holds its snapshot while writes go on keeps checkpoints from starting the WAL
+# over, so the WAL grows meanwhile; SQLite then keeps the file at its largest unless told to cut
+# it back when the WAL restarts.
+WAL_LIMIT_BYTES = 32 * 2**20
 
 
 class SQLite(Dialect):
@@ -53,6 +57,7 @@ class SQLite(Dialect):
             for pragma in (
                 "auto_vacuum=INCREMENTAL",
                 "journal_mode=WAL",
+                f"journal_size_limit={WAL_LIMIT_BYTES}",
                 "synchronous=NORMAL",
                 "busy_timeout=30000",
                 "foreign_keys=ON",
