@@ -145,14 +145,16 @@ def retention_settings(keep: float, every: float) -> dict[str, str]:
 
 
 # -- the database, sampled -----------------------------------------------------------------------
-def database_size(url: str) -> int:
+def database_size(url: str) -> tuple[int, int]:
+    """Bytes on disk, and of those the write-ahead log's (SQLite's WAL file; 0 on PostgreSQL)."""
     if url.startswith("sqlite:///"):
         path = url.removeprefix("sqlite:///")
         with sqlite3.connect(path, timeout=30) as conn:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        return sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
+        main, wal = (os.path.getsize(p) if os.path.exists(p) else 0 for p in (path, f"{path}-wal"))
+        return main + wal, wal
     with psycopg.connect(url) as conn:
-        return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])  # type: ignore[index]
+        return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]), 0  # type: ignore[index]
 
 
 def present(url: str, run_ids: list[str]) -> set[str]:
@@ -168,6 +170,34 @@ def present(url: str, run_ids: list[str]) -> set[str]:
         else:
             with psycopg.connect(url) as conn:
                 found.update(str(row[0]) for row in conn.execute(query, chunk))  # type: ignore[arg-type]
+    return found
+
+
+def stuck(url: str, run_ids: list[str]) -> list[dict[str, Any]]:
+    """What the database holds of runs that never finished: their status, node states and outbox rows."""
+    sqlite = url.startswith("sqlite:///")
+    mark = "?" if sqlite else "%s"
+    found: list[dict[str, Any]] = []
+    conn: Any = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30) if sqlite else psycopg.connect(url)
+    with conn:
+        for run_id in run_ids:
+            row = conn.execute(f"SELECT status, node_states FROM stitch_runs WHERE id = {mark}", (run_id,)).fetchone()
+            if row is None:
+                found.append({"run": run_id, "status": "gone"})
+                continue
+            states = row[1] if isinstance(row[1], dict) else json.loads(row[1])
+            outbox = conn.execute(
+                f"SELECT node_key, attempt, state, tries, last_error FROM stitch_outbox WHERE run_id = {mark}",
+                (run_id,),
+            ).fetchall()
+            found.append(
+                {
+                    "run": run_id,
+                    "status": row[0],
+                    "nodes": {key: state.get("status") for key, state in states.items()},
+                    "outbox": [list(r) for r in outbox],
+                }
+            )
     return found
 
 
@@ -202,7 +232,7 @@ class Drive:
     finished: dict[str, float] = field(default_factory=dict)
     start_errors: dict[str, int] = field(default_factory=dict)  # what a failed run start got -> how often
     unfinished_pruned: int = 0
-    sizes: list[tuple[float, int]] = field(default_factory=list)  # (seconds into the soak, bytes)
+    sizes: list[tuple[float, int, int]] = field(default_factory=list)  # (seconds into the soak, bytes, WAL bytes)
     scrapes: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     drained: bool = False
     began: float = 0.0
@@ -242,7 +272,7 @@ async def drive(
         while True:
             moment = time.monotonic() - d.began
             if watch:
-                d.sizes.append((moment, await asyncio.to_thread(database_size, c.url)))
+                d.sizes.append((moment, *await asyncio.to_thread(database_size, c.url)))
                 going = [r for r in list(d.started) if r not in d.finished]
                 there = await asyncio.to_thread(present, c.url, going)
                 d.unfinished_pruned += sum(1 for r in going if r not in there and r not in d.finished)
@@ -361,6 +391,11 @@ def soak(kind: str, tmp: Path) -> dict[str, Any]:
         unfinished_pruned = d.unfinished_pruned + sum(1 for r in pruned if r not in d.finished)
         counts = httpx.get(f"{c.worker}/counts").json()
         log_errors = c.log_errors()
+        unfinished = [r for r in all_ids if r not in d.finished]
+        if unfinished:
+            print(f"{kind}: {len(unfinished)} runs unfinished; the worker: {json.dumps(counts)}", file=sys.stderr)
+            for run in stuck(url, unfinished[:20]):
+                print(f"  {json.dumps(run)}", file=sys.stderr)
     reads = json.loads(out.read_text())
     return summarise(kind, d, reads, final, counts, len(pruned), unfinished_pruned, log_errors)
 
@@ -384,7 +419,7 @@ def summarise(
         elif moment >= warm:
             timed.setdefault(name, []).append(ms)
     window = min(STEADY_WINDOW, SECONDS / 2)
-    last = [size for moment, size in d.sizes if moment >= SECONDS - window]
+    last = [size for moment, size, _ in d.sizes if moment >= SECONDS - window]
     middle = statistics.median(last) if last else 0
     spread = max(abs(s - middle) / middle for s in last) if last and middle else 0.0
     moved = {
@@ -543,7 +578,9 @@ def report(soaks: list[dict[str, Any]], paired: dict[str, dict[bool, list[float]
         "",
     ]
     for s in soaks:
-        lines.append(f"- {s['kind']}: " + " ".join(mb(size) for _, size in s["sizes"]))
+        lines.append(f"- {s['kind']}: " + " ".join(mb(size) for _, size, _ in s["sizes"]))
+        if any(wal for _, _, wal in s["sizes"]):
+            lines.append(f"- {s['kind']}, of which the WAL: " + " ".join(mb(wal) for _, _, wal in s["sizes"]))
     lines += [
         "",
         f"Retention and metrics on vs off: {PAIRED_ROUNDS} rounds of {PAIRED_SECONDS:g} s per setting, "

@@ -2,8 +2,9 @@
 
 Run as ``python -m benchmarks.stitch_worker PORT``; GET /stats returns the timings, GET /finished
 the runs whose last node (``config.last``) was answered 200 since the last call, GET /counts how
-callbacks went. A callback answered 503 is posted again after its ``Retry-After``, as every
-Stitch worker should (docs/stitch.md); any other non-2xx answer is counted as an error.
+callbacks went, with the callbacks still being posted and the last that failed. A callback
+answered 503 is posted again after its ``Retry-After``, as every Stitch worker should
+(docs/stitch.md); any other non-2xx answer is counted as an error.
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ RECORD = "--no-timings" not in sys.argv  # a long soak keeps no per-node timings
 received: dict[str, float] = {}  # "run/node" -> when its webhook arrived
 answered: dict[str, float] = {}  # "run/node" -> when its callback was sent
 finished: list[str] = []  # runs whose last node's callback was answered 200, not yet collected
-counts = {"callbacks": 0, "retried_503": 0, "errors": 0}
+failed: list[str] = []  # the callbacks that failed, and how
+counts = {"callbacks": 0, "retried_503": 0, "errors": 0, "webhooks": 0}
+posting: dict[str, float] = {}  # "run/node" -> when its callback's post began, until it is answered
 client: aiohttp.ClientSession | None = None
 tasks: set[asyncio.Task[Any]] = set()
 
 
 async def work(request: Request) -> JSONResponse:
     payload = await request.json()
+    counts["webhooks"] += 1
     if RECORD:
         received[f"{payload['runId']}/{payload['nodeId']}"] = time.time()
     task = asyncio.get_running_loop().create_task(answer(payload))
@@ -46,13 +50,24 @@ async def answer(payload: dict[str, Any]) -> None:
     if RECORD:
         answered[f"{payload['runId']}/{payload['nodeId']}"] = time.time()
     body = {"status": "completed", "output": payload["input"]}
+    key = f"{payload['runId']}/{payload['nodeId']}"
+    posting[key] = time.time()
+    try:
+        await post(payload, body)
+    finally:
+        posting.pop(key, None)
+
+
+async def post(payload: dict[str, Any], body: dict[str, Any]) -> None:
+    assert client is not None
     while True:
         try:
             async with client.post(payload["callbackUrl"], json=body) as response:
                 await response.read()
                 status, retry_after = response.status, response.headers.get("Retry-After")
-        except aiohttp.ClientError:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             counts["errors"] += 1
+            failed.append(f"{payload['runId']}/{payload['nodeId']}: {type(exc).__name__}: {exc}"[:300])
             return
         if status == 503 and retry_after is not None:
             counts["retried_503"] += 1
@@ -62,6 +77,7 @@ async def answer(payload: dict[str, Any]) -> None:
     counts["callbacks"] += 1
     if status != 200:
         counts["errors"] += 1
+        failed.append(f"{payload['runId']}/{payload['nodeId']}: HTTP {status}")
     elif (payload.get("config") or {}).get("last"):
         finished.append(payload["runId"])
 
@@ -77,7 +93,16 @@ async def collect(_: Request) -> JSONResponse:
 
 
 async def counted(_: Request) -> JSONResponse:
-    return JSONResponse(counts)
+    now = time.time()
+    oldest = sorted(posting.items(), key=lambda item: item[1])[:20]
+    return JSONResponse(
+        {
+            **counts,
+            "posting": len(posting),
+            "posting_oldest": [f"{key}: {now - began:.1f} s" for key, began in oldest],
+            "failed": failed[-20:],
+        }
+    )
 
 
 async def reset(_: Request) -> JSONResponse:
