@@ -47,39 +47,40 @@ async def answer(payload: dict[str, Any]) -> None:
     global client
     if client is None:
         client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
-    if RECORD:
-        answered[f"{payload['runId']}/{payload['nodeId']}"] = time.time()
-    body = {"status": "completed", "output": payload["input"]}
     key = f"{payload['runId']}/{payload['nodeId']}"
+    if RECORD:
+        answered[key] = time.time()
     posting[key] = time.time()
     try:
-        await post(payload, body)
+        status = await post(client, payload["callbackUrl"], {"status": "completed", "output": payload["input"]}, key)
     finally:
         posting.pop(key, None)
+    if status is None:
+        return
+    counts["callbacks"] += 1
+    if status != 200:
+        counts["errors"] += 1
+        failed.append(f"{key}: HTTP {status}")
+    elif (payload.get("config") or {}).get("last"):
+        finished.append(payload["runId"])
 
 
-async def post(payload: dict[str, Any], body: dict[str, Any]) -> None:
-    assert client is not None
+async def post(session: aiohttp.ClientSession, url: str, body: dict[str, Any], key: str) -> int | None:
+    """The callback's final HTTP status (a 503 with Retry-After posted again), or None when it failed."""
     while True:
         try:
-            async with client.post(payload["callbackUrl"], json=body) as response:
+            async with session.post(url, json=body) as response:
                 await response.read()
                 status, retry_after = response.status, response.headers.get("Retry-After")
         except (TimeoutError, aiohttp.ClientError) as exc:
             counts["errors"] += 1
-            failed.append(f"{payload['runId']}/{payload['nodeId']}: {type(exc).__name__}: {exc}"[:300])
-            return
+            failed.append(f"{key}: {type(exc).__name__}: {exc}"[:300])
+            return None
         if status == 503 and retry_after is not None:
             counts["retried_503"] += 1
             await asyncio.sleep(float(retry_after))
             continue
-        break
-    counts["callbacks"] += 1
-    if status != 200:
-        counts["errors"] += 1
-        failed.append(f"{payload['runId']}/{payload['nodeId']}: HTTP {status}")
-    elif (payload.get("config") or {}).get("last"):
-        finished.append(payload["runId"])
+        return status
 
 
 async def stats(_: Request) -> JSONResponse:
