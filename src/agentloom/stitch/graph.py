@@ -168,6 +168,7 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
     lead nowhere do not stop the checks that follow: a draft hears of all its problems."""
     problems: list[Problem] = []
     nodes: dict[str, StitchNode] = {}
+    gate_schemas: dict[str, dict[str, Any]] = {}
     for node in graph.nodes:
         if node.id in nodes:
             problems.append(
@@ -180,10 +181,14 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
             )
         nodes[node.id] = node
         problems.extend(_config_problems(node))
+        gate_problem = _gate_schema(node, gate_schemas)
         if webhooks is not None:
             problems.extend(_saving_problems(node, webhooks))
-    if webhooks is not None:
-        problems.extend(_flow_input_problems(graph))
+            if gate_problem is not None:
+                problems.append(gate_problem)
+    input_schema, input_problem = _flow_input_schema(graph)
+    if webhooks is not None and input_problem is not None:
+        problems.append(input_problem)
     if not graph.nodes:
         problems.append(Problem("nodes_empty", "graph.nodes is empty; a flow needs at least one node", field="nodes"))
     upstream: dict[str, list[str]] = {n: [] for n in nodes}
@@ -278,8 +283,8 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
         roots,
         retries,
         timeouts,
-        gate_schemas=_gate_schemas(nodes),
-        input_schema=input_schemas.usable((graph.model_extra or {}).get("inputSchema")),
+        gate_schemas=gate_schemas,
+        input_schema=input_schema,
     )
     return Review(plan, problems, _warnings(graph, plan))
 
@@ -485,30 +490,35 @@ def _saving_problems(node: StitchNode, webhooks: WebhookPolicy) -> list[Problem]
         problem = webhooks.url_problem(url)
         if problem:
             found("webhook_target", f"Worker {shown(node.id)}: data.webhookUrl {problem}", "webhookUrl")
-    if node.type is NodeType.UX and "inputSchema" in node.data:
-        problem = input_schemas.schema_problem(node.data["inputSchema"])
-        if problem:
-            found("input_schema", f"UX node {shown(node.id)}: data.inputSchema {problem}", "inputSchema")
     return problems
 
 
-def _flow_input_problems(graph: Graph) -> list[Problem]:
+# Each input schema is checked once (checking one is the costly part of a review): the plan keeps
+# the usable ones, and saving refuses a graph with the others.
+def _gate_schema(node: StitchNode, usable: dict[str, dict[str, Any]]) -> Problem | None:
+    """A UX node's ``data.inputSchema`` put in ``usable`` by node id, or the problem with it."""
+    usable.pop(node.id, None)
+    if node.type is not NodeType.UX or "inputSchema" not in node.data:
+        return None
+    schema = node.data["inputSchema"]
+    problem = input_schemas.schema_problem(schema)
+    if problem is None:
+        usable[node.id] = schema
+        return None
+    return Problem(
+        "input_schema", f"UX node {shown(node.id)}: data.inputSchema {problem}", node_id=node.id, field="inputSchema"
+    )
+
+
+def _flow_input_schema(graph: Graph) -> tuple[dict[str, Any] | None, Problem | None]:
+    """The graph's ``inputSchema`` when it is usable, or the problem with it."""
     extra = graph.model_extra or {}
     if "inputSchema" not in extra:
-        return []
+        return None, None
     problem = input_schemas.schema_problem(extra["inputSchema"])
     if problem is None:
-        return []
-    return [Problem("input_schema", f"the flow's inputSchema {problem}", field="inputSchema", loc=("inputSchema",))]
-
-
-def _gate_schemas(nodes: dict[str, StitchNode]) -> dict[str, dict[str, Any]]:
-    found = {}
-    for node_id, node in nodes.items():
-        schema = input_schemas.usable(node.data.get("inputSchema")) if node.type is NodeType.UX else None
-        if schema is not None:
-            found[node_id] = schema
-    return found
+        return extra["inputSchema"], None
+    return None, Problem("input_schema", f"the flow's inputSchema {problem}", field="inputSchema", loc=("inputSchema",))
 
 
 _SUFFIX = re.compile(r"(_\d+)+")
