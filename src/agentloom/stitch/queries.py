@@ -214,10 +214,15 @@ def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> li
     """Every UX gate waiting for a person, longest waiting first: ``{run_id, flow_id, node_id,
     prompt, input_schema, since}`` (``node_id`` is the key to complete: ``review_2`` on a
     fan-out path; ``input_schema`` what the completion must fit, or None)."""
-    query = select(runs.c.id, runs.c.flow_id, runs.c.graph, runs.c.node_states).where(runs.c.status.in_(WAITING_SCAN))
+    query = select(runs.c.id, runs.c.flow_id, runs.c.flow_version, runs.c.graph, runs.c.node_states).where(
+        runs.c.status.in_(WAITING_SCAN)
+    )
     if flow_id is not None:
         query = query.where(runs.c.flow_id == _flow_id(flow_id))
     found: list[dict[str, Any]] = []
+    # A run keeps the graph of the version it started with: its gates' prompts and schemas are
+    # read once per flow version (checking a schema is the costly part of this page).
+    gates_of: dict[tuple[str, int], tuple[dict[str, str | None], dict[str, dict[str, Any]]]] = {}
     with db.reading() as conn:
         for row in conn.execute(query.order_by(runs.c.created_at, runs.c.id)).mappings():
             # Gates on fan-out paths are rows of their own, found along ix_stitch_paths_waiting.
@@ -233,7 +238,10 @@ def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> li
             ]
             if not gates:
                 continue
-            prompts, schemas = _prompts(row["graph"]), _gate_schemas(row["graph"])
+            version = (row["flow_id"], row["flow_version"])
+            if version not in gates_of:
+                gates_of[version] = _prompts(row["graph"]), _gate_schemas(row["graph"])
+            prompts, schemas = gates_of[version]
             found += [
                 {
                     "run_id": row["id"],
