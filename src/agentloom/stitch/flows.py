@@ -59,6 +59,7 @@ def graph_json(graph: Graph | Any) -> Any:
 
 
 _LIVE = flows.c.deleted_at.is_(None)
+_VERSION_COLUMNS = (flow_versions.c.version, flow_versions.c.name, flow_versions.c.author, flow_versions.c.created_at)
 _COLUMNS = (flows.c.id, flows.c.name, flows.c.graph, flows.c.version, flows.c.created_at, flows.c.updated_at)
 _LAST_RUN = (
     select(runs.c.id, runs.c.status, runs.c.created_at)
@@ -149,10 +150,7 @@ class Flows:
         dialect = self.db.dialect
         query = (
             select(
-                flow_versions.c.version,
-                flow_versions.c.name,
-                flow_versions.c.author,
-                flow_versions.c.created_at,
+                *_VERSION_COLUMNS,
                 dialect.array_length(flow_versions.c.graph, "nodes").label("node_count"),
                 dialect.array_length(flow_versions.c.graph, "edges").label("edge_count"),
             )
@@ -189,15 +187,8 @@ class Flows:
 
     @staticmethod
     def _version(conn: Connection, flow_id: str, version: int) -> dict[str, Any]:
-        columns = (
-            flow_versions.c.version,
-            flow_versions.c.name,
-            flow_versions.c.author,
-            flow_versions.c.created_at,
-            flow_versions.c.graph,
-        )
         where = (flow_versions.c.flow_id == flow_id, flow_versions.c.version == version)
-        row = conn.execute(select(*columns).where(*where)).mappings().first()
+        row = conn.execute(select(*_VERSION_COLUMNS, flow_versions.c.graph).where(*where)).mappings().first()
         if row is None:
             kept = conn.execute(
                 select(flow_versions.c.version)
