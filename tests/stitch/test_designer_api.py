@@ -78,7 +78,6 @@ EXPECTED_PLACES = [
     ("input_schema", None, None, "inputSchema"),
     ("dangling_edge", None, "e1", "target"),
     ("cycle", "a", None, None),
-    ("cycle", "b", None, None),
 ]
 
 

@@ -17,6 +17,7 @@ silently ignored (a misspelt filter would otherwise list everything).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any
@@ -33,10 +34,11 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from agentloom.stitch import console, metrics, queries
+from agentloom.stitch.bounded_schemas import CALLER_GONE, CallerGone
 from agentloom.stitch.callbacks import CallbackFastPath, Callbacks, NotSigned
 from agentloom.stitch.db import Database
 from agentloom.stitch.dispatcher import Dispatcher
-from agentloom.stitch.engine import Engine, Sending
+from agentloom.stitch.engine import Engine, FlowChanging, Sending
 from agentloom.stitch.execution import Result
 from agentloom.stitch.flows import FlowBusy, Flows
 from agentloom.stitch.graph import GraphError, Problem
@@ -102,6 +104,7 @@ FlowIdQuery = Annotated[
 GraphJson = Annotated[Any, WithJsonSchema(GRAPH_MARK)]
 NoGraphOrJson = Annotated[Any, WithJsonSchema({"anyOf": [GRAPH_MARK, {"type": "null"}]})]
 VERSION_MAX = 2**31 - 1  # the column's range on both databases
+CHECKING_THREADS = 16  # threads for requests that may evaluate input schemas (see ``checked``)
 AUTHOR = "Who saves this version (a name or an address, as your users know it); null: unknown."
 VALIDATE_BODY: dict[str, Any] = {
     "description": 'The graph to check: {"graph": {...}}, or the graph itself {"nodes": [...], "edges": [...]}.',
@@ -297,6 +300,41 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         with answered_as_http():
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
+    # Work that may evaluate input schemas (saving or checking a graph, starting a run, completing
+    # a gate) has threads of its own: however many such requests arrive, the other endpoints keep
+    # theirs. Each is stopped when its client leaves (bounded_schemas.CALLER_GONE).
+    checking = anyio.CapacityLimiter(CHECKING_THREADS)
+
+    async def checked(request: Request, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        gone = threading.Event()
+
+        def captured() -> tuple[Any, Exception | None]:  # raised here, not inside the task group
+            try:
+                return fn(*args, **kwargs), None
+            except Exception as exc:
+                return None, exc
+
+        token = CALLER_GONE.set(gone)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch_for_leaving, request, gone)
+                value, error = await anyio.to_thread.run_sync(captured, limiter=checking)
+                tg.cancel_scope.cancel()
+        finally:
+            CALLER_GONE.reset(token)
+        if isinstance(error, CallerGone):
+            raise HTTPException(499, "the client closed the request before its check ended; nothing changed")
+        with answered_as_http():
+            if error is not None:
+                raise error
+        return value
+
+    async def watch_for_leaving(request: Request, gone: threading.Event) -> None:
+        """Sets ``gone`` when the client disconnects (its body has been read: what comes next is that)."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
     def read(fn: Any, *args: Any, **kwargs: Any) -> Any:
         """A short read (a page, a run, a count), on the event loop: on a thread, each of its
         steps in the driver would give the GIL away and wait to get it back from a busy event
@@ -311,7 +349,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
             yield
         except NotFound as exc:
             raise HTTPException(404, str(exc)) from None
-        except FlowBusy as exc:
+        except (FlowBusy, FlowChanging) as exc:
             raise HTTPException(409, str(exc)) from None
         except queries.BadQuery as exc:
             raise HTTPException(422, [{"loc": ["query", exc.field], "msg": str(exc), "type": "value_error"}]) from None
@@ -339,7 +377,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         checks it (node types and ids, edges, cycles, webhook targets, Splitter/Collector
         pairing, input schemas); a 422 names every problem, with its node or edge. The graph is
         kept as sent, key for key."""
-        return as_reply(await call(flows_of(request).create, body.name, body.graph, body.author))
+        return as_reply(await checked(request, flows_of(request).create, body.name, body.graph, body.author))
 
     @app.post(f"{PREFIX}/flows/validate", response_model=GraphCheck, responses=documented(413))
     async def validate_flow(
@@ -349,7 +387,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         with its node or edge and field) and warnings (allowed, most likely not meant). Any
         graph that is JSON is answered 200, however broken."""
         graph = graph_to_check(body)
-        verdict = await call(flows_of(request).check, graph)
+        verdict = await checked(request, flows_of(request).check, graph)
         return {
             "valid": verdict.valid,
             "problems": [p.as_json() for p in verdict.problems],
@@ -403,7 +441,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         """Rename a flow or replace its graph (checked as on create): a new version, kept with
         its author. An update that changes neither keeps no version and answers the flow as it
         is. Runs under way keep their graph."""
-        return as_reply(await call(flows_of(request).update, flow_id, body.name, body.graph, body.author))
+        return as_reply(await checked(request, flows_of(request).update, flow_id, body.name, body.graph, body.author))
 
     @app.get(f"{PREFIX}/flows/{{flow_id}}/versions", response_model=list[FlowVersionListed], responses=documented(404))
     async def flow_versions(flow_id: str, request: Request) -> list[dict[str, Any]]:
@@ -449,7 +487,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         """Start a run of the flow's current version with this input; its root nodes fire at once.
         With the graph's ``inputSchema``, an input that does not fit it is a 422 naming each
         field, and no run starts."""
-        run, sendings = await call(engine_of(request).start_run, flow_id, body.input if body else None)
+        run, sendings = await checked(request, engine_of(request).start_run, flow_id, body.input if body else None)
         request.app.state.dispatcher.submit(sendings)
         return as_reply(queries.run_view(run))
 
@@ -616,7 +654,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         fit it is a 422 naming each field, and the node keeps waiting."""
         if isinstance(body, bytes):  # a body that was not sent as JSON
             raise HTTPException(415, "send the output as JSON, with 'Content-Type: application/json'")
-        result, sendings = await call(engine_of(request).complete, run_id, node_id, body)
+        result, sendings = await checked(request, engine_of(request).complete, run_id, node_id, body)
         return answer(request, result, sendings)
 
     @app.post(f"{PREFIX}/retry/{{run_id}}/{{node_id}}", response_model=EventReply, responses=documented(400, 404, 409))

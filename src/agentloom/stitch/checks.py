@@ -49,6 +49,28 @@ class Verdict:
 
 
 def check(graph: Any, webhooks: WebhookPolicy) -> Verdict:
+    """Every problem and warning of ``graph``, at most :data:`MAX_LISTED` of each (the last one
+    listed then says how many more there are)."""
+    verdict = _check(graph, webhooks)
+    return Verdict(graph, _listed(verdict.problems, "problem"), _listed(verdict.warnings, "warning"))
+
+
+MAX_LISTED = 100  # problems (and warnings) in one answer: a draft of 5,000 broken nodes gets a bounded reply
+
+
+def _listed(found: list[Problem], kind: str) -> list[Problem]:
+    if len(found) <= MAX_LISTED:
+        return found
+    rest = len(found) - MAX_LISTED + 1
+    rules = sorted({p.rule for p in found[MAX_LISTED - 1 :]})
+    more = Problem(
+        found[MAX_LISTED - 1].rule if len(rules) == 1 else "more",
+        f"... and {rest:,} more {kind}(s) of these rules: {', '.join(rules)}; mend the ones listed and check again",
+    )
+    return [*found[: MAX_LISTED - 1], more]
+
+
+def _check(graph: Any, webhooks: WebhookPolicy) -> Verdict:
     try:
         model = Graph.model_validate(graph)
     except ValidationError as exc:

@@ -29,7 +29,7 @@ from agentloom.core.timestamps import iso
 from agentloom.stitch import input_schemas, metrics
 from agentloom.stitch.db import Database
 from agentloom.stitch.db.hot import RunRow
-from agentloom.stitch.db.schema import attempts, outbox, timers
+from agentloom.stitch.db.schema import attempts, flows, outbox, runs, timers
 from agentloom.stitch.execution import (
     Execution,
     Outcome,
@@ -45,6 +45,11 @@ from agentloom.stitch.webhooks import WebhookPolicy
 
 log = logging.getLogger(__name__)
 LEASE_SECONDS = 30.0  # a sender owns a dispatch this long; after that the reconciler re-sends it
+_CHECKS = 5  # a run's input checked against so many versions saved one after the other, then 409
+
+
+class FlowChanging(RuntimeError):
+    """The flow was saved again and again while a run of it was being started (409)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,33 @@ class Engine:
     def start_run(self, flow_id: str, run_input: Any) -> tuple[dict[str, Any], list[Sending]]:
         if not is_uuid(flow_id):
             raise missing("flow", flow_id)
+        # The input is checked against the flow's schema before the transaction (a check may take
+        # up to its budget, and must hold no lock meanwhile); a version saved in between is
+        # checked again.
+        for _ in range(_CHECKS):
+            checked = self._check_input(flow_id.lower(), run_input)
+            started = self._start(flow_id, run_input, checked)
+            if started is not None:
+                return started
+        raise FlowChanging(f"flow {flow_id} was saved anew {_CHECKS} times while this run was starting; start it again")
+
+    def _check_input(self, flow_id: str, run_input: Any) -> tuple[str, int] | None:
+        """The flow version whose input schema ``run_input`` fits (refused otherwise), or None
+        when the flow is not found (the transaction says so)."""
+        with self.db.reading() as conn:
+            row = conn.execute(
+                select(flows.c.id, flows.c.version).where(flows.c.id == flow_id, flows.c.deleted_at.is_(None))
+            ).first()
+            if row is None:
+                return None
+            plan, _ = _plan(row.id, row.version, lambda: self.db.hot.read_flow_graph(conn, row.id))
+        if plan.input_schema is not None:
+            input_schemas.refuse_misfit(plan.input_schema, run_input, ("body", "input"), "input")
+        return row.id, row.version
+
+    def _start(
+        self, flow_id: str, run_input: Any, checked: tuple[str, int] | None
+    ) -> tuple[dict[str, Any], list[Sending]] | None:
         hot = self.db.hot
         with self.db.transaction() as conn:
             # A shared lock: a delete of the flow waits for this run to exist, and then cancels it.
@@ -105,10 +137,8 @@ class Engine:
                 raise missing("flow", flow_id)
             flow_id, version = flow  # the id as stored (lowercase), whatever case the caller used
             plan, graph = _plan(flow_id, version, lambda: hot.read_flow_graph(conn, flow_id))
-            if plan.input_schema is not None:  # refused before anything is written
-                wrong = input_schemas.violations(plan.input_schema, run_input, "input")
-                if wrong:
-                    raise input_schemas.InputRefused(("body", "input"), wrong)
+            if plan.input_schema is not None and checked != flow:
+                return None  # saved anew since the input was checked
             run_id = str(uuid.uuid4())
             stamp = now()
             nodes = NodeStates(initial_states(plan))
@@ -155,7 +185,24 @@ class Engine:
         return self._event(run_id, lambda ex: ex.callback(key, attempt, status, output, error))
 
     def complete(self, run_id: str, key: str, output: Any) -> tuple[Result, list[Sending]]:
+        """Complete a UX gate; an output that does not fit its input schema is refused first,
+        outside the run's transaction."""
+        schema = self._gate_schema(run_id, key)
+        if schema is not None:  # the gate keeps waiting for an output that fits
+            input_schemas.refuse_misfit(schema, output, ("body",), "output")
         return self._event(run_id, lambda ex: ex.complete(key, output))
+
+    def _gate_schema(self, run_id: str, key: str) -> dict[str, Any] | None:
+        """The input schema of the UX gate ``key`` of the run names (a path key included), if any."""
+        if not is_uuid(run_id):
+            return None
+        with self.db.reading() as conn:
+            row = conn.execute(select(runs.c.flow_id, runs.c.flow_version).where(runs.c.id == run_id.lower())).first()
+            if row is None:
+                return None
+            plan, _ = _plan(row.flow_id, row.flow_version, lambda: self.db.hot.read_graph(conn, run_id.lower()))
+        node_id = plan.node_of(key)
+        return None if node_id is None else plan.gate_schemas.get(node_id)
 
     def retry(self, run_id: str, key: str) -> tuple[Result, list[Sending]]:
         return self._event(run_id, lambda ex: ex.retry(key))

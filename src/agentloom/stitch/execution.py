@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from agentloom.stitch import input_schemas
 from agentloom.stitch.graph import Plan, instance_key
 from agentloom.stitch.inputs import extract_array, merge
 from agentloom.stitch.models import NodeType, Status
@@ -186,11 +185,6 @@ class Execution:
             return self._refused_cancelled()
         if state.status != Status.WAITING_FOR_USER:
             return Result(Outcome.CONFLICT, f"node {key!r} is {state.status}, not waiting_for_user")
-        schema = self.plan.gate_schemas.get(state.node_id)
-        if schema is not None:  # the gate keeps waiting for an output that fits
-            wrong = input_schemas.violations(schema, output, "output")
-            if wrong:
-                raise input_schemas.InputRefused(("body",), wrong)
         self._set(key, state, Status.COMPLETED, output=output)
         self._walk(state.node_id, state.fan_path)
         return Result(Outcome.APPLIED, f"{key} completed")

@@ -34,11 +34,14 @@ BEYOND_SCHEMA = frozenset(
         "fan_out_join",
         "collector_without_splitter",
         "fan_out_id_clash",
+        "fan_out_depth",
         "webhook_target",
         "input_schema",  # a JSON Schema's own rules (its meta-schema) are past what the API's schema says
     }
 )
 HTTP_URL = re.compile(HTTP_URL_PATTERN)  # what the schema says of a Worker's data.webhookUrl
+_LAST_INDEX = re.compile(r"_\d+$")  # the last path index of an instance key
+MAX_FAN_OUT_DEPTH = 16  # Splitters a node may run inside (each path key grows by one index per level)
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,25 @@ class Plan:
 
     def kind(self, node_id: str) -> NodeType:
         return self.nodes[node_id].type
+
+    def node_of(self, key: str) -> str | None:
+        """The node whose instance ``key`` is (``gate`` for ``gate`` and ``gate_0_1``), or None."""
+        if key in self.nodes:
+            return key
+        base = key
+        for depth in range(1, self.deepest + 1):
+            index = _LAST_INDEX.search(base)
+            if index is None:
+                return None
+            base = base[: index.start()]
+            if base in self.nodes and len(self.scope.get(base, ())) == depth:
+                return base
+        return None
+
+    @cached_property
+    def deepest(self) -> int:
+        """How many Splitters the most nested node runs inside."""
+        return max((len(stack) for stack in self.scope.values()), default=0)
 
     def collectors_of(self, splitter: str) -> list[str]:
         return [c for c, s in self.closes.items() if s == splitter]
@@ -257,6 +279,17 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
             closes[node_id] = incoming[-1]
             incoming = incoming[:-1]
         scope[node_id] = incoming
+        if len(incoming) > MAX_FAN_OUT_DEPTH:
+            problems.append(
+                Problem(
+                    "fan_out_depth",
+                    f"node {node_id!r} runs inside {len(incoming)} nested Splitters; fan-outs nest at most "
+                    f"{MAX_FAN_OUT_DEPTH} deep: close some with a Collector first",
+                    node_id=node_id,
+                )
+            )
+    if any(p.rule == "fan_out_depth" for p in problems):
+        return Review(None, problems, [])
     problems.extend(_key_collisions(nodes, scope))
     inside = {c: frozenset(_between(s, c, upstream)) for c, s in closes.items()}
     roots = [n for n in order if not upstream[n]]
@@ -314,34 +347,75 @@ def _topological(
 
 
 def _cycle_problems(nodes: dict[str, StitchNode], left: set[str], downstream: dict[str, list[str]]) -> list[Problem]:
-    """One problem per node on a cycle, naming the nodes of its cycle. ``left`` also holds the
-    nodes a cycle only leads to; those are not on one and are not named."""
-    reach = {node: _reachable(node, left, downstream) for node in left}
+    """One problem per cycle (a strongly connected part of the graph), at its first node in the
+    graph's order, naming its length and a few of its nodes. ``left`` also holds the nodes a
+    cycle only leads to; those are not on one and are not named."""
+    position = {node: i for i, node in enumerate(nodes)}
     problems = []
-    for node in nodes:  # in the graph's order
-        if node in left and node in reach[node]:
-            members = sorted(other for other in reach[node] if node in reach[other])
-            problems.append(
-                Problem(
-                    "cycle",
-                    f"node {node!r} is on a cycle through {', '.join(map(repr, members))}; flows must be acyclic: "
-                    "remove one of the cycle's edges",
-                    node_id=node,
-                )
+    for part in _strongly_connected(left, downstream):
+        first = part[0]
+        if len(part) == 1 and first not in downstream[first]:
+            continue  # only led to by a cycle
+        members = sorted(part, key=position.__getitem__)
+        named = ", ".join(map(repr, members[:CYCLE_NAMES]))
+        if len(members) > CYCLE_NAMES:
+            named += f" and {len(members) - CYCLE_NAMES:,} more"
+        problems.append(
+            Problem(
+                "cycle",
+                f"node {members[0]!r} is on a cycle of {len(members):,} node(s) through {named}; flows must be "
+                "acyclic: remove one of the cycle's edges",
+                node_id=members[0],
             )
+        )
+    problems.sort(key=lambda p: position[p.node_id or ""])
     return problems
 
 
-def _reachable(start: str, among: set[str], downstream: dict[str, list[str]]) -> set[str]:
-    """The nodes of ``among`` reached from ``start`` by one edge or more."""
-    seen: set[str] = set()
-    stack = [t for t in downstream[start] if t in among]
-    while stack:
-        node = stack.pop()
-        if node not in seen:
-            seen.add(node)
-            stack.extend(t for t in downstream[node] if t in among)
-    return seen
+CYCLE_NAMES = 5  # nodes a cycle's problem names
+
+
+def _strongly_connected(among: set[str], downstream: dict[str, list[str]]) -> list[list[str]]:
+    """The strongly connected parts of the graph restricted to ``among`` (Tarjan's algorithm,
+    without recursion: a cycle may be thousands of nodes long)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    parts: list[list[str]] = []
+    for root in among:
+        if root in index:
+            continue
+        work: list[tuple[str, int]] = [(root, 0)]
+        while work:
+            node, child = work.pop()
+            if child == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            targets = downstream[node]
+            while child < len(targets) and (targets[child] not in among or targets[child] in index):
+                target = targets[child]
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+                child += 1
+            if child < len(targets):
+                work.append((node, child + 1))
+                work.append((targets[child], 0))
+                continue
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.append(member)
+                    if member == node:
+                        break
+                parts.append(part)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return parts
 
 
 def _warnings(graph: Graph, plan: Plan) -> list[Problem]:
@@ -521,21 +595,20 @@ def _flow_input_schema(graph: Graph) -> tuple[dict[str, Any] | None, Problem | N
     return None, Problem("input_schema", f"the flow's inputSchema {problem}", field="inputSchema", loc=("inputSchema",))
 
 
-_SUFFIX = re.compile(r"(_\d+)+")
-
-
 def _key_collisions(nodes: dict[str, StitchNode], scope: dict[str, tuple[str, ...]]) -> list[Problem]:
+    """Node ids that a fan-out node's path keys (``id_0``, ``id_0_1``, ...) would take."""
+    scoped = {node_id for node_id, stack in scope.items() if stack}
     problems: list[Problem] = []
-    for node_id, stack in scope.items():
-        if not stack:
-            continue
-        for other in nodes:
-            if other.startswith(node_id + "_") and _SUFFIX.fullmatch(other[len(node_id) :]):
+    for other in nodes:
+        base = other
+        while scoped and (suffix := _LAST_INDEX.search(base)) is not None:
+            base = base[: suffix.start()]
+            if base in scoped:
                 problems.append(
                     Problem(
                         "fan_out_id_clash",
-                        f"node id {other!r} would clash with the fan-out paths of {node_id!r} "
-                        f"({node_id}_0, {node_id}_1, ...); rename one of them",
+                        f"node id {other!r} would clash with the fan-out paths of {base!r} "
+                        f"({base}_0, {base}_1, ...); rename one of them",
                         node_id=other,
                         field="id",
                     )

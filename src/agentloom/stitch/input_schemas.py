@@ -2,40 +2,44 @@
 input holds (the graph's ``inputSchema``), as JSON Schema, Draft 2020-12.
 
 A schema is checked when the flow is saved (:func:`schema_problem`): it must be a valid schema
-describing an object, and every ``$ref`` in it must resolve inside it (Stitch never fetches a
-schema from elsewhere). The engine then refuses a completion or a run input that does not fit
-(:func:`violations`), naming each field and what is wrong with it. A flow saved before schemas
-were checked may hold anything there: what is not usable is ignored (:func:`usable`), so such
-a flow runs as it did.
+describing an object whose cost is bounded (:mod:`.bounded_schemas`: every ``$ref`` resolves
+inside it, since Stitch never fetches a schema; patterns run on RE2; size, depth and references
+within limits). The engine then refuses a completion or a run input that does not fit
+(:func:`violations`), naming each field and what is wrong with it, or one whose check would
+take more than its budget. A flow saved before schemas were checked may hold anything there:
+what is not usable is ignored (:func:`usable`), so such a flow runs as it did.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
-from referencing import Registry
 from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012
 
+from agentloom.stitch import bounded_schemas
+from agentloom.stitch.bounded_schemas import CallerGone, OverBudget
 from agentloom.stitch.ids import shown
 
 log = logging.getLogger(__name__)
 EXAMPLE = '{"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}'
 MAX_VIOLATIONS = 20  # a form with many wrong fields: the first ones are enough to fix
-_BASE = "urn:stitch:input-schema"
+_GATHERED = 200  # errors read from the validator before they are ordered and the first ones kept
+_SAVE_BUDGET = bounded_schemas.Budget(steps=20_000, cpu_seconds=0.5)  # the check against {} at save
 
 
 def schema_problem(schema: object) -> str | None:
     """Why ``schema`` cannot be an input schema (the end of a sentence about it), or None."""
     if not isinstance(schema, dict):
         return f"must be a JSON Schema object such as {EXAMPLE} (got {shown(schema)})"
+    problem = bounded_schemas.size_problem(schema)
+    if problem is not None:
+        return problem
     try:
-        Draft202012Validator.check_schema(schema)
+        Draft202012Validator.check_schema(schema, format_checker=None)
     except SchemaError as exc:
         where = ".".join(str(part) for part in exc.path)
         return (
@@ -43,27 +47,29 @@ def schema_problem(schema: object) -> str | None:
             + (f" at {where}" if where else "")
             + "; fix that keyword"
         )
+    except RecursionError:
+        return f"nests subschemas more than {bounded_schemas.MAX_DEPTH} deep; flatten it with $defs"
     if schema.get("type") != "object":
         return (
             f'must describe an object: set "type": "object" at its top, with the fields under "properties" '
             f"(got type {shown(schema.get('type'))})"
         )
-    unresolved = _unresolved_ref(schema)
-    if unresolved is not None:
-        return (
-            f"has a $ref that does not resolve inside the schema ({shown(unresolved)}); Stitch never fetches "
-            'other schemas: put the definition under "$defs" and point at it with "#/$defs/NAME"'
-        )
+    problem = bounded_schemas.cost_problem(schema)
+    if problem is not None:
+        return problem
     try:
-        list(Draft202012Validator(schema).iter_errors({}))
+        with bounded_schemas.metered(_SAVE_BUDGET):
+            list(bounded_schemas.validator(schema).iter_errors({}))
     except RecursionError:
-        return _ENDLESS
+        return bounded_schemas.ENDLESS
+    except OverBudget:
+        return _COSTLY
     return None
 
 
-_ENDLESS = (
-    "refers to itself without end (a $ref that leads back to where it is, on the same value); "
-    "make each reference go one level deeper, as a tree's children do"
+_COSTLY = (
+    "costs more than Stitch allows to check even an empty object (nested oneOf/anyOf over $refs multiply); "
+    "share fewer references, or use allOf where any one branch would do"
 )
 
 
@@ -95,23 +101,54 @@ class InputRefused(ValueError):
         return [{"loc": [*self.loc, *v.path], "msg": v.message, "type": "input_schema"} for v in self.violations]
 
 
+def refuse_misfit(schema: dict[str, Any], value: Any, loc: tuple[str, ...], root: str) -> None:
+    """Raise :class:`InputRefused` at ``loc`` when ``value`` does not fit ``schema``."""
+    wrong = violations(schema, value, root)
+    if wrong:
+        raise InputRefused(loc, wrong)
+
+
 def violations(schema: dict[str, Any], value: Any, root: str) -> list[Violation]:
     """How ``value`` breaks ``schema`` (empty when it fits), each naming its field; ``root``
-    names the value itself (``input``, ``body``)."""
+    names the value itself (``input``, ``body``). Within the budget of
+    :mod:`.bounded_schemas`; a caller that has left raises :class:`CallerGone`."""
+    gathered: list[ValidationError] = []
     try:
-        errors = sorted(Draft202012Validator(schema).iter_errors(value), key=_order)
-    except (Unresolvable, ValueError) as exc:  # a $ref the save-time check could not follow (a nested $id)
-        log.warning("an input schema could not be used, so the value was not checked: %s", exc)
-        return []
+        with bounded_schemas.metered():
+            for error in bounded_schemas.validator(schema).iter_errors(value):
+                gathered.append(error)
+                if len(gathered) >= _GATHERED:
+                    break
+    except CallerGone:
+        raise
+    except OverBudget:
+        return [
+            Violation(
+                (),
+                f"{root}: could not be checked against the input schema within its budget "
+                f"({bounded_schemas.STEPS:,} steps or {bounded_schemas.CPU_SECONDS:g} s of CPU); send a smaller "
+                "value, or ask the flow's author for a simpler schema",
+            )
+        ]
     except RecursionError:  # a loop only some values reach: the flow's schema must change, not the value
-        return [Violation((), f"{root}: cannot be checked: the input schema {_ENDLESS}")]
+        return [Violation((), f"{root}: cannot be checked: the input schema {bounded_schemas.ENDLESS}")]
+    except (Unresolvable, ArithmeticError, ValueError, TypeError) as exc:
+        log.warning("an input schema could not be applied to a value: %s: %s", type(exc).__name__, str(exc)[:200])
+        return [
+            Violation(
+                (),
+                f"{root}: cannot be checked against the input schema ({type(exc).__name__}); the flow's "
+                "author must change the schema",
+            )
+        ]
     found: list[Violation] = []
-    for error in errors:
+    for error in sorted(gathered, key=_order):
         found.extend(_explained(error, root))
     unique = list(dict.fromkeys(found))
     if len(unique) > MAX_VIOLATIONS:
         rest = len(unique) - MAX_VIOLATIONS
-        unique = [*unique[:MAX_VIOLATIONS], Violation((), f"{root}: ... and {rest} more problem(s)")]
+        more = f"{rest}{'+' if len(gathered) >= _GATHERED else ''}"
+        unique = [*unique[:MAX_VIOLATIONS], Violation((), f"{root}: ... and {more} more problem(s)")]
     return unique
 
 
@@ -137,30 +174,3 @@ def _order(error: ValidationError) -> tuple[list[str], str]:
 
 def _bounded(message: str, limit: int = 300) -> str:
     return message if len(message) <= limit else message[: limit - 3] + "..."
-
-
-def _unresolved_ref(schema: dict[str, Any]) -> str | None:
-    resolver = Registry().with_resource(_BASE, DRAFT202012.create_resource(schema)).resolver(_BASE)
-    for ref in _refs(schema):
-        try:
-            resolver.lookup(ref)
-        except (Unresolvable, ValueError):  # ValueError: no URI at all, such as 'http://[::1'
-            return ref
-    return None
-
-
-def _refs(value: Any) -> Iterator[str]:
-    """Every ``$ref`` and ``$dynamicRef`` of a schema, but those under a subschema with its own
-    ``$id`` (their references are relative to it; the validator resolves them, or ignores the schema)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if item is not value and "$id" in item:
-                continue
-            for key in ("$ref", "$dynamicRef"):
-                if isinstance(item.get(key), str):
-                    yield item[key]
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)

@@ -94,12 +94,21 @@ AGE = re.compile(r"(\d+(?:\.\d+)?)([dhm])")
 UNITS = {"d": timedelta(days=1), "h": timedelta(hours=1), "m": timedelta(minutes=1)}
 
 
+MAX_AGE = timedelta(days=36_500)  # a century: older than that is older than any run
+
+
 def parse_age(text: str) -> timedelta:
-    """``14d``, ``12h``, ``30m`` (a number and a unit)."""
-    match = AGE.fullmatch(text.strip().lower())
+    """``14d``, ``12h``, ``30m`` (a number and a unit), at most :data:`MAX_AGE`."""
+    match = AGE.fullmatch(text.strip().lower()[:100])
     if match is None:
-        raise BadAge(f"{text!r} is not an age: write a number and a unit, d, h or m (for example 14d, 12h, 30m)")
-    return float(match[1]) * UNITS[match[2]]
+        raise BadAge(f"{text[:100]!r} is not an age: write a number and a unit, d, h or m (for example 14d, 12h, 30m)")
+    try:
+        age = float(match[1]) * UNITS[match[2]]
+    except OverflowError:
+        age = MAX_AGE + UNITS["d"]
+    if age > MAX_AGE:
+        raise BadAge(f"{text!r} is longer than Stitch keeps count of: give an age of at most {MAX_AGE.days}d")
+    return age
 
 
 def prune(

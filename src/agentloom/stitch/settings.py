@@ -76,11 +76,12 @@ class StitchSettings(BaseSettings):
         True, description="Prune finished runs (completed, failed, cancelled) in the background."
     )
     retention_max_age_hours: float = Field(
-        336.0, ge=0, description="Finished runs older than this are pruned (hours; 0: no age limit)."
+        336.0, ge=0, le=876_000, description="Finished runs older than this are pruned (hours; 0: no age limit)."
     )
     retention_max_age_seconds: float | None = Field(
         None,
         ge=0,
+        le=3_153_600_000,  # a century, as the hours
         description="The same limit in seconds, for ages under an hour (0: no age limit); "
         "set this or STITCH_RETENTION_MAX_AGE_HOURS, not both.",
     )
