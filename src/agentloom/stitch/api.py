@@ -104,6 +104,7 @@ FlowIdQuery = Annotated[
 GraphJson = Annotated[Any, WithJsonSchema(GRAPH_MARK)]
 NoGraphOrJson = Annotated[Any, WithJsonSchema({"anyOf": [GRAPH_MARK, {"type": "null"}]})]
 VERSION_MAX = 2**31 - 1  # the column's range on both databases
+EVENT_ID_MAX = 2**63 - 1  # a BIGINT, on both databases
 CHECKING_THREADS = 16  # threads for requests that may evaluate input schemas (see ``checked``)
 AUTHOR = "Who saves this version (a name or an address, as your users know it); null: unknown."
 VALIDATE_BODY: dict[str, Any] = {
@@ -569,6 +570,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
             int | None,
             Query(
                 ge=0,
+                le=EVENT_ID_MAX,
                 description="Send the events after this event id first (default: "
                 "the Last-Event-ID header, else every event of the run).",
             ),

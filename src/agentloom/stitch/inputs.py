@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentloom.stitch.ids import shown
+
 
 def merge(parts: list[tuple[str, Any]]) -> Any:
     if len(parts) == 1:
@@ -23,17 +25,25 @@ def merge(parts: list[tuple[str, Any]]) -> Any:
     return merged
 
 
+MAX_FAN_OUT = 10_000  # paths one Splitter starts: each is a node state, webhook and row of its own
+
+
 def extract_array(value: Any, array_path: str | None) -> tuple[list[Any], str | None]:
     """The array a Splitter fans out: ``value`` itself, or the dotted ``arrayPath`` inside it."""
     current = value
+    where = f"data.arrayPath {shown(array_path)}" if array_path else "the input"
     for part in (array_path or "").split(".") if array_path else []:
         if isinstance(current, dict) and part in current:
             current = current[part]
-        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+        elif isinstance(current, list) and part.isascii() and part.isdigit() and int(part[:20]) < len(current):
             current = current[int(part)]
         else:
-            return [], f"data.arrayPath {array_path!r} does not exist in the input (stopped at {part!r})"
+            return [], f"{where} does not exist in the input (stopped at {shown(part)})"
     if not isinstance(current, list):
-        where = f"data.arrayPath {array_path!r}" if array_path else "the input"
         return [], f"{where} is {type(current).__name__}, not an array"
+    if len(current) > MAX_FAN_OUT:
+        return [], (
+            f"{where} has {len(current):,} elements; a Splitter starts at most {MAX_FAN_OUT:,} paths: "
+            "split the array into batches before it"
+        )
     return current, None

@@ -259,11 +259,13 @@ async def stream(feed: EventFeed, subscription: Subscription, first: list[Messag
 
 def last_event_id(after: int | None, header: str | None) -> int:
     """Where a run stream starts: ``after``, else the ``Last-Event-ID`` a reconnecting
-    EventSource sends, else the beginning (0). A header that is not a count is ignored."""
+    EventSource sends, else the beginning (0). A header that is not a count (or too large
+    for one) is ignored."""
     if after is not None:
         return after
-    if header and header.strip().isdigit():
-        return int(header.strip())
+    text = (header or "").strip()
+    if text.isascii() and text.isdigit() and len(text) <= 18:  # a count a BIGINT holds; Unicode digits are not
+        return int(text)
     return 0
 
 

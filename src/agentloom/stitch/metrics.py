@@ -110,8 +110,23 @@ for _table in PRUNED_TABLES:
 
 
 # -- the calls made where things happen ------------------------------------------------------
+MAX_FLOW_LABELS = 1_000  # flows with series of their own in one process; the rest count under "other"
+_labelled: set[str] = set()
+
+
+def _flow(flow_id: str) -> str:
+    """The ``flow`` label: the flow's id, or ``other`` past :data:`MAX_FLOW_LABELS` flows (each
+    series costs memory in every process and in Prometheus, and flows are made by API users)."""
+    if flow_id in _labelled:
+        return flow_id
+    if len(_labelled) >= MAX_FLOW_LABELS:
+        return "other"
+    _labelled.add(flow_id)
+    return flow_id
+
+
 def run_started(flow_id: str) -> None:
-    RUNS_STARTED.labels(flow_id).inc()
+    RUNS_STARTED.labels(_flow(flow_id)).inc()
 
 
 def applied(flow_id: str, execution: Execution, run_status: str) -> None:
@@ -120,6 +135,7 @@ def applied(flow_id: str, execution: Execution, run_status: str) -> None:
     finished run but a retry, so a failed run that is retried counts again when it ends again."""
     if not execution.events:
         return
+    flow_id = _flow(flow_id)
     completed = sum(1 for event in execution.events if event.status == "completed")
     if completed:
         NODE_COMPLETIONS.labels(flow_id).inc(completed)
