@@ -324,6 +324,9 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         finally:
             CALLER_GONE.reset(token)
         if isinstance(error, CallerGone):
+            log.info(
+                "%s %s: its client left during an input schema check, which stopped", request.method, request.url.path
+            )
             raise HTTPException(499, "the client closed the request before its check ended; nothing changed")
         with answered_as_http():
             if error is not None:
