@@ -17,6 +17,7 @@ SUITES = {
     "docs": "benchmarks.docs",
     "stitch": "benchmarks.stitch",
     "stitch-fanout": "benchmarks.stitch_fanout",  # also run by stitch
+    "stitch-hostile": "benchmarks.stitch_hostile",
     "stitch-soak": "benchmarks.stitch_soak",  # 2 x STITCH_SOAK_SECONDS (600) and the paired rounds
     "console": "benchmarks.console",
     "skills": "benchmarks.skills",

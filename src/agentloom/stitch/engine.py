@@ -102,14 +102,15 @@ class Engine:
     def start_run(self, flow_id: str, run_input: Any) -> tuple[dict[str, Any], list[Sending]]:
         if not is_uuid(flow_id):
             raise missing("flow", flow_id)
-        # The input is checked against the flow's schema before the transaction (a check may take
-        # up to its budget, and must hold no lock meanwhile); a version saved in between is
-        # checked again.
+        # A flow with an input schema has the input checked before the transaction (a check may
+        # take up to its budget, and must hold no lock meanwhile), then starts if the version
+        # checked is still the flow's; a flow without one starts in its first transaction.
+        checked = None
         for _ in range(_CHECKS):
-            checked = self._check_input(flow_id.lower(), run_input)
             started = self._start(flow_id, run_input, checked)
             if started is not None:
                 return started
+            checked = self._check_input(flow_id.lower(), run_input)
         raise FlowChanging(f"flow {flow_id} was saved anew {_CHECKS} times while this run was starting; start it again")
 
     def _check_input(self, flow_id: str, run_input: Any) -> tuple[str, int] | None:
@@ -138,7 +139,7 @@ class Engine:
             flow_id, version = flow  # the id as stored (lowercase), whatever case the caller used
             plan, graph = _plan(flow_id, version, lambda: hot.read_flow_graph(conn, flow_id))
             if plan.input_schema is not None and checked != flow:
-                return None  # saved anew since the input was checked
+                return None  # not checked yet, or saved anew since
             run_id = str(uuid.uuid4())
             stamp = now()
             nodes = NodeStates(initial_states(plan))
@@ -197,10 +198,10 @@ class Engine:
         if not is_uuid(run_id):
             return None
         with self.db.reading() as conn:
-            row = conn.execute(select(runs.c.flow_id, runs.c.flow_version).where(runs.c.id == run_id.lower())).first()
+            row = conn.execute(select(runs.c.flow_id, runs.c.flow_version).where(runs.c.id == run_id)).first()
             if row is None:
                 return None
-            plan, _ = _plan(row.flow_id, row.flow_version, lambda: self.db.hot.read_graph(conn, run_id.lower()))
+            plan, _ = _plan(row.flow_id, row.flow_version, lambda: self.db.hot.read_graph(conn, run_id))
         node_id = plan.node_of(key)
         return None if node_id is None else plan.gate_schemas.get(node_id)
 

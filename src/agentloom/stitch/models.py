@@ -111,6 +111,7 @@ INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["type"],
     "properties": {"type": {"const": "object"}},
+    **EXTRA_KEYS,  # every other keyword is Stitch JSON (no NUL in its keys, at any depth)
     "description": "A JSON Schema (Draft 2020-12) of an object, every $ref inside it: what the value must "
     "hold. The console draws a form from it (docs/stitch.md, input schemas).",
 }
