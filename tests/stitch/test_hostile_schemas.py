@@ -140,6 +140,12 @@ def test_schemas_of_unbounded_cost_are_refused_at_save(stitch: StitchServer) -> 
     refused_at_save_and_named_by_validate(stitch, gate_graph({"type": "object", "properties": {"x": deep}}), "deep")
     huge = {"type": "object", "properties": {f"f{i}": {"type": "string", "description": "x" * 100} for i in range(800)}}
     refused_at_save_and_named_by_validate(stitch, gate_graph(huge), "bytes as JSON")
+    # Each within its own limit, but five of them (60 KB each) pass what one flow may hold in all.
+    large = {"type": "object", "properties": {f"f{i}": {"type": "string", "description": "x" * 80} for i in range(500)}}
+    many = {"nodes": [{**gate_graph(large)["nodes"][0], "id": f"gate{i}"} for i in range(5)]}
+    saved = stitch.http.post("/flows", json={"name": "many", "graph": many})
+    assert saved.status_code == 422 and "bytes of JSON in all" in messages(saved), saved.text[:300]
+    assert stitch.http.post("/flows", json={"name": "four", "graph": {"nodes": many["nodes"][:4]}}).status_code == 201
     assert_clean_log(stitch)
 
 

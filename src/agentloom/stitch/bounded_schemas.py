@@ -41,6 +41,7 @@ from referencing.jsonschema import DRAFT202012
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 MAX_SCHEMA_BYTES = 64 * 1024  # the schema as compact JSON
+MAX_GRAPH_BYTES = 256 * 1024  # a flow's input schemas as compact JSON, added up
 MAX_DEPTH = 32  # subschemas inside subschemas
 MAX_REFS = 200  # $ref and $dynamicRef keywords
 MAX_EXPANDED = 10_000  # subschemas visited from the root, each reference followed (a recursion once)
@@ -303,11 +304,34 @@ def validator(schema: dict[str, Any]) -> Any:
 
 
 # -- what a schema may cost, known before it is used --------------------------------------------
+def size(schema: dict[str, Any]) -> int:
+    return len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False).encode(errors="surrogatepass"))
+
+
 def size_problem(schema: dict[str, Any]) -> str | None:
     """Why ``schema`` is too large to be looked at further, or None."""
-    size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > MAX_SCHEMA_BYTES:
-        return f"is {size:,} bytes as JSON; an input schema may have at most {MAX_SCHEMA_BYTES:,}: make it smaller"
+    found = size(schema)
+    if found > MAX_SCHEMA_BYTES:
+        return f"is {found:,} bytes as JSON; an input schema may have at most {MAX_SCHEMA_BYTES:,}: make it smaller"
+    return None
+
+
+def dialect_problem(schema: dict[str, Any]) -> str | None:
+    """Why ``schema`` names a dialect Stitch does not check (or one elsewhere than at its top),
+    or None. Looked at before anything else reads the schema: a validator given another
+    ``$schema`` URL would fetch it."""
+    if schema.get("$schema", DIALECT) != DIALECT:
+        return (
+            f'says "$schema": {_shown(str(schema["$schema"]))}; Stitch checks Draft 2020-12: '
+            f'set it to "{DIALECT}" or remove it'
+        )
+    stack = list(_children(schema, ""))
+    while stack:
+        node, pointer = stack.pop()
+        if isinstance(node, dict):
+            if "$schema" in node:
+                return f"has $schema at {_where(pointer)}; only the top may say it (Draft 2020-12): remove it there"
+            stack.extend(_children(node, pointer))
     return None
 
 
@@ -330,13 +354,6 @@ def cost_problem(schema: dict[str, Any]) -> str | None:
             continue
         if depth > MAX_DEPTH:
             return f"nests subschemas more than {MAX_DEPTH} deep (at {_where(pointer)}); flatten it with $defs"
-        if pointer and "$schema" in node:
-            return f"has $schema at {_where(pointer)}; only the top may say it (Draft 2020-12): remove it there"
-        if not pointer and node.get("$schema", DIALECT) != DIALECT:
-            return (
-                f'says "$schema": {json.dumps(node["$schema"])}; Stitch checks Draft 2020-12: '
-                f'set it to "{DIALECT}" or remove it'
-            )
         if pointer and isinstance(node.get("$id"), str):
             resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
         if "unevaluatedProperties" in node and pattern_properties is not False:

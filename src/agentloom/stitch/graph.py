@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
-from agentloom.stitch import input_schemas
+from agentloom.stitch import bounded_schemas, input_schemas
 from agentloom.stitch.ids import node_id_problem, shown
 from agentloom.stitch.models import HTTP_URL_PATTERN, Graph, NodeType, StitchNode
 from agentloom.stitch.webhooks import WebhookPolicy
@@ -191,6 +191,16 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
     problems: list[Problem] = []
     nodes: dict[str, StitchNode] = {}
     gate_schemas: dict[str, dict[str, Any]] = {}
+    in_all = _schema_bytes(graph)
+    schemas_fit = in_all <= bounded_schemas.MAX_GRAPH_BYTES  # when not, none is checked, nor used
+    if not schemas_fit and webhooks is not None:
+        problems.append(
+            Problem(
+                "input_schema",
+                f"the flow's input schemas hold {in_all:,} bytes of JSON in all; a flow's may hold at most "
+                f"{bounded_schemas.MAX_GRAPH_BYTES:,}: share definitions, or ask for less in each form",
+            )
+        )
     for node in graph.nodes:
         if node.id in nodes:
             problems.append(
@@ -203,12 +213,12 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
             )
         nodes[node.id] = node
         problems.extend(_config_problems(node))
-        gate_problem = _gate_schema(node, gate_schemas)
+        gate_problem = _gate_schema(node, gate_schemas) if schemas_fit else None
         if webhooks is not None:
             problems.extend(_saving_problems(node, webhooks))
             if gate_problem is not None:
                 problems.append(gate_problem)
-    input_schema, input_problem = _flow_input_schema(graph)
+    input_schema, input_problem = _flow_input_schema(graph) if schemas_fit else (None, None)
     if webhooks is not None and input_problem is not None:
         problems.append(input_problem)
     if not graph.nodes:
@@ -582,6 +592,13 @@ def _gate_schema(node: StitchNode, usable: dict[str, dict[str, Any]]) -> Problem
     return Problem(
         "input_schema", f"UX node {shown(node.id)}: data.inputSchema {problem}", node_id=node.id, field="inputSchema"
     )
+
+
+def _schema_bytes(graph: Graph) -> int:
+    """The size of every input schema of the graph as JSON, added up."""
+    schemas = [node.data.get("inputSchema") for node in graph.nodes if node.type is NodeType.UX]
+    schemas.append((graph.model_extra or {}).get("inputSchema"))
+    return sum(bounded_schemas.size(schema) for schema in schemas if isinstance(schema, dict))
 
 
 def _flow_input_schema(graph: Graph) -> tuple[dict[str, Any] | None, Problem | None]:
