@@ -102,9 +102,10 @@ class Engine:
     def start_run(self, flow_id: str, run_input: Any) -> tuple[dict[str, Any], list[Sending]]:
         if not is_uuid(flow_id):
             raise missing("flow", flow_id)
-        # A flow with an input schema has the input checked before the transaction (a check may
-        # take up to its budget, and must hold no lock meanwhile), then starts if the version
-        # checked is still the flow's; a flow without one starts in its first transaction.
+        # A flow version is planned, and a run's input checked against its schema, outside the
+        # transaction (a check may take up to its budget, and must hold no lock meanwhile); the
+        # run then starts if the version checked is still the flow's. A version already planned
+        # and without an input schema starts in the first transaction.
         checked = None
         for _ in range(_CHECKS):
             started = self._start(flow_id, run_input, checked)
@@ -137,6 +138,8 @@ class Engine:
             if flow is None:
                 raise missing("flow", flow_id)
             flow_id, version = flow  # the id as stored (lowercase), whatever case the caller used
+            if (flow_id, version) not in _PLANS:
+                return None  # planned (its schemas checked) outside the transaction first
             plan, graph = _plan(flow_id, version, lambda: hot.read_flow_graph(conn, flow_id))
             if plan.input_schema is not None and checked != flow:
                 return None  # not checked yet, or saved anew since
