@@ -13,7 +13,6 @@ measures how long it takes.
 from __future__ import annotations
 
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ import httpx
 
 from benchmarks.report import write_section
 from tests.stitch.conftest import PG_ADMIN, StitchServer, drop_pg_database, fresh_pg_database
-from tests.stitch.hostile import flow_input_graph, gate_graph, waiting_gate
+from tests.stitch.hostile import flow_input_graph, gate_graph, waiting_gate, while_health_is_asked
 from tests.stitch.test_hostile_graphs import ring, rss_kb
 from tests.stitch.test_hostile_schemas import DOUBLING, EVIL, EVIL_TEXT, chained_one_of, nested
 
@@ -46,31 +45,6 @@ def cases(server: StitchServer) -> list[tuple[str, Send]]:
     ]
 
 
-def during(server: StitchServer, send: Send) -> tuple[httpx.Response, float, list[float]]:
-    """The reply to ``send``, its time, and the times of the ``/health`` asked meanwhile."""
-    done = threading.Event()
-    replies: list[httpx.Response] = []
-
-    def hostile() -> None:
-        with httpx.Client(base_url=server.base + "/api/stitch", timeout=60) as client:
-            try:
-                replies.append(send(client))
-            finally:
-                done.set()
-
-    began = time.perf_counter()
-    thread = threading.Thread(target=hostile)
-    thread.start()
-    health = []
-    with httpx.Client(timeout=10) as other:
-        while not done.is_set():
-            asked = time.perf_counter()
-            other.get(server.base + "/api/stitch/health")
-            health.append(time.perf_counter() - asked)
-    thread.join()
-    return replies[0], time.perf_counter() - began, health
-
-
 def measure(kind: str, tmp: Path) -> tuple[list[str], str]:
     tmp.mkdir(parents=True)
     url = f"sqlite:///{tmp / 'hostile.db'}" if kind == "SQLite" else fresh_pg_database(PG_ADMIN)
@@ -78,9 +52,12 @@ def measure(kind: str, tmp: Path) -> tuple[list[str], str]:
     rows = []
     try:
         for name, send in cases(server):
-            reply, took, health = during(server, send)
-            slowest = max(health, default=0.0) * 1000
-            rows.append(f"| {kind} | {name} | {reply.status_code} | {took:.2f} s | {slowest:.0f} ms ({len(health)}) |")
+            done = while_health_is_asked(server, send)
+            slowest = max((seconds for _, seconds in done.health), default=0.0) * 1000
+            rows.append(
+                f"| {kind} | {name} | {done.reply.status_code} | {done.seconds:.2f} s | "
+                f"{slowest:.0f} ms ({len(done.health)}) |"
+            )
         assert server.proc is not None
         server.http.post("/flows/validate", json={"graph": ring(50)})
         before = rss_kb(server.proc.pid)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -55,10 +56,16 @@ def listening() -> Iterator[Listener]:
 
 @dataclass
 class Meanwhile:
-    """The reply to a request, and the ``/health`` answers received while it was out."""
+    """The reply to a request, how long it took, and each ``/health`` answered while it was out
+    (status, seconds): the tests read the statuses, the benchmark the times."""
 
     reply: httpx.Response
-    health: list[int] = field(default_factory=list)
+    seconds: float
+    health: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def statuses(self) -> list[int]:
+        return [status for status, _ in self.health]
 
 
 def while_health_is_asked(stitch: StitchServer, send: Callable[[httpx.Client], httpx.Response]) -> Meanwhile:
@@ -74,17 +81,19 @@ def while_health_is_asked(stitch: StitchServer, send: Callable[[httpx.Client], h
             finally:
                 done.set()
 
+    began = time.perf_counter()
     thread = threading.Thread(target=hostile)
     thread.start()
-    health: list[int] = []
+    health: list[tuple[int, float]] = []
     with httpx.Client(timeout=10) as other:
         while not done.is_set():
+            asked = time.perf_counter()
             status = other.get(stitch.base + "/api/stitch/health").status_code
             if not done.is_set():
-                health.append(status)
+                health.append((status, time.perf_counter() - asked))
     thread.join()
     assert replies, "the hostile request raised (see above)"
-    return Meanwhile(replies[0], health)
+    return Meanwhile(replies[0], time.perf_counter() - began, health)
 
 
 def gate_graph(schema: Any) -> dict[str, Any]:

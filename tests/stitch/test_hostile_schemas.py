@@ -155,13 +155,13 @@ def test_a_value_past_the_budget_is_refused_and_the_gate_keeps_waiting(stitch: S
     assert costly.reply.status_code == 422, costly.reply.text
     assert "within its budget" in messages(costly.reply)
     # The check took its whole budget; the server answered others all the while.
-    assert costly.health and set(costly.health) == {200}
+    assert costly.statuses and set(costly.statuses) == {200}
     assert stitch.http.get(f"/runs/{run_id}").json()["status"] == "waiting_for_user"
     assert stitch.http.post(f"/complete/{run_id}/gate", json=nested(3)).status_code == 200
 
     flow = stitch.http.post("/flows", json={"name": "input", "graph": flow_input_graph(DOUBLING)}).json()
     started = while_health_is_asked(stitch, lambda c: c.post(f"/flows/{flow['id']}/runs", json={"input": nested(40)}))
-    assert started.reply.status_code == 422 and started.health, started.reply.text
+    assert started.reply.status_code == 422 and started.statuses, started.reply.text
     assert stitch.http.get("/runs", params={"flow_id": flow["id"]}).json()["runs"] == []
     assert_clean_log(stitch)
 
