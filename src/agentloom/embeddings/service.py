@@ -66,7 +66,7 @@ class EmbeddingService:
         self._loaded_at: float | None = None
         # model id -> (version of its records, provider). A changed record gets a new provider.
         self._providers: dict[int, tuple[tuple[Any, ...], Provider]] = {}
-        self._query_cache: LRUCache[Any] = LRUCache(settings.embeddings.query_cache_size)
+        self._query_cache: LRUCache[np.ndarray] = LRUCache(settings.embeddings.query_cache_size)
         # Told about first-use builds that no explicit callback covers (see the module docstring).
         self.progress: Callable[[str], None] | None = None
 
@@ -188,7 +188,7 @@ class EmbeddingService:
         cached = self._query_cache.get(cache_key)
         if cached is not None:
             return cached.copy()
-        vector = provider.embed([text])[0]
+        vector: np.ndarray = provider.embed([text])[0]
         vector.setflags(write=False)  # the cached array is shared: nobody may change it
         self._query_cache.put(cache_key, vector)
         return vector.copy()

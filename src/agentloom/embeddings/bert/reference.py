@@ -20,11 +20,13 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+    normed: np.ndarray = (x - mean) / np.sqrt(var + eps) * gamma + beta
+    return normed
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    activated: np.ndarray = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    return activated
 
 
 def forward(

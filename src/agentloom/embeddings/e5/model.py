@@ -27,6 +27,7 @@ from agentloom.embeddings.sessions import build_lock, load_session
 
 if TYPE_CHECKING:
     import numpy as np
+    from numpy.typing import NDArray
     from tokenizers import Tokenizer
 
     from agentloom.embeddings.e5.modelfile import E5File
@@ -166,8 +167,8 @@ class E5Model:
             pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
             for r, (i, content) in enumerate(batch):
                 out[i] += max(len(content), 1) * pooled[r]
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return (out / np.maximum(norms, 1e-12)).astype(np.float32)
+        norms: NDArray[np.float64] = np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return (out / norms).astype(np.float32)
 
 
 FEW = 8  # texts per call that :class:`Pieces` tokenises instead of the full tokenizer (queries, not documents)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import DependencyUnavailable
 from agentloom.embeddings.bert.config import BertConfig
@@ -88,7 +88,7 @@ class E5File:
         self._word_table = self._blocks("emb.word", self.config.vocab_size, self.config.hidden_size)
 
     # -- reading ---------------------------------------------------------------------------
-    def _read(self, fmt: str) -> tuple:
+    def _read(self, fmt: str) -> tuple[Any, ...]:
         size = struct.calcsize(fmt)
         values = struct.unpack_from(fmt, self._buf[self._at : self._at + size].tobytes())
         self._at += size

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
+    from numpy.typing import NDArray
 
 
 def l2_normalise(vectors: Any) -> np.ndarray:
@@ -14,5 +15,5 @@ def l2_normalise(vectors: Any) -> np.ndarray:
     import numpy as np
 
     arr = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    return (arr / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    norms: NDArray[np.float32] = np.maximum(np.linalg.norm(arr, axis=1, keepdims=True), 1e-12)
+    return (arr / norms).astype(np.float32, copy=False)

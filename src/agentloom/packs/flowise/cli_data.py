@@ -132,9 +132,10 @@ def prune_cmd(
 ) -> None:
     """Delete stored designs, failures and sessions older than an age."""
     from agentloom.packs.flowise import data
+    from agentloom.packs.flowise.learning import COLLECTIONS
 
     seconds = _option(lambda: data.parse_age(older_than))
-    names = data.COLLECTIONS if collection is None else (_option(lambda: data.check_collection(collection)),)
+    names = COLLECTIONS if collection is None else (_option(lambda: data.check_collection(collection)),)
     state = _state(data_dir)
     items = checked(lambda: data.older_than(state, seconds, names))
     _delete(state, items, f"older than {older_than}", yes, dry_run)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import httpx
 
 BREAKER = "flowise"
-Json = Any
+JsonValue = Any  # whatever an endpoint answers: any JSON value, or None for an empty body
 
 
 class FlowiseServerError(DependencyFailure):
@@ -78,13 +78,13 @@ class FlowiseClient:
             "deployed": False,
             "isPublic": False,
         }
-        return self._json("POST", "/api/v1/chatflows", json=body)
+        return self._object("POST", "/api/v1/chatflows", json=body)
 
     def list_chatflows(self) -> list[dict[str, Any]]:
         return self._list("GET", "/api/v1/chatflows", None, params={"type": "CHATFLOW"})
 
     def get_chatflow(self, chatflow_id: str) -> dict[str, Any]:
-        return self._json("GET", f"/api/v1/chatflows/{chatflow_id}")
+        return self._object("GET", f"/api/v1/chatflows/{chatflow_id}")
 
     def delete_chatflow(self, chatflow_id: str) -> None:
         self._json("DELETE", f"/api/v1/chatflows/{chatflow_id}")
@@ -96,7 +96,7 @@ class FlowiseClient:
             body["name"] = changes["name"]
         if "flow_data" in changes:
             body["flowData"] = json.dumps(changes["flow_data"])
-        return self._json("PUT", f"/api/v1/chatflows/{chatflow_id}", json=body)
+        return self._object("PUT", f"/api/v1/chatflows/{chatflow_id}", json=body)
 
     def validation(self, chatflow_id: str) -> list[dict[str, Any]]:
         return self._list("GET", f"/api/v1/validation/{chatflow_id}", None)
@@ -164,7 +164,7 @@ class FlowiseClient:
 
     def _json(
         self, method: str, path: str, *, setting: str | None = None, permission: str | None = None, **kwargs: Any
-    ) -> Json:
+    ) -> JsonValue:
         response = self._send(method, path, **kwargs)
         if response.status_code in (401, 403):
             if permission is not None and self.settings.api_key is not None:
@@ -197,6 +197,11 @@ class FlowiseClient:
             return response.json()
         except ValueError:
             raise AgentloomError(f"Flowise at {self.url}{path} answered text that is not JSON.") from None
+
+    def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """An endpoint that answers one JSON object (a chatflow); taken as Flowise sends it, unchecked."""
+        answer: dict[str, Any] = self._json(method, path, **kwargs)
+        return answer
 
     def _list(self, method: str, path: str, setting: str | None, **kwargs: Any) -> list[dict[str, Any]]:
         answer = self._json(method, path, setting=setting, **kwargs)

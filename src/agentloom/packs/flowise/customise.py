@@ -325,12 +325,13 @@ def _nodes_named(flow: Json, key: str) -> list[Json]:
 
 def _param(node: Json, field: str) -> Json:
     data = node["data"]
-    for param in data.get("inputParams") or []:
+    params: list[Json] = data.get("inputParams") or []
+    for param in params:
         if field in (param["name"], str(param.get("label", ""))) or field.lower() == str(param.get("label")).lower():
             return param
     if any(field in (a["name"], a.get("label")) for a in data.get("inputAnchors") or []):
         raise PlanError(f"settings.{node['id']}.{field}: a connection, not a setting; name the node in nodes")
-    names = ", ".join(p["name"] for p in (data.get("inputParams") or [])[:8])
+    names = ", ".join(p["name"] for p in params[:8])
     raise PlanError(f"settings.{node['id']}: no input {field!r}; its inputs: {names}")
 
 

@@ -37,6 +37,8 @@ from agentloom.packs.flowise.catalog import NODES, TEMPLATES, Progress, Template
 from agentloom.packs.flowise.learning import ARTIFACTS, COLLECTIONS, FAILED, OUTCOMES, SESSIONS, check_design
 
 if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
+
     from agentloom.packs.flowise.data_tools import CollectionStats
     from agentloom.packs.flowise.tools import Flowise
 
@@ -55,7 +57,7 @@ class Item:
 
 
 # -- reading -------------------------------------------------------------------------------------
-def _open(state: Flowise, name: str) -> Any | None:
+def _open(state: Flowise, name: str) -> Collection | None:
     """The collection, or None when it was never created: reading never creates one."""
     from chromadb.errors import NotFoundError
 

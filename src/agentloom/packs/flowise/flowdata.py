@@ -268,10 +268,12 @@ def chosen_output(data: Mapping[str, Any]) -> Json | None:
 
 def input_slot(data: Mapping[str, Any], name: str) -> Json | None:
     """The input an edge may end at: an anchor, or a parameter that accepts variables."""
-    for anchor in data.get("inputAnchors") or []:
+    anchors: list[Json] = data.get("inputAnchors") or []
+    params: list[Json] = data.get("inputParams") or []
+    for anchor in anchors:
         if anchor.get("name") == name:
             return anchor
-    for param in data.get("inputParams") or []:
+    for param in params:
         if param.get("name") == name and param.get("acceptVariable"):
             return param
     return None
@@ -305,7 +307,8 @@ def add_reference(data: Json, slot: Mapping[str, Any], source_id: str) -> None:
 
 
 def _node(flow: Mapping[str, Any], node_id: str) -> Json:
-    for node in flow["nodes"]:
+    nodes: list[Json] = flow["nodes"]
+    for node in nodes:
         if node["id"] == node_id:
             return node
     raise ValueError(f"no node {node_id!r} in the flow: connect existing node ids")
@@ -364,10 +367,14 @@ def _referenced(value: Any) -> Iterable[str]:
 
 def overlaps(a: Mapping[str, Any], b: Mapping[str, Any], gap: float = 0.0) -> bool:
     """Whether two nodes' boxes overlap, each counted ``gap`` px taller (a missing height counts 0)."""
-    ax, ay, bx, by = a["position"]["x"], a["position"]["y"], b["position"]["x"], b["position"]["y"]
-    aw, ah = a.get("width") or NODE_WIDTH, a.get("height") or 0
-    bw, bh = b.get("width") or NODE_WIDTH, b.get("height") or 0
+    ax, ay, aw, ah = _box(a)
+    bx, by, bw, bh = _box(b)
     return ax < bx + bw and bx < ax + aw and ay < by + bh + gap and by < ay + ah + gap
+
+
+def _box(node: Mapping[str, Any]) -> tuple[float, float, float, float]:
+    """A node's x, y, width and height (a missing width counts NODE_WIDTH, a missing height 0)."""
+    return node["position"]["x"], node["position"]["y"], node.get("width") or NODE_WIDTH, node.get("height") or 0
 
 
 def _edge_issues(edge: Mapping[str, Any], nodes: Mapping[str, Json]) -> list[str]:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.timestamps import iso
 from agentloom.packs.flowise.chroma import open_collection
+from agentloom.packs.flowise.replies import Rated
 from agentloom.packs.vectors.columns import column
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ class LearningStore:
         handle = self.collection(name)
         self.connection.call(lambda: handle.update(ids=[artifact_id], metadatas=[dict(changes)]))
 
-    def rate(self, artifact_id: str, stars: int) -> dict[str, Any]:
+    def rate(self, artifact_id: str, stars: int) -> Rated:
         if not isinstance(stars, int) or not 1 <= stars <= 5:
             raise AgentloomError(f"stars {stars!r} is outside 1-5.")
         self.update(artifact_id, {"rating": stars})

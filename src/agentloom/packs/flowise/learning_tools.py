@@ -18,6 +18,7 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise.learning import ARTIFACTS
+from agentloom.packs.flowise.replies import Rated
 from agentloom.packs.flowise.tools import Flowise, log_session, pack, run_call
 
 Bundle = str | dict[str, Any] | list[Any]
@@ -63,11 +64,6 @@ class Reused(TypedDict):
     warning: NotRequired[str]
     recorded: NotRequired[bool]
     next: NotRequired[str]
-
-
-class Rated(TypedDict):
-    artifact_id: str
-    rating: int
 
 
 @pack.tool()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, NotRequired
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NotRequired, ParamSpec, TypeVar
 
 from typing_extensions import TypedDict
 
@@ -14,6 +15,7 @@ from agentloom.core.health import Check
 from agentloom.core.services import Services, pack_folder
 from agentloom.core.settings import Settings
 from agentloom.core.work import current_step
+from agentloom.packs.flowise.replies import Refreshed
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.work import run_work
 
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     from agentloom.packs.vectors.connection import ChromaConnection
 
 log = logging.getLogger("agentloom.packs.flowise")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 pack: Pack[Flowise] = Pack(
     "flowise",
@@ -71,22 +75,6 @@ class Built(TypedDict):
     fill: NotRequired[list[str]]
     issues: NotRequired[list[str]]
     warning: NotRequired[str]
-
-
-class Refreshed(TypedDict):
-    new: int
-    updated: int
-    removed: int
-    newly_deprecated: int
-    templates_changed: int
-    nodes: int
-    deprecated: int
-    templates: int
-    refreshed_at: str | None
-    server_version: str | None
-    skipped_fresh: bool
-    stale: bool
-    message: str | None
 
 
 class ChatflowLine(TypedDict):
@@ -192,7 +180,7 @@ def health(state: Flowise) -> list[Check]:
     return [Check(where, not key, f"answers; {catalog}{key}", required=False)]
 
 
-async def run_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+async def run_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     return await run_work(f"flowise {getattr(fn, '__name__', 'call')}", lambda: fn(*args, **kwargs))
 
 

@@ -81,7 +81,8 @@ def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """
     import numpy as np
 
-    return np.einsum("ij,j->i", matrix, vector)
+    products: np.ndarray = np.einsum("ij,j->i", matrix, vector)
+    return products
 
 
 @dataclass(frozen=True)

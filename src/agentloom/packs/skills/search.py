@@ -44,13 +44,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentloom.core.errors import AgentloomError
 from agentloom.embeddings.glossary import glossary
 from agentloom.packs.skills import warm
 from agentloom.packs.skills.background import Background, SkillStats, background, language
 from agentloom.packs.skills.keywords import keyword_score
+from agentloom.packs.skills.replies import SearchResult, SkillHit
 from agentloom.packs.skills.skillfile import embedding_text
 from agentloom.packs.skills.table import LanceSearchError, SkillTable, compact_table, ids_in, table_names
 
@@ -433,7 +434,7 @@ class SkillSearch:
         return made
 
     # -- searching --------------------------------------------------------------------------------
-    def search(self, query: str, limit: int = 5, threshold: float | None = None) -> dict[str, Any]:
+    def search(self, query: str, limit: int = 5, threshold: float | None = None) -> SearchResult:
         if not isinstance(query, str) or not query.strip():
             raise AgentloomError("query: it is empty; describe the task, e.g. 'commit my changes' or '帮我提交代码'.")
         if limit < 1 or limit > 100:
@@ -461,8 +462,8 @@ class SkillSearch:
             return self._keyword_search(query, limit, exc)
         import numpy as np
 
-        results = []
-        mode = "vector"
+        results: list[SkillHit] = []
+        mode: Literal["vector", "hybrid"] = "vector"
         if z is not None:
             other = self._rank_zscores(pending, snap, lang)
             if other is not None:
@@ -561,7 +562,7 @@ class SkillSearch:
             ),
         )
 
-    def _keyword_search(self, query: str, limit: int, exc: BaseException) -> dict[str, Any]:
+    def _keyword_search(self, query: str, limit: int, exc: BaseException) -> SearchResult:
         if not self._fallback_told:
             self._fallback_told = True
             log.warning("skills: embedding model failed (%s): answering by keyword matching", exc)
@@ -589,7 +590,7 @@ class SkillSearch:
         }
 
 
-def _hit(name: str, description: str, score: float, path: str | None) -> dict[str, Any]:
+def _hit(name: str, description: str, score: float, path: str | None) -> SkillHit:
     if len(description) > SNIPPET:
         description = description[: SNIPPET - 1].rstrip() + "…"
     return {"name": name, "description": description, "score": score, "path": path or ""}

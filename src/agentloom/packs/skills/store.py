@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import NotFoundError
 from agentloom.core.timestamps import iso
+from agentloom.packs.skills.replies import Removed, SearchResult, SkillDetail, SkillLine, SkillList
 from agentloom.packs.skills.scan import Progress, Scanner
 from agentloom.packs.skills.search import SkillSearch
 from agentloom.packs.skills.settings import SkillSettings, default_roots
@@ -159,7 +160,7 @@ class SkillIndex:
         return counts
 
     # -- reading -----------------------------------------------------------------------------------
-    def search(self, query: str, limit: int = 5, threshold: float | None = None) -> dict[str, Any]:
+    def search(self, query: str, limit: int = 5, threshold: float | None = None) -> SearchResult:
         """Best skills first, sorted by score (search.py explains the scores)."""
         return self.searcher.search(query, limit, threshold)
 
@@ -174,7 +175,7 @@ class SkillIndex:
             raise NotFoundError(f"name: no indexed skill {name!r}; {hint}.")
         return rows[name]
 
-    def get(self, name: str) -> dict[str, Any]:
+    def get(self, name: str) -> SkillDetail:
         row = self.row(name)
         folder = Path(row["path"])
         try:
@@ -189,18 +190,20 @@ class SkillIndex:
             for p in folder.rglob("*")
             if p.is_file() and p.name not in (MARKER, f"{MARKER}.tmp")
         )
-        return {
+        detail: SkillDetail = {
             "name": skill.name,
             "description": skill.description,
             "tags": skill.tags,
             "path": str(folder),
             "body": skill.body,
             "files": files,
-            **({"metadata": _jsonable(skill.extra)} if skill.extra else {}),
         }
+        if skill.extra:
+            detail["metadata"] = _jsonable(skill.extra)
+        return detail
 
-    def list(self) -> dict[str, Any]:
-        skills = []
+    def list(self) -> SkillList:
+        skills: list[SkillLine] = []
         for name, row in sorted(self.rows().items()):
             line = (row["description"] or "").split(". ")[0]
             if len(line) > 120:
@@ -208,7 +211,7 @@ class SkillIndex:
             skills.append({"name": name, "description": line})
         return {"skills": skills, "count": len(skills), "message": self.store.status_message()}
 
-    def remove(self, name: str) -> dict[str, Any]:
+    def remove(self, name: str) -> Removed:
         row = self.row(name)
         with self._scan_lock, self.store.guard():
             self.table().delete(ids_in([name]))

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, NotRequired
-
-from typing_extensions import TypedDict
+from typing import ParamSpec, TypeVar
 
 from agentloom.core.health import Check
 from agentloom.core.services import Services, pack_folder
 from agentloom.core.settings import Settings
 from agentloom.core.work import current_step
+from agentloom.packs.skills.replies import IndexResult, Removed, SearchResult, SkillDetail, SkillList
 from agentloom.packs.skills.store import SkillIndex
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.work import run_work
 
 log = logging.getLogger("agentloom.packs.skills")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 pack: Pack[SkillIndex] = Pack(
     "skills",
@@ -25,65 +27,6 @@ pack: Pack[SkillIndex] = Pack(
     install="'agentloom[skills]'",
     cli="agentloom.packs.skills.cli:app",
 )
-
-
-class SkillHit(TypedDict):
-    name: str
-    description: str
-    score: float
-    path: str
-
-
-class SearchResult(TypedDict):
-    results: list[SkillHit]
-    message: str | None
-    mode: Literal["hybrid", "vector", "keyword"]
-    fallback: bool
-    model: str | None
-    threshold: float | None
-
-
-class SkillDetail(TypedDict):
-    name: str
-    description: str
-    tags: list[str]
-    path: str
-    body: str
-    files: list[str]
-    metadata: NotRequired[dict[str, Any]]
-
-
-class Skipped(TypedDict):
-    path: str
-    reason: str
-
-
-class IndexResult(TypedDict):
-    added: int
-    updated: int
-    unchanged: int
-    removed: int
-    skipped: list[Skipped]
-    total: int
-    model: str
-    seconds: float
-
-
-class SkillLine(TypedDict):
-    name: str
-    description: str
-
-
-class SkillList(TypedDict):
-    skills: list[SkillLine]
-    count: int
-    message: str | None
-
-
-class Removed(TypedDict):
-    name: str
-    removed: bool
-    path: str
 
 
 def open(settings: Settings, services: Services | None = None) -> SkillIndex:
@@ -117,11 +60,11 @@ def health(index: SkillIndex) -> list[Check]:
     return [Check(f"skills store ({index.path})", True, detail)]
 
 
-async def _run(fn: Any, *args: Any) -> Any:
+async def _run(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     index = getattr(fn, "__self__", None)
     if isinstance(index, SkillIndex):
         index.wake()
-    return await run_work(f"skills {fn.__name__}", lambda: fn(*args))
+    return await run_work(f"skills {fn.__name__}", lambda: fn(*args, **kwargs))
 
 
 @pack.tool(read_only=True)

@@ -20,6 +20,7 @@ from agentloom.core.timestamps import iso
 from agentloom.packs.vectors.columns import column, meta_str
 from agentloom.packs.vectors.filters import parse_filter
 from agentloom.packs.vectors.records import DocumentRecord
+from agentloom.packs.vectors.replies import DocumentInfo, DocumentList, DocumentText, ListedDocument
 from agentloom.packs.vectors.store import VectorStore
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def list_documents(
     filter: Mapping[str, Any] | None = None,
     limit: int = 50,
     cursor: str | None = None,
-) -> dict[str, Any]:
+) -> DocumentList:
     """A page of documents in id order; ``next_cursor`` continues it (None on the last page)."""
     if not 1 <= limit <= MAX_LIST:
         raise AgentloomError(f"limit must be between 1 and {MAX_LIST}, got {limit}.")
@@ -59,7 +60,7 @@ def list_documents(
     ordered = sorted(d for d in records if after is None or d > after)
     page = ordered[:limit]
     firsts = _first_chunks(store, collection, [records[d] for d in page])
-    documents = [
+    documents: list[ListedDocument] = [
         {
             "document_id": d,
             "title": _title(firsts.get(d, "")),
@@ -81,7 +82,7 @@ def list_documents(
 
 def get_document(
     store: VectorStore, collection_name: str, document_id: str, offset: int = 0, max_characters: int = 100_000
-) -> dict[str, Any]:
+) -> DocumentText:
     """The document's text from its chunks, a window of it when long (``offset``, ``max_characters``)."""
     if offset < 0:
         raise AgentloomError(f"offset must be 0 or more, got {offset}.")
@@ -107,7 +108,7 @@ def get_document(
     }
 
 
-def document_info(store: VectorStore, collection_name: str, document_id: str) -> dict[str, Any]:
+def document_info(store: VectorStore, collection_name: str, document_id: str) -> DocumentInfo:
     """A document's metadata, model, timestamps and chunk statistics (no text)."""
     collection = store.collection(collection_name)
     record, chunks = _current_chunks(store, collection, document_id, with_ids=True)

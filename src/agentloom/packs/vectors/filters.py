@@ -36,10 +36,13 @@ MAX_DEPTH = 32
 MAX_CONTAINS_CHARS = 1000
 INT64 = (-(2**63), 2**63 - 1)
 
+# One Chroma where clause: {field: {op: value}}, {"$and"|"$or": [clause, ...]}.
+Clause = dict[str, Any]
+
 
 @dataclass(frozen=True)
 class FilterPlan:
-    where: dict[str, Any] | None
+    where: Clause | None
     substrings: tuple[tuple[str, str], ...]
     document_contains: str | None
 
@@ -101,7 +104,7 @@ class _Parse:
             )
 
 
-def _conditions(field: str, spec: Any, state: _Parse) -> list[dict]:
+def _conditions(field: str, spec: Any, state: _Parse) -> list[Clause]:
     where = f'filter["{field}"]'
     timestamps = state.timestamps
     if not field or field.startswith("$"):
@@ -119,7 +122,7 @@ def _conditions(field: str, spec: Any, state: _Parse) -> list[dict]:
         raise _fail(where, f"a value must be a string, number or boolean, got {type(spec).__name__}")
     if not spec:
         raise _fail(where, "an empty operator object")
-    out = []
+    out: list[Clause] = []
     for op, value in spec.items():
         at = f"{where}[{op!r}]"
         if op in COMPARE:
@@ -158,12 +161,12 @@ def _conditions(field: str, spec: Any, state: _Parse) -> list[dict]:
     return out
 
 
-def _parse(node: Any, state: _Parse, path: str, in_or: bool, depth: int = 1) -> list[dict]:
+def _parse(node: Any, state: _Parse, path: str, in_or: bool, depth: int = 1) -> list[Clause]:
     if not isinstance(node, Mapping):
         raise _fail(path, f"a filter must be an object, got {type(node).__name__}")
     if depth > MAX_DEPTH:
         raise _fail(path, f"nested more than {MAX_DEPTH} levels deep; flatten the $and/$or groups")
-    out: list[dict] = []
+    out: list[Clause] = []
     for key, value in node.items():
         if key in ("$and", "$or"):
             if not isinstance(value, list) or not value:
@@ -184,7 +187,7 @@ def _parse(node: Any, state: _Parse, path: str, in_or: bool, depth: int = 1) -> 
     return out
 
 
-def _combine(conditions: list[dict]) -> dict[str, Any]:
+def _combine(conditions: list[Clause]) -> Clause:
     return conditions[0] if len(conditions) == 1 else {"$and": conditions}
 
 

@@ -22,6 +22,7 @@ from agentloom.packs.vectors.columns import column
 from agentloom.packs.vectors.filters import ACCEPTED, FilterPlan, parse_filter
 from agentloom.packs.vectors.lexical import LexicalIndex, reciprocal_rank_fusion
 from agentloom.packs.vectors.records import public_metadata
+from agentloom.packs.vectors.replies import SearchHit, SearchResult
 from agentloom.packs.vectors.store import VectorStore, chroma_refused
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class Searcher:
         hybrid: bool = False,
         one_per_document: bool = False,
         min_score: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> SearchResult:
         if not isinstance(query, str) or not query.strip():
             raise AgentloomError("query is empty: pass the text to search for.")
         if not 1 <= n <= MAX_RESULTS:
@@ -103,7 +104,16 @@ class Searcher:
             depth = min(MAX_DEPTH, depth * 2)
         if min_score is not None:
             hits = [h for h in hits if h["score"] >= min_score]
-        results = [{k: h[k] for k in ("document_id", "chunk_id", "text", "metadata", "score")} for h in hits[:n]]
+        results: list[SearchHit] = [
+            {
+                "document_id": h["document_id"],
+                "chunk_id": h["chunk_id"],
+                "text": h["text"],
+                "metadata": h["metadata"],
+                "score": h["score"],
+            }
+            for h in hits[:n]
+        ]
         if not results:
             filtered = allowed is not None or plan.where is not None or plan.document_contains is not None
             if filtered:
@@ -280,7 +290,7 @@ def _hit(chunk_id: str, text: str, meta: Mapping[str, Any], similarity: float) -
     }
 
 
-def _empty(collection: str, hybrid: bool, warnings: list[str], message: str | None = None) -> dict[str, Any]:
+def _empty(collection: str, hybrid: bool, warnings: list[str], message: str | None = None) -> SearchResult:
     return {
         "collection": collection,
         "mode": "hybrid" if hybrid else "vector",

@@ -63,9 +63,11 @@ from agentloom.packs.vectors.records import (
     manifest_id,
     record_of,
 )
+from agentloom.packs.vectors.replies import CollectionInfo, Deleted, DeletedDocument
 from agentloom.packs.vectors.settings import VectorSettings
 
 if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
     from chromadb.api.types import Embeddable, EmbeddingFunction, Metadata
 
@@ -124,7 +126,7 @@ class VectorStore:
         return key
 
     # -- collections -------------------------------------------------------------------
-    def _client(self) -> Any:
+    def _client(self) -> ClientAPI:
         return self.connection.client()
 
     def manifest(self) -> Collection:
@@ -161,7 +163,7 @@ class VectorStore:
             self._handles[name] = collection
         return collection
 
-    def create_collection(self, name: str, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def create_collection(self, name: str, metadata: Mapping[str, Any] | None = None) -> CollectionInfo:
         check_collection_name(name)
         user = check_metadata(metadata)
         key, dims = self.model()
@@ -186,7 +188,7 @@ class VectorStore:
         collection = self.connection.call(create)
         return self.describe(collection)
 
-    def describe(self, collection: Collection) -> dict[str, Any]:
+    def describe(self, collection: Collection) -> CollectionInfo:
         meta = dict(collection.metadata or {})
         # Committed documents only: the chunks of a write still running (or rolled back) are not counted.
         rows = self._on_manifest(lambda m: m.get(where={"collection": collection.name}, include=["metadatas"]))
@@ -200,12 +202,12 @@ class VectorStore:
             "metadata": meta,
         }
 
-    def list_collections(self) -> list[dict[str, Any]]:
+    def list_collections(self) -> list[CollectionInfo]:
         client = self._client()
         names = sorted(c.name for c in self.connection.call(client.list_collections) if c.name != MANIFEST)
         return [self.describe(self.collection(name, sweep=False)) for name in names]
 
-    def delete_collection(self, name: str) -> dict[str, Any]:
+    def delete_collection(self, name: str) -> Deleted:
         self.collection(name, sweep=False)  # not found -> clear error
         client = self._client()
         with self._write_lock:
@@ -562,7 +564,7 @@ class VectorStore:
             self.connection.call(functools.partial(collection.delete, ids=part))
         return len(stale)
 
-    def delete_document(self, collection_name: str, document_id: str) -> dict[str, Any]:
+    def delete_document(self, collection_name: str, document_id: str) -> DeletedDocument:
         collection = self.collection(collection_name)
         with self._write_lock:
             if (collection_name, document_id) in self._writing:

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired, ParamSpec, TypeVar
 
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, WithJsonSchema, with_config
@@ -18,6 +18,15 @@ from agentloom.core.health import Check
 from agentloom.core.services import Services, pack_folder
 from agentloom.core.settings import Settings
 from agentloom.core.work import Cancelled, Work, count, current
+from agentloom.packs.vectors.replies import (
+    CollectionInfo,
+    Deleted,
+    DeletedDocument,
+    DocumentInfo,
+    DocumentList,
+    DocumentText,
+    SearchResult,
+)
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.roots import client_roots
 from agentloom.server.schemas import reply_of
@@ -29,6 +38,8 @@ if TYPE_CHECKING:
     from agentloom.packs.vectors.store import VectorStore
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 pack: Pack[Vectors] = Pack(
     "vectors",
@@ -38,16 +49,6 @@ pack: Pack[Vectors] = Pack(
 )
 
 
-class CollectionInfo(TypedDict):
-    name: str
-    chunk_count: int
-    document_count: int
-    embedding_model: str | None
-    embedding_dimensions: int | None
-    created_at: str | None
-    metadata: dict[str, Any]
-
-
 def _listed_once(tool: str) -> WithJsonSchema:
     """A list checked as its items' TypedDict, whose schema tools/list shows once, in ``tool``'s output schema."""
     return WithJsonSchema({"type": "array", "items": {"type": "object"}, "description": f"each as {tool} returns"})
@@ -55,11 +56,6 @@ def _listed_once(tool: str) -> WithJsonSchema:
 
 class CollectionList(TypedDict):
     collections: Annotated[list[CollectionInfo], _listed_once("vector_create_collection")]
-
-
-class Deleted(TypedDict):
-    name: str
-    deleted: bool
 
 
 class AddedDocument(TypedDict):
@@ -114,71 +110,6 @@ class NewDocumentInput(BaseModel):
     metadata: dict[str, str | int | float | bool] | None = None
 
 
-class SearchHit(TypedDict):
-    document_id: str
-    chunk_id: str
-    text: str
-    metadata: dict[str, Any]
-    score: float
-
-
-class SearchResult(TypedDict):
-    collection: str
-    mode: Literal["vector", "hybrid"]
-    results: list[SearchHit]
-    message: str | None
-    warnings: list[str]
-
-
-class DeletedDocument(TypedDict):
-    document_id: str
-    deleted_chunks: int
-
-
-class ListedDocument(TypedDict):
-    document_id: str
-    title: str
-    chunk_count: int
-    metadata: dict[str, Any]
-    created_at: str
-    updated_at: str
-
-
-class DocumentList(TypedDict):
-    collection: str
-    documents: list[ListedDocument]
-    total: int
-    next_cursor: str | None
-
-
-class DocumentText(TypedDict):
-    document_id: str
-    collection: str
-    text: str
-    offset: int
-    total_characters: int
-    next_offset: int | None
-    metadata: dict[str, Any]
-    embedding_model: str
-    chunk_count: int
-    created_at: str
-    updated_at: str
-
-
-class DocumentInfo(TypedDict):
-    document_id: str
-    collection: str
-    metadata: dict[str, Any]
-    embedding_model: str
-    created_at: str
-    updated_at: str
-    chunk_count: int
-    chunk_ids: list[str]
-    total_characters: int
-    chunk_tokens: dict[str, float]
-    chunk_characters: dict[str, float]
-
-
 class Vectors:
     """The pack's state: the store, and the searcher (built on first search: it imports BM25)."""
 
@@ -230,7 +161,7 @@ def health(vectors: Vectors) -> list[Check]:
     return [Check(f"vector store ({store.connection.where})", True, f"{len(names)} collections")]
 
 
-async def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+async def _run(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     return await run_work(getattr(fn, "__name__", "vectors"), lambda: fn(*args, **kwargs))
 
 
