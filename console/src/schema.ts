@@ -85,9 +85,8 @@ export function readField(field: FieldSpec, text: string): { value?: Json; probl
     if (text === "") return field.required ? { problem: "is required" } : {};
     if (typeof property.minLength === "number" && text.length < property.minLength) return { problem: `needs at least ${property.minLength} characters` };
     if (typeof property.maxLength === "number" && text.length > property.maxLength) return { problem: `takes at most ${property.maxLength} characters` };
-    if (typeof property.pattern === "string") {
-      try { if (!new RegExp(property.pattern, "u").test(text)) return { problem: `must match ${property.pattern}` }; } catch { /* the server judges */ }
-    }
+    // A pattern is left to the server, which runs it in linear time: the browser's RegExp
+    // backtracks, and a flow's author could freeze the tab of whoever answers the form.
     return { value: text };
   }
   if (field.kind === "enum") {
