@@ -120,8 +120,8 @@ def _measure(size: int) -> dict[str, float]:
     from agentloom.core.settings import Settings
     from agentloom.embeddings import EmbeddingService
     from agentloom.packs.flowise.learning import LearningStore
-    from agentloom.packs.vectors.connection import ChromaConnection
     from agentloom.packs.vectors.settings import VectorSettings
+    from agentloom.retrieval.connection import ChromaConnection
 
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as tmp:

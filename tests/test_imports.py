@@ -1,10 +1,13 @@
-"""No import circles inside agentloom.
+"""No import circles inside agentloom, and each part imports only the parts below it.
 
 A circle means neither module can be read, changed or tested without the other; it also makes the
 import order matter. The graph is built from the source text, not by importing, so a module with
 optional dependencies still counts. Every import that can run is an edge, an import deferred into a
 function included: deferring hides a circle from the interpreter, not from the next reader. Imports
-under ``if TYPE_CHECKING:`` never run and are not edges.
+under ``if TYPE_CHECKING:`` never run and are not edges of a circle; for the layers they count, since
+naming another part's types still ties a module to that part.
+
+:data:`LAYERS` is the table ARCHITECTURE.md states: which top-level part may import which.
 """
 
 from __future__ import annotations
@@ -41,18 +44,18 @@ def _is_type_checking(test: ast.expr) -> bool:
     return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
-def _runtime_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
-    """The import statements that can run: anywhere but under ``if TYPE_CHECKING:``."""
+def _runtime_imports(body: list[ast.stmt], *, types: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements that can run: anywhere but under ``if TYPE_CHECKING:`` (there too with ``types``)."""
     found: list[ast.Import | ast.ImportFrom] = []
     for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.append(node)
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+        elif isinstance(node, ast.If) and _is_type_checking(node.test) and not types:
             found.extend(_runtime_imports(node.orelse))
         else:
             for field in ("body", "orelse", "finalbody", "handlers", "cases"):
                 for child in getattr(node, field, []):
-                    found.extend(_runtime_imports([child] if isinstance(child, ast.stmt) else child.body))
+                    found.extend(_runtime_imports([child] if isinstance(child, ast.stmt) else child.body, types=types))
     return found
 
 
@@ -76,11 +79,12 @@ def _owner(name: str, modules: dict[str, Module]) -> str | None:
     return None
 
 
-def import_graph(modules: dict[str, Module]) -> dict[str, set[str]]:
+def import_graph(modules: dict[str, Module], *, types: bool = False) -> dict[str, set[str]]:
+    """Who imports whom; with ``types``, imports under ``if TYPE_CHECKING:`` are edges too."""
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for module in modules.values():
         tree = ast.parse(module.path.read_text(encoding="utf-8"), filename=str(module.path))
-        for node in _runtime_imports(tree.body):
+        for node in _runtime_imports(tree.body, types=types):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -212,3 +216,122 @@ def test_type_only_imports_are_not_edges_deferred_ones_are(tmp_path: Path) -> No
     assert graph["pkg.b"] == {"pkg.a"}
     assert graph["pkg.c"] == set()
     assert cycles(graph) == []
+
+
+# -- layers -------------------------------------------------------------------------------------
+# A module's part is its first name under the package (``core``, ``server``, ...), each pack under
+# ``packs/`` a part of its own (``packs.vectors``), and the package's own ``__init__`` (the version) is
+# ``__init__``. A part may import itself and the parts its entry names: lower layers never import higher
+# ones, and packs never import each other (what two packs share lives in ``retrieval``).
+PACK_INTERFACE = "server's pack interface"
+INTERFACE_MODULES = frozenset({"server.packs", "server.services", "server.work", "server.roots"})
+PACK_USES = frozenset({"core", "embeddings", "retrieval", "terminal", PACK_INTERFACE})
+LAYERS: dict[str, frozenset[str]] = {
+    "__init__": frozenset(),
+    "core": frozenset(),
+    "embeddings": frozenset({"core"}),
+    "retrieval": frozenset({"core", "embeddings"}),  # Chroma access and keyword search, for the packs
+    "terminal": frozenset({"core"}),  # what every command line shares, the packs' included
+    "stitch": frozenset({"core"}),  # the engine: a service of its own
+    "server": frozenset({"__init__", "core", "embeddings"}),
+    "packs": frozenset(),  # packs/__init__.py: the folder, found through entry points
+    "packs.*": PACK_USES,  # every pack, unless named below
+    "packs.stitch": PACK_USES | {"stitch"},  # the engine's MCP face
+    "cli": frozenset({"__init__", "core", "embeddings", "terminal", "server"}),  # packs: through entry points
+    "__main__": frozenset({"cli"}),
+}
+# (importing module, imported part): why this one module may.
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("packs.docs.mcp", "server"): "agentic-knowledge-mcp is a program of its own, the docs pack alone served "
+    "by a Host over stdio: a top layer like cli",
+}
+
+
+def part_of(module: str) -> str:
+    """The part of a module named relative to the package (``packs.vectors.store`` -> ``packs.vectors``)."""
+    names = module.split(".") if module else []
+    if not names:
+        return "__init__"
+    if names[0] == "packs" and len(names) > 1:
+        return f"packs.{names[1]}"
+    return names[0]
+
+
+def _rule(part: str, layers: dict[str, frozenset[str]]) -> frozenset[str] | None:
+    if part in layers:
+        return layers[part]
+    return layers.get("packs.*") if part.startswith("packs.") else None
+
+
+def forbidden_imports(
+    graph: dict[str, set[str]],
+    package: str,
+    layers: dict[str, frozenset[str]] = LAYERS,
+    exceptions: dict[tuple[str, str], str] = EXCEPTIONS,
+) -> list[str]:
+    """One line per import the table forbids (importer, imported, the rule), and per exception unused."""
+
+    def local(name: str) -> str:
+        return name.removeprefix(package).removeprefix(".")
+
+    found: list[str] = []
+    used: set[tuple[str, str]] = set()
+    for importer in sorted(graph):
+        source = part_of(local(importer))
+        allowed = _rule(source, layers)
+        if allowed is None:
+            found.append(f"{importer}: part {source!r} has no entry in LAYERS (say what it may import)")
+            continue
+        for imported in sorted(graph[importer]):
+            target = part_of(local(imported))
+            if target == source or target in allowed:
+                continue
+            if local(imported) in INTERFACE_MODULES and PACK_INTERFACE in allowed:
+                continue
+            if (local(importer), target) in exceptions:
+                used.add((local(importer), target))
+                continue
+            may = ", ".join(sorted(allowed)) or "nothing of the package"
+            found.append(f"{importer} imports {imported}: {source} may import {may}, not {target}")
+    found.extend(
+        f"exception ({module}, {target}) matches no import: remove it from EXCEPTIONS"
+        for module, target in sorted(set(exceptions) - used)
+    )
+    return found
+
+
+def test_each_part_imports_only_the_layers_below() -> None:
+    graph = import_graph(find_modules(SRC, PACKAGE), types=True)
+    found = forbidden_imports(graph, PACKAGE)
+    assert not found, "imports the layers forbid (tests/test_imports.py LAYERS):\n" + "\n".join(found)
+
+
+def test_a_planted_forbidden_import_is_found(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/core/__init__.py": "",
+            "pkg/core/a.py": "from pkg.server import host\n",
+            "pkg/server/__init__.py": "",
+            "pkg/server/host.py": "from pkg.core import a\n",
+            "pkg/server/packs.py": "",
+            "pkg/packs/__init__.py": "",
+            "pkg/packs/one/__init__.py": "from pkg.server.packs import x\nfrom pkg.server import host\n",
+            "pkg/packs/two/__init__.py": "import typing\nif typing.TYPE_CHECKING:\n    from ..one import y\n",
+            "pkg/packs/docs/mcp.py": "def main():\n    from pkg.server.host import Host\n",
+            "pkg/extra/__init__.py": "",
+        },
+    )
+    graph = import_graph(find_modules(tmp_path, "pkg"), types=True)
+    assert forbidden_imports(graph, "pkg") == [
+        "pkg.core.a imports pkg.server.host: core may import nothing of the package, not server",
+        "pkg.extra: part 'extra' has no entry in LAYERS (say what it may import)",
+        "pkg.packs.one imports pkg.server.host: packs.one may import core, embeddings, retrieval, "
+        f"{PACK_INTERFACE}, terminal, not server",
+        "pkg.packs.two imports pkg.packs.one: packs.two may import core, embeddings, retrieval, "
+        f"{PACK_INTERFACE}, terminal, not packs.one",
+    ]
+    assert forbidden_imports(graph, "pkg", exceptions={**EXCEPTIONS, ("core.b", "cli"): "gone"})[-1] == (
+        "exception (core.b, cli) matches no import: remove it from EXCEPTIONS"
+    )

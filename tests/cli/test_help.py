@@ -11,8 +11,8 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from agentloom.cli import add_pack_commands, app
-from agentloom.cli.help import suggestions
 from agentloom.packs.docs.cli import app as docs_app
+from agentloom.terminal.help import suggestions
 
 PYTHON_TYPE = re.compile(r"<(bool|str|int|float|path|list\[\w+\])[^>]*>")
 

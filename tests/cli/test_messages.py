@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import typer
 
-from agentloom.cli.common import load_settings
 from agentloom.core.errors import ConfigError, NotFoundError
 from agentloom.embeddings import ModelRegistry
 from agentloom.embeddings.records import (
@@ -28,6 +27,7 @@ from agentloom.embeddings.records import (
     RefusedError,
     RegistryError,
 )
+from agentloom.terminal.common import load_settings
 from tests.conftest import PYTHON
 
 CODE = re.compile(r"\(\)|=True|=False|pydantic|errors\.pydantic\.dev|Traceback|Input should be|\[type=")

@@ -16,9 +16,9 @@ from typing import Annotated
 import typer
 
 from agentloom.cli.doctor import doctor, packs
-from agentloom.cli.help import SuggestingGroup
 from agentloom.cli.models import models_app
 from agentloom.cli.serve import serve
+from agentloom.terminal.help import SuggestingGroup
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentloom.cli.common import DataDir, DisableOpt, PacksOpt, load_settings
-from agentloom.cli.progress import Quiet, with_progress
+from agentloom.terminal.common import DataDir, DisableOpt, PacksOpt, load_settings
+from agentloom.terminal.progress import Quiet, with_progress
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from agentloom.cli.common import DataDir, fail, json_text, load_settings
-from agentloom.cli.help import SuggestingGroup
 from agentloom.cli.model_terms import KINDS, LIST, PROVIDER_KINDS
+from agentloom.terminal.common import DataDir, fail, json_text, load_settings
+from agentloom.terminal.help import SuggestingGroup
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from agentloom.cli.common import DataDir, DisableOpt, PacksOpt, ToolsOpt, load_settings
+from agentloom.terminal.common import DataDir, DisableOpt, PacksOpt, ToolsOpt, load_settings
 
 
 def serve(

@@ -4,7 +4,7 @@ Work that can take more than about a second (embedding a large document, indexin
 building a model) runs in a worker thread and holds a :class:`Work`. Between units (a batch
 of chunks, a file, a skill) it calls ``work.step(done, total, message)``: that records how
 far it got and raises :class:`Cancelled` once the caller has gone. The caller, the MCP
-server (``server/work.py``) or the command line (``cli/progress.py``), reads the record on
+server (``server/work.py``) or the command line (``terminal/progress.py``), reads the record on
 its own schedule and shows it; it never runs inside the worker.
 
 The current thread's work is found with :func:`current`, so code deep in a call (the

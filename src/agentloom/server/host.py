@@ -12,11 +12,11 @@ from typing import Any, Literal
 from agentloom import __version__
 from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check, directory_writable, modules_importable, summary
-from agentloom.core.services import Services
 from agentloom.core.settings import Settings
 from agentloom.server.calls import LoomServer
 from agentloom.server.packs import LoadedPack, Pack, PackContext
 from agentloom.server.protocol import configure_protocol
+from agentloom.server.services import Services
 from agentloom.server.toolcache import ToolCache
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class Host:
         instructions: str = INSTRUCTIONS,
     ) -> None:
         self.settings = settings
-        # The same services a pack's command line builds for itself (core/services.py): a pack's
+        # The same services a pack's command line builds for itself (server/services.py): a pack's
         # ``open`` makes its state from them the same way in both.
         services = Services.build(settings)
         self.breakers = services.breakers

@@ -43,7 +43,10 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from agentloom.core.health import Check
-from agentloom.core.services import pack_folder
+
+# reply_of is the pack interface's; it lives beside the listing rule it serves.
+from agentloom.server.schemas import reply_of as reply_of
+from agentloom.server.services import pack_folder
 
 if TYPE_CHECKING:
     from agentloom.core.breakers import BreakerRegistry

@@ -23,7 +23,7 @@ from agentloom.packs.flowise.catalog import NODES, TEMPLATES
 from agentloom.packs.flowise.learning import ARTIFACTS, COLLECTIONS, FAILED, SESSIONS, check_design
 from agentloom.packs.flowise.settings import FlowiseSettings
 from agentloom.packs.flowise.tools import Flowise
-from agentloom.packs.vectors.columns import column
+from agentloom.retrieval.columns import column
 from tests.cli_runner import agentloom
 from tests.conftest import REPO, TIMESTAMP, free_port
 from tests.packs.flowise.fake_flowise import FakeFlowise

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, TypedDict
 
 import typer
 
-from agentloom.cli.help import SuggestingGroup
 from agentloom.core.errors import AgentloomError
+from agentloom.terminal.help import SuggestingGroup
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,8 +51,8 @@ def _where(project_dir: Path | None) -> tuple[Path | None, Path | None]:
     or [pack_settings.docs] in agentloom.toml), else the working directory."""
     if project_dir is not None:
         return project_dir, None
-    from agentloom.cli.common import load_settings
     from agentloom.packs.docs.settings import DocsSettings
+    from agentloom.terminal.common import load_settings
 
     try:
         settings = load_settings().for_pack("docs", DocsSettings)

@@ -13,7 +13,6 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
 from agentloom.core.health import Check
-from agentloom.core.services import Services
 from agentloom.core.settings import Settings
 from agentloom.packs.docs.config import Project
 from agentloom.packs.docs.discovery import ConfigWatcher, find_config
@@ -27,6 +26,7 @@ from agentloom.packs.docs.names import (
 from agentloom.packs.docs.settings import DocsSettings
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.roots import client_roots
+from agentloom.server.services import Services
 
 log = logging.getLogger(__name__)
 

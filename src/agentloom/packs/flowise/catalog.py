@@ -38,12 +38,12 @@ from agentloom.packs.flowise.client import FlowiseClient
 from agentloom.packs.flowise.documents import DOCUMENTS, consumers, node_document, template_document
 from agentloom.packs.flowise.replies import Refreshed
 from agentloom.packs.flowise.settings import FlowiseSettings
-from agentloom.packs.vectors.lexical import reciprocal_rank_fusion
+from agentloom.retrieval.lexical import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService
-    from agentloom.packs.vectors.connection import ChromaConnection
-    from agentloom.packs.vectors.lexical import LexicalIndex
+    from agentloom.retrieval.connection import ChromaConnection
+    from agentloom.retrieval.lexical import LexicalIndex
 
 log = logging.getLogger(__name__)
 
@@ -447,7 +447,7 @@ class Catalog:
     def _lexical(self, state: CatalogState, name: str = NODES) -> LexicalIndex:
         """BM25 over the node or template texts (``name``: NODES or TEMPLATES), rebuilt when the catalog changes
         (a few ms for 300 nodes)."""
-        from agentloom.packs.vectors.lexical import LexicalIndex
+        from agentloom.retrieval.lexical import LexicalIndex
 
         with self._lock:
             built = self._keyword.get(name)

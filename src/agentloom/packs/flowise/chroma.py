@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService
-    from agentloom.packs.vectors.connection import ChromaConnection
+    from agentloom.retrieval.connection import ChromaConnection
 
 
 def open_collection(connection: ChromaConnection, embeddings: EmbeddingService, name: str, model: str) -> Any:
     """A collection of the pack's ChromaDB, created when missing: cosine space, its embedding model and
     dimensions recorded, searched through our embedding service. (Only the catalog ever drops one.)"""
-    from agentloom.packs.vectors.embedding_function import for_collection
+    from agentloom.retrieval.embedding_function import for_collection
 
     client = connection.client()
     dimensions = embeddings.model(model).dimensions

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentloom.cli.common import AsJson, DataDir, answer, open_pack
-from agentloom.cli.help import SuggestingGroup
-from agentloom.cli.progress import Quiet, with_progress
 from agentloom.packs.flowise.cli_checks import check_cmd, checklist_app
 from agentloom.packs.flowise.cli_data import app as data_app
 from agentloom.packs.flowise.tools import open as open_flowise
+from agentloom.terminal.common import AsJson, DataDir, answer, open_pack
+from agentloom.terminal.help import SuggestingGroup
+from agentloom.terminal.progress import Quiet, with_progress
 
 if TYPE_CHECKING:
     from agentloom.packs.flowise.tools import Flowise

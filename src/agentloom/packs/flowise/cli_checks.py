@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentloom.cli.common import AsJson, DataDir, fail, open_pack
-from agentloom.cli.help import SuggestingGroup
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise import checklists
 from agentloom.packs.flowise.tools import open as open_flowise
+from agentloom.terminal.common import AsJson, DataDir, fail, open_pack
+from agentloom.terminal.help import SuggestingGroup
 
 if TYPE_CHECKING:
     from agentloom.packs.flowise.tools import Flowise

@@ -4,7 +4,7 @@ Deleting what the pack has learnt is never automatic and never an agent's call: 
 commands are the only way to it. Each one that deletes first prints what it will delete (the
 count and up to ten records), then asks; ``--yes`` skips the question, ``--dry-run`` only shows,
 and "no" (or no answer at all, e.g. stdin closed) deletes nothing. Exit codes follow
-``agentloom.cli.common``: 2 for a wrong option, 1 when the operation fails or is declined.
+``agentloom.terminal.common``: 2 for a wrong option, 1 when the operation fails or is declined.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from agentloom.cli.common import AsJson, DataDir, answer, checked, fail, open_pack
-from agentloom.cli.help import SuggestingGroup
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise.tools import open as open_flowise
+from agentloom.terminal.common import AsJson, DataDir, answer, checked, fail, open_pack
+from agentloom.terminal.help import SuggestingGroup
 
 if TYPE_CHECKING:
     from agentloom.packs.flowise.data import Item

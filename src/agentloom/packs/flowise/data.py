@@ -17,7 +17,6 @@ live in ``chroma.sqlite3``, one file for every collection, so that file is measu
 from __future__ import annotations
 
 import functools
-import importlib
 import itertools
 import json
 import random
@@ -35,11 +34,11 @@ from agentloom.core.errors import AgentloomError
 from agentloom.core.timestamps import iso
 from agentloom.packs.flowise.catalog import NODES, TEMPLATES, Progress, Template, slug
 from agentloom.packs.flowise.learning import ARTIFACTS, COLLECTIONS, FAILED, OUTCOMES, SESSIONS, check_design
+from agentloom.packs.flowise.replies import CollectionStats
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
 
-    from agentloom.packs.flowise.data_tools import CollectionStats
     from agentloom.packs.flowise.tools import Flowise
 
 ALL, PAGE, DAY = (NODES, TEMPLATES, *COLLECTIONS), 500, 86400.0
@@ -61,7 +60,8 @@ def _open(state: Flowise, name: str) -> Collection | None:
     """The collection, or None when it was never created: reading never creates one."""
     from chromadb.errors import NotFoundError
 
-    importlib.import_module("agentloom.packs.vectors.embedding_function")  # registers the function Chroma rebuilds
+    import agentloom.retrieval.embedding_function  # noqa: F401  # registers the function Chroma rebuilds
+
     client = state.chroma.client()
     try:
         return state.chroma.call(lambda: client.get_collection(name))

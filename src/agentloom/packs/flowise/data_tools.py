@@ -7,21 +7,8 @@ reset``), so there is deliberately no delete tool.
 
 from __future__ import annotations
 
-from typing_extensions import TypedDict
-
+from agentloom.packs.flowise.replies import DataStats
 from agentloom.packs.flowise.tools import Flowise, pack, run_call
-
-
-class CollectionStats(TypedDict):
-    collection: str
-    count: int
-    bytes: int
-    oldest: str | None
-    newest: str | None
-
-
-class DataStats(TypedDict):
-    collections: list[CollectionStats]
 
 
 @pack.tool(read_only=True)

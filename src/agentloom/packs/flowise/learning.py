@@ -35,11 +35,11 @@ from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.timestamps import iso
 from agentloom.packs.flowise.chroma import open_collection
 from agentloom.packs.flowise.replies import Rated
-from agentloom.packs.vectors.columns import column
+from agentloom.retrieval.columns import column
 
 if TYPE_CHECKING:
     from agentloom.embeddings import EmbeddingService
-    from agentloom.packs.vectors.connection import ChromaConnection
+    from agentloom.retrieval.connection import ChromaConnection
 
 ARTIFACTS, FAILED, SESSIONS = "sdd_artifacts", "failed_artifacts", "sessions"
 COLLECTIONS = (ARTIFACTS, FAILED, SESSIONS)

@@ -1,4 +1,5 @@
-"""Tool answers the catalog and the learning store build whole; the tools return them as they are."""
+"""Tool answers the catalog, the learning store and the data module build whole; the tools return them
+as they are."""
 
 from __future__ import annotations
 
@@ -24,3 +25,15 @@ class Refreshed(TypedDict):
 class Rated(TypedDict):
     artifact_id: str
     rating: int
+
+
+class CollectionStats(TypedDict):
+    collection: str
+    count: int
+    bytes: int
+    oldest: str | None
+    newest: str | None
+
+
+class DataStats(TypedDict):
+    collections: list[CollectionStats]

@@ -19,7 +19,7 @@ from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise.builder import CREDENTIAL_ISSUES, REQUIRED, check_id
 from agentloom.packs.flowise.client import FlowiseFlowError
 from agentloom.packs.flowise.tools import Built, Flowise, pack, run_call
-from agentloom.server.schemas import reply_of
+from agentloom.server.packs import reply_of
 
 MAX_ANSWER_CHARS = 4000
 MAX_SOURCES = 5

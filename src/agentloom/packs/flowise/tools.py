@@ -12,11 +12,11 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.health import Check
-from agentloom.core.services import Services, pack_folder
 from agentloom.core.settings import Settings
 from agentloom.core.work import current_step
 from agentloom.packs.flowise.replies import Refreshed
 from agentloom.server.packs import Pack, PackContext
+from agentloom.server.services import Services, pack_folder
 from agentloom.server.work import run_work
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from agentloom.packs.flowise.catalog import Catalog
     from agentloom.packs.flowise.learning import LearningStore
     from agentloom.packs.flowise.settings import FlowiseSettings
-    from agentloom.packs.vectors.connection import ChromaConnection
+    from agentloom.retrieval.connection import ChromaConnection
 
 log = logging.getLogger("agentloom.packs.flowise")
 P = ParamSpec("P")
@@ -112,14 +112,13 @@ class Flowise:
 
     @property
     def chroma(self) -> ChromaConnection:
-        """The pack's embedded ChromaDB, through the vectors pack's connection (no second wrapper)."""
+        """The pack's embedded ChromaDB, through the connection the vectors pack uses too (no second wrapper)."""
         with self._lock:
             if self._chroma is None:
-                from agentloom.packs.vectors.connection import ChromaConnection
-                from agentloom.packs.vectors.settings import VectorSettings
+                from agentloom.retrieval.connection import ChromaConnection, EmbeddedChroma
 
                 path = self.settings.chroma_path or self.folder / "chroma"
-                self._chroma = ChromaConnection(VectorSettings(mode="embedded", path=path), self._breakers)
+                self._chroma = ChromaConnection(EmbeddedChroma(path), self._breakers)
             return self._chroma
 
     @property

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentloom.cli.common import AsJson, DataDir, answer, open_pack
-from agentloom.cli.help import SuggestingGroup
-from agentloom.cli.progress import Quiet, with_progress
+from agentloom.terminal.common import AsJson, DataDir, answer, open_pack
+from agentloom.terminal.help import SuggestingGroup
+from agentloom.terminal.progress import Quiet, with_progress
 
 if TYPE_CHECKING:
     from agentloom.packs.skills.store import SkillIndex

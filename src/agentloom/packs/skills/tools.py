@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from agentloom.core.health import Check
-from agentloom.core.services import Services, pack_folder
 from agentloom.core.settings import Settings
 from agentloom.core.work import current_step
 from agentloom.packs.skills.replies import IndexResult, Removed, SearchResult, SkillDetail, SkillList
 from agentloom.packs.skills.store import SkillIndex
 from agentloom.server.packs import Pack, PackContext
+from agentloom.server.services import Services, pack_folder
 from agentloom.server.work import run_work
 
 log = logging.getLogger("agentloom.packs.skills")

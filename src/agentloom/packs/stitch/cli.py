@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from agentloom.cli.common import DataDir, load_settings
-from agentloom.cli.help import SuggestingGroup
+from agentloom.terminal.common import DataDir, load_settings
+from agentloom.terminal.help import SuggestingGroup
 
 KEEP_ALIVE_SECONDS = 75  # nginx's default keepalive_timeout
 

@@ -16,13 +16,12 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
-from agentloom.core.services import Services
 from agentloom.core.settings import Settings
 from agentloom.core.timestamps import iso, parse
 from agentloom.packs.stitch import client
 from agentloom.packs.stitch.client import StitchClient, StitchPackSettings
-from agentloom.server.packs import Pack, PackContext
-from agentloom.server.schemas import reply_of
+from agentloom.server.packs import Pack, PackContext, reply_of
+from agentloom.server.services import Services
 from agentloom.stitch.models import RunStatus as RunState
 
 pack: Pack[StitchClient] = Pack(

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.timestamps import iso
-from agentloom.packs.vectors.columns import column, meta_str
 from agentloom.packs.vectors.filters import parse_filter
 from agentloom.packs.vectors.records import DocumentRecord
 from agentloom.packs.vectors.replies import DocumentInfo, DocumentList, DocumentText, ListedDocument
 from agentloom.packs.vectors.store import VectorStore
+from agentloom.retrieval.columns import column, meta_str
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import AgentloomError
-from agentloom.packs.vectors.columns import column, meta_str
 from agentloom.packs.vectors.files import LINK_OUT, Found, read_text
 from agentloom.packs.vectors.records import NewDocument
 from agentloom.packs.vectors.store import VectorStore
+from agentloom.retrieval.columns import column, meta_str
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentloom.core.dependency import first_line
 from agentloom.core.errors import AgentloomError
-from agentloom.packs.vectors.columns import column
 from agentloom.packs.vectors.filters import ACCEPTED, FilterPlan, parse_filter
-from agentloom.packs.vectors.lexical import LexicalIndex, reciprocal_rank_fusion
 from agentloom.packs.vectors.records import public_metadata
 from agentloom.packs.vectors.replies import SearchHit, SearchResult
 from agentloom.packs.vectors.store import VectorStore, chroma_refused
+from agentloom.retrieval.columns import column
+from agentloom.retrieval.lexical import LexicalIndex, reciprocal_rank_fusion
 
 if TYPE_CHECKING:
     import numpy as np

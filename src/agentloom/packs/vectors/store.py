@@ -52,7 +52,6 @@ from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
 from agentloom.core.timestamps import iso
 from agentloom.core.work import current
 from agentloom.embeddings import EmbeddingService
-from agentloom.packs.vectors.connection import ChromaConnection
 from agentloom.packs.vectors.records import (
     MANIFEST,
     DocumentRecord,
@@ -65,6 +64,7 @@ from agentloom.packs.vectors.records import (
 )
 from agentloom.packs.vectors.replies import CollectionInfo, Deleted, DeletedDocument
 from agentloom.packs.vectors.settings import VectorSettings
+from agentloom.retrieval.connection import ChromaConnection
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -105,7 +105,7 @@ class VectorStore:
         return record.key, record.dimensions
 
     def _ef(self) -> EmbeddingFunction[Embeddable]:
-        from agentloom.packs.vectors.embedding_function import for_collection
+        from agentloom.retrieval.embedding_function import for_collection
 
         return for_collection(self.embeddings, self.settings.embedding_model)
 

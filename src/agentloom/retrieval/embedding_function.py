@@ -1,7 +1,7 @@
 """Our embedding service as a Chroma embedding function.
 
 Chroma's default function downloads a model at first use, which fails offline; every
-collection of this pack is created with this one, and vectors are passed explicitly.
+collection of the packs is created with this one, and vectors are passed explicitly.
 
 Chroma 1.x stores the function's ``name()`` and ``get_config()`` in each collection's
 configuration and schema, and rebuilds it by name from ``known_embedding_functions``

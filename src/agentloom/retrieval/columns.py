@@ -1,10 +1,10 @@
-"""Columns of a Chroma answer, typed as this pack reads them.
+"""Columns of a Chroma answer, typed as the packs read them.
 
 Chroma answers ``get`` and ``query`` in columns (ids, documents, metadatas, ...) and types every
 column but ids as optional: a column is None when the call did not ask for it with ``include``.
-The pack always asks for what it reads, so :func:`column` turns a missing one into an error that
+A pack always asks for what it reads, so :func:`column` turns a missing one into an error that
 says so rather than a crash further on. Metadata values are typed as any value Chroma stores;
-:func:`meta_str` reads one the pack itself wrote as a string (ids, paths).
+:func:`meta_str` reads one a pack itself wrote as a string (ids, paths).
 """
 
 from __future__ import annotations
@@ -25,5 +25,5 @@ def column(values: list[T] | None, name: str) -> list[T]:
 
 
 def meta_str(meta: Mapping[str, object], key: str) -> str:
-    """A metadata value the pack wrote as a string (``document_id``, ``source_path``)."""
+    """A metadata value a pack wrote as a string (``document_id``, ``source_path``)."""
     return str(meta[key])

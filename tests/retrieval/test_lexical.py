@@ -1,4 +1,4 @@
-from agentloom.packs.vectors.lexical import LexicalIndex, reciprocal_rank_fusion
+from agentloom.retrieval.lexical import LexicalIndex, reciprocal_rank_fusion
 
 TEXTS = {"a": "The cat purrs on the mat", "b": "Dogs bark at cats", "c": "Bread baking with yeast and flour"}
 

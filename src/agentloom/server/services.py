@@ -3,6 +3,8 @@
 A server (``agentloom.server.host.Host``) builds these once and hands them to every pack; a pack's
 command (``agentloom skills search``) builds them for itself. Either way each pack's ``open``
 receives the same kind of object, so a pack's state is made the same way in both.
+
+Part of the pack interface, beside ``packs.py``: it knows the embedding service, which ``core`` may not.
 """
 
 from __future__ import annotations

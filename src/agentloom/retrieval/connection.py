@@ -10,13 +10,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from agentloom.core.breakers import BreakerRegistry
 from agentloom.core.dependency import Dependency, caused_by, first_line
-from agentloom.packs.vectors.settings import VectorSettings
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from chromadb.api import ClientAPI
 
 log = logging.getLogger(__name__)
@@ -25,9 +27,44 @@ T = TypeVar("T")
 BREAKER = "chroma"
 
 
+class ChromaPlace(Protocol):
+    """Where a Chroma lives, as a pack's settings say it (the vectors pack's ``VectorSettings``)."""
+
+    @property
+    def mode(self) -> Literal["embedded", "remote"]: ...
+    @property
+    def path(self) -> Path | None: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def ssl(self) -> bool: ...
+    @property
+    def headers(self) -> dict[str, str]: ...
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class EmbeddedChroma:
+    """A Chroma on disk in ``path``: for a pack that keeps its own and never a server."""
+
+    path: Path
+    mode: Literal["embedded", "remote"] = "embedded"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    ssl: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"embedded Chroma at {self.path}"
+
+
 class ChromaConnection:
-    def __init__(self, settings: VectorSettings, breakers: BreakerRegistry) -> None:
+    def __init__(self, settings: ChromaPlace, breakers: BreakerRegistry, *, fix: str = "") -> None:
+        """``fix`` names the settings that choose the server, for the message of an unreachable one."""
         self.settings = settings
+        self._fix = fix
         remote = settings.mode == "remote"
         # Embedded Chroma has no server to be down: its errors are the caller's or bugs, never outages.
         self.dependency = Dependency(
@@ -78,7 +115,7 @@ class ChromaConnection:
         return (
             f"{where} is unreachable ({first_line(exc)}). "
             f"Start it (chroma run --host {self.settings.host} --port {self.settings.port}) "
-            "or fix AGENTLOOM_VECTORS__HOST / AGENTLOOM_VECTORS__PORT."
+            f"or fix {self._fix or 'its host and port'}."
         )
 
 

@@ -1,4 +1,4 @@
-"""Options shared by the subcommands, and how they report errors.
+"""Options shared by the subcommands (agentloom's and the packs'), and how they report errors.
 
 Every error a command prints is for the person at the terminal: it names what they
 wrote (an option such as ``--port``, an environment variable such as
@@ -18,14 +18,14 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from agentloom.cli.settings_errors import (
+from agentloom.core.errors import AgentloomError, ConfigError
+from agentloom.core.settings import CONFIG_FILE_ENV, Settings
+from agentloom.core.timestamps import iso, parse
+from agentloom.terminal.settings_errors import (
     config_file_name,
     describe,
     describe_unparsable,
 )
-from agentloom.core.errors import AgentloomError, ConfigError
-from agentloom.core.settings import CONFIG_FILE_ENV, Settings
-from agentloom.core.timestamps import iso, parse
 
 T = TypeVar("T")
 

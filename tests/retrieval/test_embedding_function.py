@@ -21,7 +21,7 @@ from chromadb.utils.embedding_functions import (
 )
 from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_V2
 
-from agentloom.packs.vectors.embedding_function import ServiceEmbeddingFunction
+from agentloom.retrieval.embedding_function import ServiceEmbeddingFunction
 
 # What importing our module registered, read before any test runs (pytest imports every test
 # module first). Chroma also registers a function's class by itself when a collection is
@@ -180,7 +180,7 @@ def test_fresh_process_reopens_without_warning(tmp_path: Path) -> None:
     service_stub = "class S:\n    def embed_documents(self, texts, key=None): return [[1.0, 0, 0, 0] for _ in texts]\n"
     create = service_stub + textwrap.dedent(f"""
         import chromadb
-        from agentloom.packs.vectors.embedding_function import ServiceEmbeddingFunction
+        from agentloom.retrieval.embedding_function import ServiceEmbeddingFunction
         c = chromadb.PersistentClient(path={str(tmp_path)!r}, settings=chromadb.Settings(anonymized_telemetry=False))
         col = c.create_collection("docs", embedding_function=ServiceEmbeddingFunction(S(), "m1"),
                                   configuration={{"hnsw": {{"space": "cosine"}}}})
@@ -193,7 +193,7 @@ def test_fresh_process_reopens_without_warning(tmp_path: Path) -> None:
         import chromadb
         from chromadb.utils.embedding_functions import known_embedding_functions
         assert "agentloom" not in known_embedding_functions
-        from agentloom.packs.vectors.embedding_function import ServiceEmbeddingFunction
+        from agentloom.retrieval.embedding_function import ServiceEmbeddingFunction
         assert known_embedding_functions["agentloom"] is ServiceEmbeddingFunction
         c = chromadb.PersistentClient(path={str(tmp_path)!r}, settings=chromadb.Settings(anonymized_telemetry=False))
         col = c.get_collection("docs", embedding_function=ServiceEmbeddingFunction(S(), "m1"))
