@@ -75,6 +75,10 @@ def test_no_schema_reaches_the_network(stitch: StitchServer) -> None:
             {"type": "object", "properties": {"x": {"$dynamicRef": f"{here}/d.json#meta"}}},
             {"type": "object", "properties": {"x": {"$schema": f"{here}/meta.json"}}},
             {"$schema": f"{here}/meta.json", "type": "object"},
+            # References into what is not a subschema: an unknown keyword, const, enum.
+            {"type": "object", "$ref": "#/x-foo", "x-foo": {"$ref": f"{here}/x.json"}},
+            {"type": "object", "$defs": {"c": {"const": {"$ref": f"{here}/c.json"}}}, "$ref": "#/$defs/c/const"},
+            {"type": "object", "$defs": {"c": {"enum": [{"pattern": EVIL}]}}, "$ref": "#/$defs/c/enum/0"},
         ]
         for schema in schemas:
             for graph in (gate_graph(schema), flow_input_graph(schema)):
@@ -108,6 +112,24 @@ def test_a_backtracking_pattern_is_answered_at_once_at_a_gate_and_at_run_start(s
         assert started.status_code == 422, started.text
         assert len(stitch.http.get("/runs", params={"flow_id": flow["id"]}).json()["runs"]) == before
         assert stitch.http.post(f"/flows/{flow['id']}/runs", json={"input": right}).status_code == 201
+    assert_clean_log(stitch)
+
+
+def test_pattern_work_counts_against_the_budget(stitch: StitchServer) -> None:
+    # Linear in the text, but a thousand RE2 instructions a character once its DFA gives up.
+    wide = {"type": "object", "properties": {"s": {"type": "string", "pattern": "[ab]*a[ab]{999}c"}}}
+    run_id = waiting_gate(stitch, wide)
+    text = "ab" * 250_000
+    refused = while_health_is_asked(stitch, lambda c: c.post(f"/complete/{run_id}/gate", json={"s": text}))
+    assert refused.reply.status_code == 422 and "within its budget" in messages(refused.reply)
+    assert stitch.http.post(f"/complete/{run_id}/gate", json={"s": "a" * 1000 + "c"}).status_code == 200
+    # Every pattern against every key: each search is a step.
+    patterns = {"type": "object", "patternProperties": {f"p{i}": {} for i in range(500)}, "additionalProperties": False}
+    run_id = waiting_gate(stitch, patterns)
+    keys = {f"k{i}": 1 for i in range(20_000)}
+    refused = while_health_is_asked(stitch, lambda c: c.post(f"/complete/{run_id}/gate", json=keys))
+    assert refused.reply.status_code == 422 and "within its budget" in messages(refused.reply)
+    assert stitch.http.post(f"/complete/{run_id}/gate", json={"p1": 1}).status_code == 200
     assert_clean_log(stitch)
 
 
@@ -146,6 +168,12 @@ def test_schemas_of_unbounded_cost_are_refused_at_save(stitch: StitchServer) -> 
     saved = stitch.http.post("/flows", json={"name": "many", "graph": many})
     assert saved.status_code == 422 and "bytes of JSON in all" in messages(saved), saved.text[:300]
     assert stitch.http.post("/flows", json={"name": "four", "graph": {"nodes": many["nodes"][:4]}}).status_code == 201
+    # Small schemas, each within its own limits, that multiply: what a flow's may cost is added up.
+    doubling = chained_one_of(11)  # 2**11 subschemas once expanded: allowed alone
+    gates = {"nodes": [{**gate_graph(doubling)["nodes"][0], "id": f"gate{i}"} for i in range(30)]}
+    saved = stitch.http.post("/flows", json={"name": "gates", "graph": gates})
+    assert saved.status_code == 422 and "in all" in messages(saved), saved.text[:300]
+    assert stitch.http.post("/flows", json={"name": "one", "graph": gate_graph(doubling)}).status_code == 201
     assert_clean_log(stitch)
 
 

@@ -16,6 +16,7 @@ silently ignored (a misspelt filter would otherwise list everything).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -25,6 +26,8 @@ from typing import Annotated, Any
 import anyio
 import anyio.to_thread
 from fastapi import Body, FastAPI, HTTPException, Path, Query, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
@@ -105,7 +108,8 @@ GraphJson = Annotated[Any, WithJsonSchema(GRAPH_MARK)]
 NoGraphOrJson = Annotated[Any, WithJsonSchema({"anyOf": [GRAPH_MARK, {"type": "null"}]})]
 VERSION_MAX = 2**31 - 1  # the column's range on both databases
 EVENT_ID_MAX = 2**63 - 1  # a BIGINT, on both databases
-CHECKING_THREADS = 16  # threads for requests that may evaluate input schemas (see ``checked``)
+CHECKING_THREADS = 16  # threads for run starts and gate completions (see ``checked``)
+DESIGNING_THREADS = 4  # threads for saving and checking graphs
 AUTHOR = "Who saves this version (a name or an address, as your users know it); null: unknown."
 VALIDATE_BODY: dict[str, Any] = {
     "description": 'The graph to check: {"graph": {...}}, or the graph itself {"nodes": [...], "edges": [...]}.',
@@ -149,6 +153,17 @@ class RunIn(BaseModel):
 __all__ = ["as_reply", "create_app", "app_from_environment"]
 
 
+ECHO_LIMIT = 300  # characters of a refused value a 422 echoes
+
+
+def _bounded_error(error: Any) -> Any:
+    """A validation error item whose ``input`` is at most :data:`ECHO_LIMIT` characters of JSON."""
+    encoded = jsonable_encoder(error)
+    if "input" in encoded and len(json.dumps(encoded["input"], default=str)) > ECHO_LIMIT:
+        encoded["input"] = shown(encoded["input"], ECHO_LIMIT)
+    return encoded
+
+
 def app_from_environment() -> FastAPI:
     """The app for each of several server processes (``--workers``): settings from the environment."""
     settings = StitchSettings()
@@ -157,13 +172,21 @@ def app_from_environment() -> FastAPI:
     return create_app(settings, settings.database_url)
 
 
+LARGE_BODY = 64 * 1024  # a body at least this large is decoded on a thread, not on the event loop
+_DECODING = anyio.CapacityLimiter(4)  # ... by at most this many at once
+
+
 class StitchRequest(Request):
     """Decodes JSON bodies with Stitch's value rules (:func:`values.decode`)."""
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
+            body = await self.body()
             try:
-                self._json = decode(await self.body())
+                if len(body) < LARGE_BODY:
+                    self._json = decode(body)
+                else:  # a megabyte of nested arrays takes the loop most of a second
+                    self._json = await anyio.to_thread.run_sync(decode, body, limiter=_DECODING)
             except BadJson as exc:
                 raise HTTPException(422, exc.errors()) from None
         return self._json
@@ -268,6 +291,11 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
     if settings.api_key:
         app.add_middleware(RequireKey, key=settings.api_key)  # outermost: a stranger's body is never read
 
+    @app.exception_handler(RequestValidationError)
+    async def request_refused(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """FastAPI's 422, with each refused value shortened: its default echoes the whole body."""
+        return JSONResponse({"detail": [_bounded_error(error) for error in exc.errors()]}, status_code=422)
+
     @app.exception_handler(DBAPIError)
     async def database_error(request: Request, exc: DBAPIError) -> JSONResponse:
         if isinstance(exc, (OperationalError, InterfaceError)) or exc.connection_invalidated:
@@ -301,12 +329,16 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         with answered_as_http():
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
-    # Work that may evaluate input schemas (saving or checking a graph, starting a run, completing
-    # a gate) has threads of its own: however many such requests arrive, the other endpoints keep
-    # theirs. Each is stopped when its client leaves (bounded_schemas.CALLER_GONE).
+    # Work that may evaluate input schemas has threads of its own: however many such requests
+    # arrive, the other endpoints keep theirs. Saving or checking a graph (a designer's work) and
+    # starting a run or completing a gate (a run's) each have their own, so a flood of the one
+    # never holds up the other. Each is stopped when its client leaves (bounded_schemas.CALLER_GONE).
     checking = anyio.CapacityLimiter(CHECKING_THREADS)
+    designing = anyio.CapacityLimiter(DESIGNING_THREADS)
 
-    async def checked(request: Request, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def checked(
+        request: Request, fn: Any, *args: Any, limiter: anyio.CapacityLimiter = checking, **kwargs: Any
+    ) -> Any:
         gone = threading.Event()
 
         def captured() -> tuple[Any, Exception | None]:  # raised here, not inside the task group
@@ -319,7 +351,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watch_for_leaving, request, gone)
-                value, error = await anyio.to_thread.run_sync(captured, limiter=checking)
+                value, error = await anyio.to_thread.run_sync(captured, limiter=limiter)
                 tg.cancel_scope.cancel()
         finally:
             CALLER_GONE.reset(token)
@@ -381,7 +413,8 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         checks it (node types and ids, edges, cycles, webhook targets, Splitter/Collector
         pairing, input schemas); a 422 names every problem, with its node or edge. The graph is
         kept as sent, key for key."""
-        return as_reply(await checked(request, flows_of(request).create, body.name, body.graph, body.author))
+        flows = flows_of(request)
+        return as_reply(await checked(request, flows.create, body.name, body.graph, body.author, limiter=designing))
 
     @app.post(f"{PREFIX}/flows/validate", response_model=GraphCheck, responses=documented(413))
     async def validate_flow(
@@ -391,7 +424,7 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         with its node or edge and field) and warnings (allowed, most likely not meant). Any
         graph that is JSON is answered 200, however broken."""
         graph = graph_to_check(body)
-        verdict = await checked(request, flows_of(request).check, graph)
+        verdict = await checked(request, flows_of(request).check, graph, limiter=designing)
         return {
             "valid": verdict.valid,
             "problems": [p.as_json() for p in verdict.problems],
@@ -445,7 +478,9 @@ def create_app(settings: StitchSettings, database_url: str) -> FastAPI:
         """Rename a flow or replace its graph (checked as on create): a new version, kept with
         its author. An update that changes neither keeps no version and answers the flow as it
         is. Runs under way keep their graph."""
-        return as_reply(await checked(request, flows_of(request).update, flow_id, body.name, body.graph, body.author))
+        flows = flows_of(request)
+        updated = await checked(request, flows.update, flow_id, body.name, body.graph, body.author, limiter=designing)
+        return as_reply(updated)
 
     @app.get(f"{PREFIX}/flows/{{flow_id}}/versions", response_model=list[FlowVersionListed], responses=documented(404))
     async def flow_versions(flow_id: str, request: Request) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ MAX_GRAPH_BYTES = 256 * 1024  # a flow's input schemas as compact JSON, added up
 MAX_DEPTH = 32  # subschemas inside subschemas
 MAX_REFS = 200  # $ref and $dynamicRef keywords
 MAX_EXPANDED = 10_000  # subschemas visited from the root, each reference followed (a recursion once)
+MAX_GRAPH_EXPANDED = 20_000  # the same, added up over a flow's input schemas
 MAX_PATTERN = 2_000  # characters of one pattern
 STEPS = 100_000  # keyword evaluations for one value
 CPU_SECONDS = 0.5  # of the evaluating thread, for one value
@@ -88,9 +89,9 @@ class _Meter:
         self.gone = gone
         self.since_check = 0
 
-    def step(self) -> None:
-        self.left -= 1
-        self.since_check += 1
+    def step(self, steps: int = 1) -> None:
+        self.left -= steps
+        self.since_check += steps
         if self.left < 0:
             raise OverBudget
         if self.since_check >= 64:
@@ -187,7 +188,14 @@ def _hex(text: str) -> bool:
 
 
 def _search(pattern: str, text: str) -> bool:
-    return compiled(pattern).search(text) is not None
+    """One search, counted as a step per thousand (character, pattern instruction) pairs: RE2
+    is linear in the text, but a pattern such as ``[ab]*a[ab]{999}c`` costs a thousand steps a
+    character once RE2 gives up its DFA."""
+    found = compiled(pattern)
+    meter = _METER.get()
+    if meter is not None:
+        meter.step(1 + len(text) * found.programsize // 1_000)
+    return found.search(text) is not None
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
@@ -335,16 +343,39 @@ def dialect_problem(schema: dict[str, Any]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Cost:
+    """What :func:`cost` found: the problem (or None) and how many subschemas the schema
+    expands to when its references are followed (what checking a value visits at each place)."""
+
+    problem: str | None
+    expanded: int = 0
+
+
 def cost_problem(schema: dict[str, Any]) -> str | None:
-    """Why ``schema`` may not be used as it is (the end of a sentence about it), or None. The
-    schema is no larger than :func:`size_problem` allows and has passed the meta-schema."""
+    return cost(schema).problem
+
+
+def cost(schema: dict[str, Any]) -> Cost:
+    """Why ``schema`` may not be used as it is (the end of a sentence about it, or None), and
+    what it expands to. The schema is no larger than :func:`size_problem` allows and has passed
+    the meta-schema."""
     given_id = schema.get("$id")
     root_uri = given_id if isinstance(given_id, str) else "urn:stitch:input-schema"
     try:
         registry = NO_RETRIEVAL.with_resource(root_uri, DRAFT202012.create_resource(schema)).crawl()
         root = registry.resolver(root_uri)
     except (Unresolvable, ValueError, TypeError) as exc:
-        return f"has an $id Stitch cannot use ({_brief(exc)}); remove it"
+        return Cost(f"has an $id Stitch cannot use ({_brief(exc)}); remove it")
+    walked: set[int] = set()  # every subschema the checks below looked at, by identity
+    problem = _structure_problem(schema, root, walked)
+    if problem is not None:
+        return Cost(problem)
+    return _expansion(schema, root, walked)
+
+
+def _structure_problem(schema: dict[str, Any], root: Any, walked: set[int]) -> str | None:
+    """Depth, references (each resolving inside the schema), patterns: every subschema once."""
     refs = 0
     pattern_properties: bool | None = None  # anywhere in the schema; looked for once, when it matters
     stack: list[tuple[Any, str, int, Any]] = [(schema, "", 0, root)]
@@ -352,6 +383,7 @@ def cost_problem(schema: dict[str, Any]) -> str | None:
         node, pointer, depth, resolver = stack.pop()
         if not isinstance(node, dict):
             continue
+        walked.add(id(node))
         if depth > MAX_DEPTH:
             return f"nests subschemas more than {MAX_DEPTH} deep (at {_where(pointer)}); flatten it with $defs"
         if pointer and isinstance(node.get("$id"), str):
@@ -386,13 +418,14 @@ def cost_problem(schema: dict[str, Any]) -> str | None:
             except BadPattern as exc:
                 return f"has a pattern at {_where(pointer + '/' + keyword)}, {_shown(pattern)}, that {exc}"
         stack.extend((child, child_pointer, depth + 1, resolver) for child, child_pointer in _children(node, pointer))
-    return _expansion_problem(schema, root)
+    return None
 
 
-def _expansion_problem(schema: dict[str, Any], root: Any) -> str | None:
+def _expansion(schema: dict[str, Any], root: Any, walked: set[int]) -> Cost:
     """Follow every reference from the root: a loop back to a schema on the way counts once,
     but a loop that never moves into a part of the value is endless; more than
-    :data:`MAX_EXPANDED` subschemas in all is too costly."""
+    :data:`MAX_EXPANDED` subschemas in all is too costly. A reference must lead to a subschema
+    (not into ``const``, ``enum`` or a keyword Stitch does not know), which the walk checked."""
     visited = 0
     # (subschema, its pointer, resolver, schemas on the way, those since the value last moved)
     stack: list[tuple[Any, str, Any, frozenset[int], frozenset[int]]] = [(schema, "", root, frozenset(), frozenset())]
@@ -402,7 +435,7 @@ def _expansion_problem(schema: dict[str, Any], root: Any) -> str | None:
             continue
         visited += 1
         if visited > MAX_EXPANDED:
-            return (
+            return Cost(
                 f"expands to more than {MAX_EXPANDED:,} subschemas when its references are followed (as nested "
                 "oneOf/anyOf over $refs do); an input schema may cost at most that: share fewer references"
             )
@@ -412,16 +445,21 @@ def _expansion_problem(schema: dict[str, Any], root: Any) -> str | None:
             ref = node.get(key)
             if not isinstance(ref, str):
                 continue
-            target = resolver.lookup(ref)  # resolves: cost_problem checked every reference first
+            target = resolver.lookup(ref)  # resolves: _structure_problem checked every reference first
             mark = id(target.contents)
+            if isinstance(target.contents, dict) and mark not in walked:
+                return Cost(
+                    f"has a {key} at {_where(pointer)}, {_shown(ref)}, that leads to a part of the schema that is "
+                    "not a subschema (inside const, enum or an unknown keyword); point it at one under $defs"
+                )
             if mark in in_place or target.contents is node:
-                return ENDLESS
+                return Cost(ENDLESS)
             if mark not in on_way:
                 stack.append((target.contents, f"{pointer}/{key}", target.resolver, on_way | {mark}, in_place | {mark}))
         for child, child_pointer in _children(node, pointer, definitions=False):
             keyword = child_pointer[len(pointer) + 1 :].split("/", 1)[0]
             stack.append((child, child_pointer, resolver, on_way, in_place if keyword in _IN_PLACE else frozenset()))
-    return None
+    return Cost(None, visited)
 
 
 ENDLESS = (

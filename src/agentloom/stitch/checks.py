@@ -17,7 +17,7 @@ from pydantic_core import ErrorDetails
 
 from agentloom.stitch.graph import Problem, review
 from agentloom.stitch.ids import shown
-from agentloom.stitch.models import Graph
+from agentloom.stitch.models import EDGE_ID_MAX, Graph
 from agentloom.stitch.webhooks import WebhookPolicy
 
 _KINDS = {"nodes": "node", "edges": "edge"}
@@ -109,8 +109,9 @@ def _checkable_part(graph: Any, problems: list[Problem]) -> Graph | None:
 
 
 def _own_id(item: Any) -> str | None:
+    """The id a node or edge gives itself, when it is one a reply may carry (not too long)."""
     value = item.get("id") if isinstance(item, dict) else None
-    return value if isinstance(value, str) and value else None
+    return value if isinstance(value, str) and 0 < len(value) <= EDGE_ID_MAX else None
 
 
 def _model_problem(graph: Any, error: ErrorDetails) -> Problem:

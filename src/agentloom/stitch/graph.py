@@ -193,6 +193,7 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
     gate_schemas: dict[str, dict[str, Any]] = {}
     in_all = _schema_bytes(graph)
     schemas_fit = in_all <= bounded_schemas.MAX_GRAPH_BYTES  # when not, none is checked, nor used
+    spent = _Expansion()
     if not schemas_fit and webhooks is not None:
         problems.append(
             Problem(
@@ -213,12 +214,12 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
             )
         nodes[node.id] = node
         problems.extend(_config_problems(node))
-        gate_problem = _gate_schema(node, gate_schemas) if schemas_fit else None
+        gate_problem = _gate_schema(node, gate_schemas, spent) if schemas_fit else None
         if webhooks is not None:
             problems.extend(_saving_problems(node, webhooks))
             if gate_problem is not None:
                 problems.append(gate_problem)
-    input_schema, input_problem = _flow_input_schema(graph) if schemas_fit else (None, None)
+    input_schema, input_problem = _flow_input_schema(graph, spent) if schemas_fit else (None, None)
     if webhooks is not None and input_problem is not None:
         problems.append(input_problem)
     if not graph.nodes:
@@ -231,7 +232,7 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
             problems.append(
                 Problem(
                     "unique_edge_id",
-                    f"edge id {edge.id!r} is used twice; give each edge an id of its own",
+                    f"edge id {shown(edge.id)} is used twice; give each edge an id of its own",
                     edge_id=edge.id,
                     field="id",
                 )
@@ -242,8 +243,8 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
             problems.append(
                 Problem(
                     "dangling_edge",
-                    f"edge {edge.id!r} points to missing node {missing[0][0]!r} (dangling edge); connect it to a node "
-                    "of the flow, or delete it",
+                    f"edge {shown(edge.id)} points to missing node {shown(missing[0][0])} (dangling edge); "
+                    "connect it to a node of the flow, or delete it",
                     edge_id=edge.id,
                     field=missing[0][1],
                 )
@@ -266,7 +267,7 @@ def review(graph: Graph, webhooks: WebhookPolicy | None = None) -> Review:
             problems.append(
                 Problem(
                     "fan_out_join",
-                    f"node {node_id!r} joins paths of different fan-outs ({', '.join(sorted(upstream[node_id]))}); "
+                    f"node {node_id!r} joins paths of different fan-outs ({_some(sorted(upstream[node_id]))}); "
                     "close each Splitter with a Collector before joining",
                     node_id=node_id,
                 )
@@ -382,7 +383,13 @@ def _cycle_problems(nodes: dict[str, StitchNode], left: set[str], downstream: di
     return problems
 
 
-CYCLE_NAMES = 5  # nodes a cycle's problem names
+CYCLE_NAMES = 5  # nodes a cycle's problem names (and a join's, of its upstream nodes)
+
+
+def _some(ids: list[str]) -> str:
+    """The first few of ``ids``, and how many more."""
+    named = ", ".join(ids[:CYCLE_NAMES])
+    return named if len(ids) <= CYCLE_NAMES else f"{named} and {len(ids) - CYCLE_NAMES:,} more"
 
 
 def _strongly_connected(among: set[str], downstream: dict[str, list[str]]) -> list[list[str]]:
@@ -487,7 +494,7 @@ def _config_problems(node: StitchNode) -> list[Problem]:
             return [
                 Problem(
                     "splitter_array_path",
-                    f"Splitter {node.id!r}: data.arrayPath must be a dotted path such as 'items' (got {path!r})",
+                    f"Splitter {node.id!r}: data.arrayPath must be a dotted path such as 'items' (got {shown(path)})",
                     node_id=node.id,
                     field="arrayPath",
                 )
@@ -579,19 +586,42 @@ def _saving_problems(node: StitchNode, webhooks: WebhookPolicy) -> list[Problem]
 
 # Each input schema is checked once (checking one is the costly part of a review): the plan keeps
 # the usable ones, and saving refuses a graph with the others.
-def _gate_schema(node: StitchNode, usable: dict[str, dict[str, Any]]) -> Problem | None:
+def _gate_schema(node: StitchNode, usable: dict[str, dict[str, Any]], spent: _Expansion) -> Problem | None:
     """A UX node's ``data.inputSchema`` put in ``usable`` by node id, or the problem with it."""
     usable.pop(node.id, None)
     if node.type is not NodeType.UX or "inputSchema" not in node.data:
         return None
     schema = node.data["inputSchema"]
-    problem = input_schemas.schema_problem(schema)
+    problem = spent.problem(schema)
     if problem is None:
         usable[node.id] = schema
         return None
     return Problem(
         "input_schema", f"UX node {shown(node.id)}: data.inputSchema {problem}", node_id=node.id, field="inputSchema"
     )
+
+
+@dataclass
+class _Expansion:
+    """The subschemas a graph's input schemas expand to, added up: checking each costs that
+    much at save (and a graph of a hundred middling schemas costs a hundred times one)."""
+
+    total: int = 0
+
+    def problem(self, schema: Any) -> str | None:
+        """Why ``schema`` is not usable (the end of a sentence), or None; once the graph's are
+        past the limit, the rest are not checked."""
+        if self.total <= bounded_schemas.MAX_GRAPH_EXPANDED:
+            found = input_schemas.check(schema)
+            if found.problem is not None:
+                return found.problem
+            self.total += found.expanded
+        if self.total > bounded_schemas.MAX_GRAPH_EXPANDED:
+            return (
+                f"is past what a flow's input schemas may cost in all ({bounded_schemas.MAX_GRAPH_EXPANDED:,} "
+                "subschemas, their references followed); share fewer references, or ask for less in each form"
+            )
+        return None
 
 
 def _schema_bytes(graph: Graph) -> int:
@@ -601,12 +631,12 @@ def _schema_bytes(graph: Graph) -> int:
     return sum(bounded_schemas.size(schema) for schema in schemas if isinstance(schema, dict))
 
 
-def _flow_input_schema(graph: Graph) -> tuple[dict[str, Any] | None, Problem | None]:
+def _flow_input_schema(graph: Graph, spent: _Expansion) -> tuple[dict[str, Any] | None, Problem | None]:
     """The graph's ``inputSchema`` when it is usable, or the problem with it."""
     extra = graph.model_extra or {}
     if "inputSchema" not in extra:
         return None, None
-    problem = input_schemas.schema_problem(extra["inputSchema"])
+    problem = spent.problem(extra["inputSchema"])
     if problem is None:
         return extra["inputSchema"], None
     return None, Problem("input_schema", f"the flow's inputSchema {problem}", field="inputSchema", loc=("inputSchema",))

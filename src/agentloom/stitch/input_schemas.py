@@ -22,7 +22,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from referencing.exceptions import Unresolvable
 
 from agentloom.stitch import bounded_schemas
-from agentloom.stitch.bounded_schemas import CallerGone, OverBudget
+from agentloom.stitch.bounded_schemas import CallerGone, Cost, OverBudget
 from agentloom.stitch.ids import shown
 
 log = logging.getLogger(__name__)
@@ -34,44 +34,65 @@ _SAVE_BUDGET = bounded_schemas.Budget(steps=20_000, cpu_seconds=0.5)  # the chec
 
 def schema_problem(schema: object) -> str | None:
     """Why ``schema`` cannot be an input schema (the end of a sentence about it), or None."""
+    return check(schema).problem
+
+
+def check(schema: object) -> bounded_schemas.Cost:
+    """Whether ``schema`` can be an input schema (its problem, or None), and what checking a
+    value against it costs (the subschemas it expands to)."""
     if not isinstance(schema, dict):
-        return f"must be a JSON Schema object such as {EXAMPLE} (got {shown(schema)})"
-    problem = bounded_schemas.size_problem(schema)
+        return Cost(f"must be a JSON Schema object such as {EXAMPLE} (got {shown(schema)})")
+    problem = bounded_schemas.size_problem(schema) or bounded_schemas.dialect_problem(schema)
     if problem is not None:
-        return problem
-    problem = bounded_schemas.dialect_problem(schema)
+        return Cost(problem)
+    problem = _meta_problem(schema)
     if problem is not None:
-        return problem
-    try:
-        # The Rust meta-schema check answers in microseconds; jsonschema's, which says what is
-        # wrong in the words the designer shows, runs only for a schema that is not valid.
-        if not jsonschema_rs.meta.is_valid(schema):
-            Draft202012Validator.check_schema(schema, format_checker=None)
-    except SchemaError as exc:
-        where = ".".join(str(part) for part in exc.path)
-        return (
-            f"is not a valid JSON Schema (Draft 2020-12): {_bounded(exc.message)}"
-            + (f" at {where}" if where else "")
-            + "; fix that keyword"
-        )
-    except (RecursionError, jsonschema_rs.ValidationError, ValueError):
-        return f"nests subschemas more than {bounded_schemas.MAX_DEPTH} deep; flatten it with $defs"
+        return Cost(problem)
     if schema.get("type") != "object":
-        return (
+        return Cost(
             f'must describe an object: set "type": "object" at its top, with the fields under "properties" '
             f"(got type {shown(schema.get('type'))})"
         )
-    problem = bounded_schemas.cost_problem(schema)
-    if problem is not None:
-        return problem
+    found = bounded_schemas.cost(schema)
+    if found.problem is not None:
+        return found
     try:
         with bounded_schemas.metered(_SAVE_BUDGET):
             list(bounded_schemas.validator(schema).iter_errors({}))
     except RecursionError:
-        return bounded_schemas.ENDLESS
+        return Cost(bounded_schemas.ENDLESS)
     except OverBudget:
-        return _COSTLY
-    return None
+        return Cost(_COSTLY)
+    return found
+
+
+_WORDED = 8 * 1024  # a schema up to this size that is not valid is explained by jsonschema (fast enough)
+
+
+def _meta_problem(schema: dict[str, Any]) -> str | None:
+    """Why ``schema`` is not a valid JSON Schema, or None. The Rust check answers in
+    microseconds; jsonschema's, whose words the designer shows, explains a small schema that
+    is not valid (on a large one it may take seconds)."""
+    try:
+        jsonschema_rs.meta.validate(schema)
+        return None
+    except jsonschema_rs.ValidationError as exc:
+        message, path = exc.message, [str(part) for part in exc.instance_path]
+    except (RecursionError, ValueError):
+        return f"nests subschemas more than {bounded_schemas.MAX_DEPTH} deep; flatten it with $defs"
+    if bounded_schemas.size(schema) <= _WORDED:
+        try:
+            Draft202012Validator.check_schema(schema, format_checker=None)
+        except SchemaError as exc:
+            message, path = exc.message, [str(part) for part in exc.path]
+        except RecursionError:
+            pass
+    where = ".".join(path)
+    return (
+        f"is not a valid JSON Schema (Draft 2020-12): {_bounded(message)}"
+        + (f" at {where}" if where else "")
+        + "; fix that keyword"
+    )
 
 
 _COSTLY = (

@@ -35,7 +35,9 @@ def extract_array(value: Any, array_path: str | None) -> tuple[list[Any], str | 
     for part in (array_path or "").split(".") if array_path else []:
         if isinstance(current, dict) and part in current:
             current = current[part]
-        elif isinstance(current, list) and part.isascii() and part.isdigit() and int(part[:20]) < len(current):
+        elif isinstance(current, list) and part.isascii() and part.isdigit() and len(part) <= 18:
+            if int(part) >= len(current):
+                return [], f"{where} does not exist in the input (stopped at {shown(part)})"
             current = current[int(part)]
         else:
             return [], f"{where} does not exist in the input (stopped at {shown(part)})"

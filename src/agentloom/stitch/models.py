@@ -22,6 +22,8 @@ NO_NUL = "^[^\\u0000]*$"
 # ids.node_id_problem: the URL-safe alphabet, not dots alone.
 NODE_ID_PATTERN = "^(?!\\.+$)[A-Za-z0-9_.:-]+$"
 HTTP_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+"  # graph._is_http_url: a scheme and a host
+NODE_ID_MAX = 200
+EDGE_ID_MAX = 500  # React Flow names an edge after both its nodes and their handles
 JSON_VALUE_REF = {"$ref": "#/components/schemas/JsonValue"}
 # Any JSON value that values.check accepts (its depth limit is said in the description only).
 JSON_VALUE_SCHEMA: dict[str, Any] = {
@@ -173,7 +175,7 @@ class StitchNode(BaseModel):
 
     model_config = ConfigDict(extra="allow", json_schema_extra=_NODE_SCHEMA)
 
-    id: str = Field(min_length=1, max_length=200, json_schema_extra={"pattern": NODE_ID_PATTERN})
+    id: str = Field(min_length=1, max_length=NODE_ID_MAX, json_schema_extra={"pattern": NODE_ID_PATTERN})
     type: NodeType
     position: Position = Field(default_factory=Position)
     # NodeConfig: webhookUrl, arrayPath, ...
@@ -190,9 +192,9 @@ class StitchNode(BaseModel):
 
 class StitchEdge(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, json_schema_extra=EXTRA_KEYS)
-    id: str = text_field(min_length=1)
-    source: str = text_field()
-    target: str = text_field()
+    id: str = text_field(min_length=1, max_length=EDGE_ID_MAX)
+    source: str = text_field(max_length=NODE_ID_MAX)  # a node's id
+    target: str = text_field(max_length=NODE_ID_MAX)
     sourceHandle: str | None = text_field(default=None)
     targetHandle: str | None = text_field(default=None)
 

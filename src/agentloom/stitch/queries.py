@@ -95,7 +95,8 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         created_at = datetime.strptime(moment, "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise problem from None
-    if not is_uuid(run_id):
+    # Only a cursor this server gives out: another spelling of the same moment or id is refused.
+    if not is_uuid(run_id) or run_id != run_id.lower() or encode_cursor(created_at, run_id) != cursor:
         raise problem
     return created_at, run_id
 
@@ -210,6 +211,9 @@ def _gate_schemas(graph: Any) -> dict[str, dict[str, Any]]:
 
 
 # -- runs waiting for a person -----------------------------------------------------------
+_GATES: dict[tuple[str, int], tuple[dict[str, str | None], dict[str, dict[str, Any]]]] = {}
+
+
 def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
     """Every UX gate waiting for a person, longest waiting first: ``{run_id, flow_id, node_id,
     prompt, input_schema, since}`` (``node_id`` is the key to complete: ``review_2`` on a
@@ -221,8 +225,8 @@ def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> li
         query = query.where(runs.c.flow_id == _flow_id(flow_id))
     found: list[dict[str, Any]] = []
     # A run keeps the graph of the version it started with: its gates' prompts and schemas are
-    # read once per flow version (checking a schema is the costly part of this page).
-    gates_of: dict[tuple[str, int], tuple[dict[str, str | None], dict[str, dict[str, Any]]]] = {}
+    # read once per flow version and process (checking a schema is the costly part of this page).
+    gates_of = _GATES
     with db.reading() as conn:
         for row in conn.execute(query.order_by(runs.c.created_at, runs.c.id)).mappings():
             # Gates on fan-out paths are rows of their own, found along ix_stitch_paths_waiting.
@@ -240,6 +244,8 @@ def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> li
                 continue
             version = (row["flow_id"], row["flow_version"])
             if version not in gates_of:
+                if len(gates_of) > 512:
+                    gates_of.clear()
                 gates_of[version] = _prompts(row["graph"]), _gate_schemas(row["graph"])
             prompts, schemas = gates_of[version]
             found += [
