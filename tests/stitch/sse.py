@@ -87,9 +87,15 @@ class SseReader:
             if predicate(message):
                 return got
 
-    def quiet(self, seconds: float) -> list[dict[str, Any]]:
-        """Whatever arrives within ``seconds`` (to check that nothing more comes)."""
-        time.sleep(seconds)
+    def until_keepalive(self, timeout: float = 60) -> list[dict[str, Any]]:
+        """Whatever arrives before the server's next keep-alive comment (to check that nothing more
+        comes): the server sends a stream's messages as it has them and the comment only when it has
+        had none for ``live.KEEPALIVE`` seconds, so a message it meant to send would come first."""
+        seen = self.comments
+        deadline = time.monotonic() + timeout
+        while self.comments == seen:
+            assert time.monotonic() < deadline, f"no keep-alive comment within {timeout} s"
+            time.sleep(0.05)
         got = []
         while not self.queue.empty():
             got.append(self.queue.get_nowait())

@@ -4,7 +4,6 @@ fan-out summaries), cancel, and unknown query parameters on every endpoint."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -110,7 +109,7 @@ def test_every_endpoint_refuses_unknown_query_parameters(server: StitchServer, p
 
 
 @pytest.mark.slow
-def test_a_flow_with_10000_runs_pages_fast(server: StitchServer) -> None:
+def test_a_flow_with_10000_runs_pages_through_every_run_once(server: StitchServer) -> None:
     flow = gated_flow(server)
     base = datetime.now(UTC) - timedelta(days=1)  # recent: within the default retention, never pruned here
     # Written straight into the database (starting 10,000 runs over HTTP would take minutes):
@@ -135,18 +134,15 @@ def test_a_flow_with_10000_runs_pages_fast(server: StitchServer) -> None:
     expected = [r["id"] for r in sorted(rows, key=lambda r: (r["created_at"], r["id"]), reverse=True)]
 
     seen: list[str] = []
-    slowest, cursor = 0.0, None
+    cursor = None
     while True:
-        began = time.perf_counter()
         page = server.http.get(
             "/runs", params={"flow_id": flow, "limit": 500, **({"cursor": cursor} if cursor else {})}
         ).json()
-        slowest = max(slowest, time.perf_counter() - began)
         seen += [r["id"] for r in page["runs"]]
         if not (cursor := page["next_cursor"]):
             break
-    assert seen == expected
-    assert slowest < 1.0, f"a page of 500 took {slowest:.2f} s"
+    assert seen == expected  # every run once, newest first (how fast a page is: BENCHMARKS.md, "console")
     failed = server.http.get("/runs", params={"flow_id": flow, "status": "failed", "limit": 1000}).json()
     assert len(failed["runs"]) == 1000 and {r["status"] for r in failed["runs"]} == {"failed"}
     second = server.http.get(

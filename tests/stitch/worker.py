@@ -5,7 +5,8 @@ output = input), ``late`` (after ``config.delay`` seconds, times the input when
 ``config.delayByInput``), ``twice`` (the same callback two times), ``fail`` (status failed),
 ``flaky`` (fails the first time it sees a node, then echoes), ``never`` (accept and stay
 silent), ``reject`` (answer 500), ``slow`` (answer the webhook itself only after
-``config.delay`` seconds), ``spray`` (post the callback to every base URL in
+``config.delay`` seconds), ``hold`` (answer the webhook only once the test calls
+``release()``), ``spray`` (post the callback to every base URL in
 ``config.servers`` at once), ``garbage`` (answer 500 with a long body full of NULs and
 terminal escapes). ``config.failOn`` fails the paths whose input equals it.
 Every webhook received is recorded, so tests can count dispatches, and so is the HTTP status
@@ -37,6 +38,7 @@ class Worker:
         self.received: list[dict[str, Any]] = []
         self.answers: list[tuple[str, int, int]] = []  # (node key, attempt, HTTP status of the callback's answer)
         self._lock = threading.Lock()
+        self._released = threading.Event()
         self._client: httpx.AsyncClient | None = None
         self._server = uvicorn.Server(
             uvicorn.Config(
@@ -62,6 +64,7 @@ class Worker:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._released.set()
         self._server.should_exit = True
         self._thread.join(timeout=10)
 
@@ -74,6 +77,9 @@ class Worker:
             return Response("nope", status_code=500)
         if mode == "garbage":
             return Response(b"\x00\x1b[31mboom\x07\r\n\x00" * 4000 + b"\xff\xfe tail", status_code=500)
+        if mode == "hold":
+            await asyncio.to_thread(self._released.wait, 300)
+            return JSONResponse({"accepted": True})
         if mode == "slow":
             await asyncio.sleep(float(payload["config"].get("delay", 5)))
             return JSONResponse({"accepted": True})
@@ -114,6 +120,10 @@ class Worker:
             response = await self._client.post(url, json=body)
             with self._lock:
                 self.answers.append((payload["nodeId"], attempt, response.status_code))
+
+    def release(self) -> None:
+        """Answer the webhooks held in mode ``hold`` (and every later one at once)."""
+        self._released.set()
 
     def keys(self) -> list[str]:
         with self._lock:

@@ -145,9 +145,7 @@ async def test_config_changes_are_seen_by_the_next_call(project: Path, tmp_path:
         await client.call_tool("list_docsets", {})
         # Same size, same coarse timestamp tick: only the content differs.
         path.write_text(CONFIG.replace('"18.2"', '"18.3"'))
-        started = time.perf_counter()
         result = await client.call_tool("search_docs", {"docset": "react", "keywords": ["x"]})
-        assert time.perf_counter() - started < 0.1
         assert "react-18.3/" in text(result)
 
         path.write_text("docsets:\n  - name: react\n\tversion: broken\n")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,9 +32,7 @@ def test_first_initialisation_creates_the_table(
 
     index = make_index(tmp_path, [seed_root])
     index.model()  # registry set-up is not LanceDB's initialisation
-    started = time.perf_counter()
     table = index.table()
-    assert time.perf_counter() - started < 5.0
     assert (tmp_path / "data" / "skills" / "skills.lance").is_dir()
     assert set(table.schema.names) == {"id", "name", "description", "tags", "vector", "metadata"}
     assert set(table.schema.field("metadata").type.names) >= {"path", "size", "hash", "indexedAt", "model"}
@@ -47,9 +45,7 @@ def test_second_initialisation_opens_without_touching_data(
     version = seed_index.table().version
     rows = seed_index.rows()
     again = make_index(tmp_path, [seed_root])
-    started = time.perf_counter()
     table = again.table()
-    assert time.perf_counter() - started < 1.0
     assert table.version == version
     assert again.rows() == rows
     assert (again.table_model() or {}).get("key") == "multilingual-e5-small"
@@ -72,15 +68,31 @@ def test_embeddings_are_valid_deterministic_and_cosine(seed_index: SkillIndex) -
 
 
 # -- seed: 向量检索 ---------------------------------------------------------------------------
-def test_commit_request_in_chinese_finds_git_commit(seed_index: SkillIndex) -> None:
+def test_commit_request_in_chinese_finds_git_commit(seed_index: SkillIndex, monkeypatch: pytest.MonkeyPatch) -> None:
     result = seed_index.search("帮我提交代码")
     assert names(result)[0] == "git-commit"
     assert score(result, "git-commit") > 0.75
     assert result["mode"] == "hybrid" and result["fallback"] is False
-    # The query vector is cached after the first call: the search itself is fast.
-    started = time.perf_counter()
-    seed_index.search("帮我提交代码")
-    assert time.perf_counter() - started < 0.2
+    # The query vectors are cached after the first call: the same request embeds nothing again.
+    service = seed_index.embeddings
+    resolve = service._use
+    embedded: list[list[str]] = []
+
+    class Watched:
+        def __init__(self, provider: Any) -> None:
+            self.provider = provider
+
+        def embed(self, texts: list[str]) -> Any:
+            embedded.append(list(texts))
+            return self.provider.embed(texts)
+
+    def watched(model_key: str | None = None) -> tuple[Any, Watched]:
+        record, provider = resolve(model_key)
+        return record, Watched(provider)
+
+    monkeypatch.setattr(service, "_use", watched)
+    assert seed_index.search("帮我提交代码") == result
+    assert embedded == []
 
 
 def test_excel_request_in_chinese_finds_excel_analysis(seed_index: SkillIndex) -> None:

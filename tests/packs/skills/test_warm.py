@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -14,28 +12,6 @@ import pytest
 from agentloom.packs.skills import warm
 from tests.conftest import PYTHON
 from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_skill
-
-# A CLI search with warm caches measured 1.8 s of CPU (user + sys), 2.5 s wall (median; best 1.8 s) on 2 cores
-# (BENCHMARKS.md, "CLI warm"); at 8f2fef7, 5.8 s of CPU and 7.9 s wall. CPU time is asserted (a loaded machine
-# stretches wall time, not CPU time), wall time loosely.
-WARM_CPU_SECONDS = 3.0  # on a quiet machine; see _cpu_budget
-
-
-def _cpu_budget() -> float:
-    """WARM_CPU_SECONDS, scaled (up to 2x) while the machine runs more than one task per core, as under
-    the parallel suite: a command's own CPU seconds grow then (shared caches, thread pools that spin)."""
-    oversubscribed = os.getloadavg()[0] / (os.cpu_count() or 1)
-    return WARM_CPU_SECONDS * min(2.0, max(1.0, oversubscribed))
-
-
-WARM_WALL_SECONDS = 8.0  # on a quiet machine; scaled as the CPU budget is (_wall_budget)
-
-
-def _wall_budget() -> float:
-    """WARM_WALL_SECONDS, scaled (up to 2x) as :func:`_cpu_budget` is: other tasks stretch wall time more."""
-    oversubscribed = os.getloadavg()[0] / (os.cpu_count() or 1)
-    return WARM_WALL_SECONDS * min(2.0, max(1.0, oversubscribed))
-
 
 # Reports the modules a command imported, at exit (the command itself exits through SystemExit).
 _RUN = (
@@ -47,18 +23,12 @@ _RUN = (
 )
 
 
-def _run(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
-    """(the finished command, its wall seconds, its CPU seconds: user + sys of the child)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
+def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [PYTHON, "-c", _RUN, *args], env=env, capture_output=True, text=True, timeout=300, check=False
     )
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert done.returncode == 0, done.stderr
-    return done, wall, cpu
+    return done
 
 
 def _modules(stderr: str) -> set[str]:
@@ -67,7 +37,11 @@ def _modules(stderr: str) -> set[str]:
 
 
 @pytest.mark.slow
-def test_a_cold_cache_is_announced_then_a_warm_cli_search_is_fast(tmp_path: Path) -> None:
+def test_a_cold_cache_is_announced_then_a_warm_cli_search_builds_nothing_and_needs_no_lancedb(
+    tmp_path: Path,
+) -> None:
+    """What makes a warm search cheap, as behaviour: nothing built, LanceDB and pyarrow not imported,
+    the same reply. How long it takes (CPU and wall) is BENCHMARKS.md's "CLI warm"."""
     root = tmp_path / "skills"
     for name, (description, tags) in SEED_SKILLS.items():
         write_skill(root, name, description, tags)
@@ -80,7 +54,7 @@ def test_a_cold_cache_is_announced_then_a_warm_cli_search_is_fast(tmp_path: Path
     )
 
     # An empty cache: both models build their cached files, and say so on stderr.
-    indexed, _, _ = _run(env, "skills", "index", str(root), "--json")
+    indexed = _run(env, "skills", "index", str(root), "--json")
     assert json.loads(indexed.stdout)["added"] == 4
     announced = [line for line in indexed.stderr.splitlines() if "agentloom.embeddings.firstuse" in line]
     assert any(
@@ -92,23 +66,17 @@ def test_a_cold_cache_is_announced_then_a_warm_cli_search_is_fast(tmp_path: Path
     assert any("building the cached copy of use-multilingual-v3 (first use" in line for line in announced), announced
     assert any("built the ONNX graph and tokenizer of multilingual-e5-small in" in line for line in announced)
 
-    first, _, _ = _run(env, "skills", "search", "帮我提交代码", "--json")  # reads the store, writes the warm copy
+    first = _run(env, "skills", "search", "帮我提交代码", "--json")  # reads the store, writes the warm copy
     expected = json.loads(first.stdout)
     assert expected["results"][0]["name"] == "git-commit" and expected["mode"] == "hybrid"
     assert (tmp_path / "data" / "skills" / warm.FILE).is_file()
 
-    runs = [_run(env, "skills", "search", "帮我提交代码", "--json") for _ in range(3)]
-    for done, _, _ in runs:
+    for _ in range(2):
+        done = _run(env, "skills", "search", "帮我提交代码", "--json")
         assert json.loads(done.stdout) == expected  # the same reply, scores included
         assert "agentloom.embeddings.firstuse:" not in done.stderr  # nothing is built any more
         loaded = _modules(done.stderr)
         assert not {m for m in loaded if m.split(".")[0] in ("lancedb", "pyarrow")}, "the warm copy needs no LanceDB"
-    best_wall = min(wall for _, wall, _ in runs)
-    best_cpu = min(cpu for _, _, cpu in runs)
-    budget = _cpu_budget()
-    assert best_cpu <= budget, f"warm CLI search used {best_cpu:.2f} s of CPU (budget {budget:.2f} s)"
-    wall_budget = _wall_budget()
-    assert best_wall <= wall_budget, f"warm CLI search took {best_wall:.2f} s (budget {wall_budget:.2f} s)"
 
 
 @pytest.mark.slow

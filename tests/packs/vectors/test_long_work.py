@@ -69,40 +69,44 @@ async def test_a_5_mb_document_reports_progress_and_a_cancel_leaves_the_collecti
                 text="A short note about the river and its stones.",
             )
             before = await _state(client, "books")
-            stamps: list[tuple[float, float, float | None, str | None]] = []
+            stamps: list[tuple[float, float | None, str | None]] = []
+            progressing = anyio.Event()
+            finished = False
 
             async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-                stamps.append((time.monotonic(), progress, total, message))
+                stamps.append((progress, total, message))
+                if len(stamps) >= 2:
+                    progressing.set()
 
-            started = time.monotonic()
-            with anyio.move_on_after(3.0) as scope:
+            async def add() -> None:
+                nonlocal finished
                 await client.call_tool(
                     "vector_add_document",
                     {"collection": "books", "document_id": "book", "text": text},
                     progress_callback=on_progress,
                 )
-            assert scope.cancelled_caught, "5 MB were added in 3 s: the test needs a larger text"
-            cancelled = time.monotonic()
-            after = await _state(client, "books")
-            answered = time.monotonic() - cancelled
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                if "vector_add_document into 'books': stopped" in log.read_text():
-                    break
-                await anyio.sleep(0.1)
+                finished = True
+
+            # Cancelled once the add has reported progress twice, however long that takes.
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(add)
+                with anyio.fail_after(120):
+                    await progressing.wait()
+                tg.cancel_scope.cancel()
+            assert not finished, "5 MB were added before two progress notifications: the test needs a larger text"
+            reported = len(stamps)
+            after = await _state(client, "books")  # the next call is answered, even while the add rolls back
+            await _wait_for(log, "vector_add_document into 'books': stopped")
             stopped_log = log.read_text()
             finally_ = await _state(client, "books")
             search = await call(client, "vector_search", collection="books", query="copper lantern orbit", n=5)
-    assert answered < 1.0
     assert after == before and finally_ == before  # nothing of the cancelled add, even while it rolls back
     assert {hit["document_id"] for hit in search["results"]} == {"keep"}
     assert "cancelled by the client" in stopped_log and ": stopped" in stopped_log
-    times = [started] + [s[0] for s in stamps if s[0] <= cancelled]
-    assert len(times) >= 2, "no progress notification in 3 s"
-    assert max(b - a for a, b in zip(times, times[1:])) <= 2.0
-    values = [s[1] for s in stamps]
+    assert reported >= 2  # progress came while the add ran (how often: BENCHMARKS.md, "Long work")
+    values = [s[0] for s in stamps]
     assert values == sorted(values) and len(set(values)) == len(values)  # MCP: progress always increases
-    assert all(s[3] for s in stamps)  # every notification says what is happening
+    assert all(s[2] for s in stamps)  # every notification says what is happening
 
 
 def _raw_add(raw: RawStdio, id_: int, collection: str, text: str, document_id: str) -> None:
@@ -144,20 +148,19 @@ async def test_closing_stdin_during_a_large_add_ends_the_server_and_keeps_the_co
     _raw_add(raw, 3, "books", "A short note about the river and its stones.", "keep")
     assert not _answer(raw, 3)["result"]["isError"]
     _raw_add(raw, 4, "books", book(5_000_000), "book")
-    assert raw.receive()["method"] == "notifications/progress"  # the add is under way
-    await anyio.sleep(1.0)
+    for _ in range(2):  # the add is under way: it has reported progress twice
+        assert raw.receive()["method"] == "notifications/progress"
     assert raw.proc.stdin is not None
     raw.proc.stdin.close()
-    closed = time.monotonic()
+    # The server ends itself within EXIT_AFTER of its stdin closing, whatever still runs; the deadline
+    # here gives a loaded machine ten times that (the time itself: BENCHMARKS.md, "Long work").
     try:
-        raw.proc.wait(timeout=5)
+        raw.proc.wait(timeout=10 * EXIT_AFTER)
     except subprocess.TimeoutExpired:
         raw.proc.kill()
-        pytest.fail("the server was still running 5 s after its stdin closed")
-    ended = time.monotonic() - closed
+        pytest.fail(f"the server was still running {10 * EXIT_AFTER:g} s after its stdin closed")
     assert raw.proc.stderr is not None
     stderr = raw.proc.stderr.read()
-    assert ended <= EXIT_AFTER + 1.5, stderr  # the server's own bound, and 1.5 s for a loaded machine
     assert "stdin closed" in stderr
     async with stdio_client_session(server_env, "--packs", "vectors") as client:
         listed, documents = await _state(client, "books")
@@ -165,16 +168,15 @@ async def test_closing_stdin_during_a_large_add_ends_the_server_and_keeps_the_co
     assert [(c["name"], c["document_count"], c["chunk_count"]) for c in listed["collections"]] == [("books", 1, 1)]
 
 
-async def test_a_text_over_the_limit_is_refused_at_once_naming_the_size_the_limit_and_the_ways_out(
+async def test_a_text_over_the_limit_is_refused_before_any_work_naming_the_size_the_limit_and_the_ways_out(
     server_env: dict[str, str],
 ) -> None:
     async with stdio_client_session(
         {**server_env, "AGENTLOOM_VECTORS__MAX_TEXT_MB": "1"}, "--packs", "vectors"
     ) as client:
         await call(client, "vector_create_collection", name="books")
-        started = time.monotonic()
         message = await error(client, "vector_add_document", collection="books", text="é" * 600_000)
-        took = time.monotonic() - started
+        _, refused = await _state(client, "books")  # nothing of it was stored
         several = await error(
             client,
             "vector_add_documents",
@@ -182,17 +184,14 @@ async def test_a_text_over_the_limit_is_refused_at_once_naming_the_size_the_limi
             documents=[{"text": "x" * 600_000}, {"text": "y" * 600_000}],
         )
         fits = await call(client, "vector_add_document", collection="books", text="river stone " * 2_000)
-    assert took < 1.0
+    assert refused == []
     assert message.startswith("text is 1.2 MB of UTF-8, over this server's limit of 1 MB per call.")
     assert "vector_add_files" in message and "AGENTLOOM_VECTORS__MAX_TEXT_MB" in message
     assert "max_text_mb" in message and "[pack_settings.vectors]" in message
     assert "documents (all texts together) is at least 1.2 MB" in several
     assert fits["chunk_count"] > 0
     async with stdio_client_session(server_env, "--packs", "vectors") as client:  # the default limit
-        started = time.monotonic()
         message = await error(client, "vector_add_document", collection="books", text="river " * 3_500_000)
-        took = time.monotonic() - started
-    assert took < 1.0
     assert message.startswith("text is at least 21.0 MB of UTF-8, over this server's limit of 20 MB per call.")
 
 
@@ -257,17 +256,12 @@ def http_server_url(server_env: dict[str, str], tmp_path: Path) -> Iterator[tupl
             proc.wait(timeout=10)
 
 
-def _logged(log: Path) -> str:
-    # Read in the test's own thread: a hop to a worker thread would add to the time being measured.
-    return log.read_text()
-
-
-async def _wait_for(log: Path, text: str, seconds: float) -> float:
-    started = time.monotonic()
-    while text not in (logged := _logged(log)):
-        assert time.monotonic() - started < seconds, f"{text!r} not logged within {seconds} s:\n{logged}"
+async def _wait_for(log: Path, text: str, seconds: float = 120) -> None:
+    """Until ``text`` is in the server's log; the deadline is for a hang (how soon: BENCHMARKS.md, "Long work")."""
+    deadline = time.monotonic() + seconds
+    while text not in (logged := await anyio.Path(log).read_text()):
+        assert time.monotonic() < deadline, f"{text!r} not logged within {seconds} s:\n{logged}"
         await anyio.sleep(0.05)
-    return time.monotonic() - started
 
 
 @pytest.mark.parametrize("how", ["cancel", "session end"])
@@ -282,9 +276,11 @@ async def test_over_http_a_cancel_or_the_end_of_the_session_stops_a_large_add(
         await call(client, "vector_add_document", collection="books", document_id="keep", text="River stones.")
         before = await _state(client, "books")
     messages: list[str | None] = []
+    progressing = anyio.Event()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         messages.append(message)
+        progressing.set()
 
     async with Client(url) as client:
         async with anyio.create_task_group() as tg:
@@ -297,14 +293,14 @@ async def test_over_http_a_cancel_or_the_end_of_the_session_stops_a_large_add(
                 )
 
             tg.start_soon(add)
-            await anyio.sleep(3.0)
+            with anyio.fail_after(120):
+                await progressing.wait()  # the add is under way
             tg.cancel_scope.cancel()  # the client gives up the call: MCP's notifications/cancelled
         if how == "cancel":
-            stopped = await _wait_for(log, "vector_add_document into 'books': stopped", 5)
+            await _wait_for(log, "vector_add_document into 'books': stopped")
             assert await _state(client, "books") == before
     if how == "session end":
-        stopped = await _wait_for(log, "vector_add_document into 'books': stopped", 5)
-    assert stopped < 1.0
+        await _wait_for(log, "vector_add_document into 'books': stopped")
     assert messages and all(messages)
     async with Client(url) as client:
         assert await _state(client, "books") == before
