@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, RowMapping, delete, func, select, update
 
@@ -50,6 +50,17 @@ _CHECKS = 5  # a run's input checked against so many versions saved one after th
 
 class FlowChanging(RuntimeError):
     """The flow was saved again and again while a run of it was being started (409)."""
+
+
+class _Unplanned(Exception):
+    """A transaction met a flow version this process has not planned (see ``Engine._planned``)."""
+
+    def __init__(self, flow_id: str, version: int, run_id: str) -> None:
+        super().__init__(f"flow {flow_id} version {version} is not planned in this process")
+        self.flow_id, self.version, self.run_id = flow_id, version, run_id
+
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -301,6 +312,9 @@ class Engine:
         never deadlock; callbacks on one run keep their arrival order, one round each. If any
         of them raises, nothing is committed: the caller applies them one by one instead.
         """
+        return self._planned(lambda plan_here: self._callbacks(calls, plan_here))
+
+    def _callbacks(self, calls: Sequence[CallbackCall], plan_here: bool) -> list[tuple[Result, list[Sending]]]:
         waiting = sorted(range(len(calls)), key=lambda i: calls[i][0])
         done: dict[int, tuple[Result, list[Sending]]] = {}
         counted: list[tuple[str, Execution, str]] = []  # counted once the transaction committed
@@ -315,7 +329,7 @@ class Engine:
                         this_round[calls[i][0]] = i
                 waiting = later
                 self._callback_round(
-                    conn, [calls[i] for i in this_round.values()], list(this_round.values()), done, counted
+                    conn, [calls[i] for i in this_round.values()], list(this_round.values()), done, counted, plan_here
                 )
         for flow_id, execution, status in counted:
             metrics.applied(flow_id, execution, status)
@@ -328,6 +342,7 @@ class Engine:
         ids: list[int],
         done: dict[int, tuple[Result, list[Sending]]],
         counted: list[tuple[str, Execution, str]],
+        plan_here: bool,
     ) -> None:
         rows = self.db.hot.read_runs(conn, [call[0] for call in calls if is_uuid(call[0])])
         applied: list[tuple[int, RunRow, str, Execution]] = []
@@ -336,7 +351,7 @@ class Engine:
             if row is None:
                 done[i] = _no_run(run_id), []
                 continue
-            execution = self._load(conn, run_id, row)
+            execution = self._load(conn, run_id, row, plan_here)
             done[i] = execution.callback(key, attempt, status, output, error), []
             if execution.events:
                 applied.append((i, row, run_id, execution))
@@ -349,12 +364,32 @@ class Engine:
         """One event on one run, in its own transaction."""
         if not is_uuid(run_id):
             return _no_run(run_id), []
+        return self._planned(lambda plan_here: self._one_event(run_id, apply, with_connection, plan_here))
+
+    def _planned(self, work: Callable[[bool], _T]) -> _T:
+        """``work`` (one transaction), run again after planning outside it a flow version it met
+        that this process had not planned: planning checks the graph's input schemas, which
+        never happens while a run is locked (but in the last try, should the plans keep going)."""
+        for attempt in range(_CHECKS):
+            try:
+                return work(attempt == _CHECKS - 1)
+            except _Unplanned as unplanned:
+                self._plan_apart(unplanned.flow_id, unplanned.version, unplanned.run_id)
+        raise AssertionError("the last try plans in its transaction")
+
+    def _plan_apart(self, flow_id: str, version: int, run_id: str) -> None:
+        with self.db.reading() as conn:
+            _plan(flow_id, version, lambda: self.db.hot.read_graph(conn, run_id))
+
+    def _one_event(
+        self, run_id: str, apply: Any, with_connection: bool, plan_here: bool
+    ) -> tuple[Result, list[Sending]]:
         with self.db.transaction() as conn:
             # Locks the run (FOR UPDATE; SQLite: BEGIN IMMEDIATE).
             row = self.db.hot.read_runs(conn, [run_id]).get(run_id)
             if row is None:
                 return _no_run(run_id), []
-            execution = self._load(conn, run_id, row)
+            execution = self._load(conn, run_id, row, plan_here)
             result = apply(execution, conn) if with_connection else apply(execution)
             if not execution.events:
                 return result, []
@@ -362,8 +397,10 @@ class Engine:
         metrics.applied(row.flow_id, execution, written.status)
         return result, written.sendings
 
-    def _load(self, conn: Connection, run_id: str, row: RunRow) -> Execution:
+    def _load(self, conn: Connection, run_id: str, row: RunRow, plan_here: bool) -> Execution:
         hot = self.db.hot
+        if not plan_here and (row.flow_id, row.flow_version) not in _PLANS:
+            raise _Unplanned(row.flow_id, row.flow_version, run_id)
         plan, _ = _plan(row.flow_id, row.flow_version, lambda: hot.read_graph(conn, run_id))
         nodes = NodeStates(
             node_states(row.node_states),
