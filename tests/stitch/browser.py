@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from agentloom.stitch.console import CONSOLE_DIR
+from tests.stitch.conftest import StitchServer
 
 CHROMIUM = os.environ.get("STITCH_TEST_CHROMIUM", "/usr/bin/chromium")
 # What a headless Chromium needs on a machine with no network, no GPU and no screen.
@@ -74,3 +75,11 @@ def screenshot(page: Page, name: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(folder) / f"{name}.png"))
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[StitchServer]:
+    """A server for a page: the console does not depend on the database, so SQLite only."""
+    stitch = StitchServer(f"sqlite:///{tmp_path / 'console.db'}", tmp_path).start()
+    yield stitch
+    stitch.stop()

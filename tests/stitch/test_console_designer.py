@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +16,13 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from agentloom.stitch.console import CONSOLE_DIR
-from tests.stitch.browser import browser, missing, page, screenshot  # noqa: F401 - fixtures
+from tests.stitch.browser import browser, missing, page, screenshot, server  # noqa: F401 - fixtures
 from tests.stitch.conftest import StitchServer
 
 pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 UUID = r"[0-9a-f-]{36}"
 BUNDLE_LIMIT = 400_000  # bytes of the console's JS and CSS, gzipped
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[StitchServer]:
-    """The console does not depend on the database: SQLite only."""
-    stitch = StitchServer(f"sqlite:///{tmp_path / 'designer.db'}", tmp_path).start()
-    yield stitch
-    stitch.stop()
 
 
 # -- helpers ---------------------------------------------------------------------------------------

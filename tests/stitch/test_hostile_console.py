@@ -5,25 +5,14 @@ and sends the answer that fits."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.stitch.browser import browser, missing, page  # noqa: F401 - fixtures
+from tests.stitch.browser import browser, missing, page, server  # noqa: F401 - fixtures
 from tests.stitch.conftest import StitchServer
 from tests.stitch.hostile import waiting_gate
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[StitchServer]:
-    """The form does not depend on the database: SQLite only."""
-    stitch = StitchServer(f"sqlite:///{tmp_path / 'console.db'}", tmp_path).start()
-    yield stitch
-    stitch.stop()
 
 
 def test_a_backtracking_pattern_is_judged_by_the_server_not_the_browser(server: StitchServer, page: Page) -> None:

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection
 
-from agentloom.stitch import engine as engine_module
-from agentloom.stitch import input_schemas
+from agentloom.stitch import input_schemas, plans
 from agentloom.stitch.db import Database
 from agentloom.stitch.engine import Engine
 from agentloom.stitch.flows import Flows
@@ -68,15 +67,15 @@ def test_schemas_and_values_are_checked_outside_every_transaction(
     engine = Engine(db, "http://127.0.0.1:9")
     seen = recorded(monkeypatch, db)
 
-    engine_module._PLANS.clear()  # a fresh process: nothing planned
+    plans.forget()  # a fresh process: nothing planned
     with pytest.raises(InputRefused):
         engine.start_run(flow["id"], {"n": "one"})
-    engine_module._PLANS.clear()
+    plans.forget()
     run, _ = engine.start_run(flow["id"], {"n": 1})
-    engine_module._PLANS.clear()
+    plans.forget()
     with pytest.raises(InputRefused):
         engine.complete(run["id"], "gate", {"ok": "yes"})
-    engine_module._PLANS.clear()
+    plans.forget()
     result, _ = engine.cancel_run(run["id"])  # any other event on the run
     assert result.outcome.name == "APPLIED"
 

@@ -39,6 +39,8 @@ from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from agentloom.stitch.ids import shown
+
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 MAX_SCHEMA_BYTES = 64 * 1024  # the schema as compact JSON
 MAX_GRAPH_BYTES = 256 * 1024  # a flow's input schemas as compact JSON, added up
@@ -238,7 +240,7 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
         for item in instance:
             key = _equality_key(item)
             if key in seen:
-                yield ValidationError(f"{_short(instance)} has non-unique elements")
+                yield ValidationError(f"{shown(instance)} has non-unique elements")
                 return
             seen.add(key)
 
@@ -271,16 +273,11 @@ def _multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> It
     except (OverflowError, ValueError):  # beyond a float (10**400 / 0.5): exactly, as the decimals read
         failed = (_exact(instance) / _exact(divisor)).denominator != 1
     if failed:
-        yield ValidationError(f"{_short(instance)} is not a multiple of {divisor}")
+        yield ValidationError(f"{shown(instance)} is not a multiple of {divisor}")
 
 
 def _exact(number: int | float) -> Fraction:
     return Fraction(number) if isinstance(number, int) else Fraction(repr(number))
-
-
-def _short(value: Any) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 def _counted(keyword: Callable[..., Any]) -> Callable[..., Iterator[Any]]:
@@ -330,7 +327,7 @@ def dialect_problem(schema: dict[str, Any]) -> str | None:
     ``$schema`` URL would fetch it."""
     if schema.get("$schema", DIALECT) != DIALECT:
         return (
-            f'says "$schema": {_shown(str(schema["$schema"]))}; Stitch checks Draft 2020-12: '
+            f'says "$schema": {shown(str(schema["$schema"]))}; Stitch checks Draft 2020-12: '
             f'set it to "{DIALECT}" or remove it'
         )
     stack = list(_children(schema, ""))
@@ -366,7 +363,7 @@ def cost(schema: dict[str, Any]) -> Cost:
         registry = NO_RETRIEVAL.with_resource(root_uri, DRAFT202012.create_resource(schema)).crawl()
         root = registry.resolver(root_uri)
     except (Unresolvable, ValueError, TypeError) as exc:
-        return Cost(f"has an $id Stitch cannot use ({_brief(exc)}); remove it")
+        return Cost(f"has an $id Stitch cannot use ({shown(str(exc), 120)}); remove it")
     walked: set[int] = set()  # every subschema the checks below looked at, by identity
     problem = _structure_problem(schema, root, walked)
     if problem is not None:
@@ -405,7 +402,7 @@ def _structure_problem(schema: dict[str, Any], root: Any, walked: set[int]) -> s
                     resolver.lookup(ref)
                 except (Unresolvable, ValueError):
                     return (
-                        f"has a {key} at {_where(pointer)} that does not resolve inside the schema ({_shown(ref)}); "
+                        f"has a {key} at {_where(pointer)} that does not resolve inside the schema ({shown(ref)}); "
                         'Stitch never fetches schemas: put the definition under "$defs" and point at it with '
                         '"#/$defs/NAME"'
                     )
@@ -416,7 +413,7 @@ def _structure_problem(schema: dict[str, Any], root: Any, walked: set[int]) -> s
             try:
                 compiled(pattern)
             except BadPattern as exc:
-                return f"has a pattern at {_where(pointer + '/' + keyword)}, {_shown(pattern)}, that {exc}"
+                return f"has a pattern at {_where(pointer + '/' + keyword)}, {shown(pattern)}, that {exc}"
         stack.extend((child, child_pointer, depth + 1, resolver) for child, child_pointer in _children(node, pointer))
     return None
 
@@ -449,7 +446,7 @@ def _expansion(schema: dict[str, Any], root: Any, walked: set[int]) -> Cost:
             mark = id(target.contents)
             if isinstance(target.contents, dict) and mark not in walked:
                 return Cost(
-                    f"has a {key} at {_where(pointer)}, {_shown(ref)}, that leads to a part of the schema that is "
+                    f"has a {key} at {_where(pointer)}, {shown(ref)}, that leads to a part of the schema that is "
                     "not a subschema (inside const, enum or an unknown keyword); point it at one under $defs"
                 )
             if mark in in_place or target.contents is node:
@@ -500,13 +497,4 @@ def _escaped(name: str) -> str:
 
 
 def _where(pointer: str) -> str:
-    return _shown(pointer or "/", 120) if pointer else "its top"
-
-
-def _shown(value: str, limit: int = 80) -> str:
-    return json.dumps(value if len(value) <= limit else value[: limit - 3] + "...", ensure_ascii=False)
-
-
-def _brief(exc: Exception) -> str:
-    text = str(exc)
-    return text if len(text) <= 120 else text[:117] + "..."
+    return shown(pointer, 120) if pointer else "its top"

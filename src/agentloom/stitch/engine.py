@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, RowMapping, delete, func, select, update
 
 from agentloom.core.timestamps import iso
-from agentloom.stitch import input_schemas, metrics
+from agentloom.stitch import input_schemas, metrics, plans
 from agentloom.stitch.db import Database
 from agentloom.stitch.db.hot import RunRow
 from agentloom.stitch.db.schema import attempts, flows, outbox, runs, timers
@@ -36,9 +36,9 @@ from agentloom.stitch.execution import (
     Result,
     initial_states,
 )
-from agentloom.stitch.graph import Plan, analyse
+from agentloom.stitch.graph import Plan
 from agentloom.stitch.ids import is_uuid, missing
-from agentloom.stitch.models import Graph, NodeType
+from agentloom.stitch.models import NodeType
 from agentloom.stitch.signing import Signer
 from agentloom.stitch.state import NodeState, NodeStates, RunState, Tally, node_states
 from agentloom.stitch.webhooks import WebhookPolicy
@@ -134,7 +134,7 @@ class Engine:
             ).first()
             if row is None:
                 return None
-            plan, _ = _plan(row.id, row.version, lambda: self.db.hot.read_flow_graph(conn, row.id))
+            plan, _ = plans.planned(row.id, row.version, lambda: self.db.hot.read_flow_graph(conn, row.id))
         if plan.input_schema is not None:
             input_schemas.refuse_misfit(plan.input_schema, run_input, ("body", "input"), "input")
         return row.id, row.version
@@ -149,9 +149,9 @@ class Engine:
             if flow is None:
                 raise missing("flow", flow_id)
             flow_id, version = flow  # the id as stored (lowercase), whatever case the caller used
-            if (flow_id, version) not in _PLANS:
+            if not plans.known(flow_id, version):
                 return None  # planned (its schemas checked) outside the transaction first
-            plan, graph = _plan(flow_id, version, lambda: hot.read_flow_graph(conn, flow_id))
+            plan, graph = plans.planned(flow_id, version, lambda: hot.read_flow_graph(conn, flow_id))
             if plan.input_schema is not None and checked != flow:
                 return None  # not checked yet, or saved anew since
             run_id = str(uuid.uuid4())
@@ -215,7 +215,7 @@ class Engine:
             row = conn.execute(select(runs.c.flow_id, runs.c.flow_version).where(runs.c.id == run_id)).first()
             if row is None:
                 return None
-            plan, _ = _plan(row.flow_id, row.flow_version, lambda: self.db.hot.read_graph(conn, run_id))
+            plan, _ = plans.planned(row.flow_id, row.flow_version, lambda: self.db.hot.read_graph(conn, run_id))
         node_id = plan.node_of(key)
         return None if node_id is None else plan.gate_schemas.get(node_id)
 
@@ -379,7 +379,7 @@ class Engine:
 
     def _plan_apart(self, flow_id: str, version: int, run_id: str) -> None:
         with self.db.reading() as conn:
-            _plan(flow_id, version, lambda: self.db.hot.read_graph(conn, run_id))
+            plans.planned(flow_id, version, lambda: self.db.hot.read_graph(conn, run_id))
 
     def _one_event(
         self, run_id: str, apply: Any, with_connection: bool, plan_here: bool
@@ -399,9 +399,9 @@ class Engine:
 
     def _load(self, conn: Connection, run_id: str, row: RunRow, plan_here: bool) -> Execution:
         hot = self.db.hot
-        if not plan_here and (row.flow_id, row.flow_version) not in _PLANS:
+        if not plan_here and not plans.known(row.flow_id, row.flow_version):
             raise _Unplanned(row.flow_id, row.flow_version, run_id)
-        plan, _ = _plan(row.flow_id, row.flow_version, lambda: hot.read_graph(conn, run_id))
+        plan, _ = plans.planned(row.flow_id, row.flow_version, lambda: hot.read_graph(conn, run_id))
         nodes = NodeStates(
             node_states(row.node_states),
             lambda keys: node_states(hot.read_paths(conn, run_id, keys)),
@@ -596,19 +596,3 @@ def _no_run(run_id: str) -> Result:
 
 def _sending(row: RowMapping) -> Sending:
     return Sending(row["id"], row["run_id"], row["node_key"], row["attempt"], row["url"], row["payload"])
-
-
-def _plan(flow_id: str, version: int, graph: Callable[[], dict[str, Any]]) -> tuple[Plan, dict[str, Any]]:
-    """The analysed graph and the graph, cached per flow version (a run keeps the version it
-    started with); ``graph`` reads it from the database, only when it is not cached."""
-    cached = _PLANS.get((flow_id, version))
-    if cached is None:
-        read = graph()
-        cached = analyse(Graph.model_validate(read)), read
-        if len(_PLANS) > 512:
-            _PLANS.clear()
-        _PLANS[(flow_id, version)] = cached
-    return cached
-
-
-_PLANS: dict[tuple[str, int], tuple[Plan, dict[str, Any]]] = {}

@@ -368,9 +368,7 @@ def _cycle_problems(nodes: dict[str, StitchNode], left: set[str], downstream: di
         if len(part) == 1 and first not in downstream[first]:
             continue  # only led to by a cycle
         members = sorted(part, key=position.__getitem__)
-        named = ", ".join(map(repr, members[:CYCLE_NAMES]))
-        if len(members) > CYCLE_NAMES:
-            named += f" and {len(members) - CYCLE_NAMES:,} more"
+        named = _some([repr(member) for member in members])
         problems.append(
             Problem(
                 "cycle",

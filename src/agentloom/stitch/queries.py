@@ -15,12 +15,14 @@ import json
 from datetime import UTC, datetime
 from typing import Any, get_args
 
+from pydantic import ValidationError
 from sqlalchemy import Connection, Select, select, tuple_
 
-from agentloom.stitch import input_schemas
+from agentloom.stitch import plans
 from agentloom.stitch.db import Database
 from agentloom.stitch.db.schema import attempts, events, paths, runs
 from agentloom.stitch.execution import template_summary
+from agentloom.stitch.graph import GraphError
 from agentloom.stitch.ids import NotFound, is_uuid, missing, shown
 from agentloom.stitch.models import NodeType, RunStatus, Status
 from agentloom.stitch.state import NodeState, node_states
@@ -198,20 +200,7 @@ def _prompts(graph: Any) -> dict[str, str | None]:
     return found
 
 
-def _gate_schemas(graph: Any) -> dict[str, dict[str, Any]]:
-    """Each UX node's ``data.inputSchema``, where it is one a completion is checked against."""
-    found: dict[str, dict[str, Any]] = {}
-    nodes = graph.get("nodes") if isinstance(graph, dict) else None
-    for node in nodes or []:
-        if isinstance(node, dict) and node.get("type") == NodeType.UX and isinstance(node.get("data"), dict):
-            schema = input_schemas.usable(node["data"].get("inputSchema"))
-            if schema is not None:
-                found[str(node.get("id"))] = schema
-    return found
-
-
 # -- runs waiting for a person -----------------------------------------------------------
-_GATES: dict[tuple[str, int], tuple[dict[str, str | None], dict[str, dict[str, Any]]]] = {}
 
 
 def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
@@ -224,9 +213,9 @@ def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> li
     if flow_id is not None:
         query = query.where(runs.c.flow_id == _flow_id(flow_id))
     found: list[dict[str, Any]] = []
-    # A run keeps the graph of the version it started with: its gates' prompts and schemas are
-    # read once per flow version and process (checking a schema is the costly part of this page).
-    gates_of = _GATES
+    # A run keeps the graph of the version it started with: its gates' prompts are read once per
+    # flow version, and their schemas are those of the version's plan (checked once per process).
+    gates_of: dict[tuple[str, int], tuple[dict[str, str | None], dict[str, dict[str, Any]]]] = {}
     with db.reading() as conn:
         for row in conn.execute(query.order_by(runs.c.created_at, runs.c.id)).mappings():
             # Gates on fan-out paths are rows of their own, found along ix_stitch_paths_waiting.
@@ -244,9 +233,7 @@ def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> li
                 continue
             version = (row["flow_id"], row["flow_version"])
             if version not in gates_of:
-                if len(gates_of) > 512:
-                    gates_of.clear()
-                gates_of[version] = _prompts(row["graph"]), _gate_schemas(row["graph"])
+                gates_of[version] = _prompts(row["graph"]), _gate_schemas(version, row["graph"])
             prompts, schemas = gates_of[version]
             found += [
                 {
@@ -261,6 +248,16 @@ def waiting(db: Database, *, flow_id: str | None = None, limit: int = 100) -> li
             ]
     found.sort(key=lambda gate: (gate["since"] or "", gate["run_id"], gate["node_id"]))
     return found[:limit]
+
+
+def _gate_schemas(version: tuple[str, int], graph: Any) -> dict[str, dict[str, Any]]:
+    """The input schemas a completion of each UX gate is checked against: the plan's (none for a
+    stored graph that no longer plans, which no event can run either)."""
+    try:
+        plan, _ = plans.planned(*version, lambda: graph)
+    except (GraphError, ValidationError):
+        return {}
+    return plan.gate_schemas
 
 
 # -- attempt history ---------------------------------------------------------------------
