@@ -136,7 +136,7 @@ def test_threshold_filters(seed_index: SkillIndex) -> None:
     assert kept and all(hit["score"] >= cut for hit in kept)
     assert len(kept) < len(everything)
     assert all(hit["score"] >= 0.6 for hit in seed_index.search("帮我提交代码", threshold=0.6)["results"])
-    none = seed_index.search("帮我提交代码", threshold=0.99)
+    none = seed_index.search("帮我提交代码", threshold=0.9999)
     assert none["results"] == [] and "0.99" in none["message"]
 
 
@@ -310,7 +310,7 @@ def test_fallback_to_keywords_when_the_model_fails(
 
 def test_default_model_switch_reindexes(tmp_path: Path, seed_root: Path) -> None:
     # rank_model off: the pack would register use-multilingual-v3 itself, and this test adds it by hand.
-    index = make_index(tmp_path, [seed_root], embedding_model="default", rank_model="")
+    index = make_index(tmp_path, [seed_root], embedding_model="default", rank_model="", english_model="")
     registry = index.embeddings.registry
     registry.ensure_default()  # all-MiniLM-L6-v2 under the "local" provider, as on any first run
     e5 = registry.add_model(

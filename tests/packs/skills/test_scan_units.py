@@ -107,7 +107,7 @@ def test_inside(tmp_path: Path) -> None:
 # -- the unchanged rule --------------------------------------------------------------------------------
 @pytest.fixture
 def plain(tmp_path: Path, seed_root: Path) -> SkillIndex:
-    index = make_index(tmp_path, [seed_root], rank_model="")
+    index = make_index(tmp_path, [seed_root], rank_model="", english_model="")
     index.scan()
     return index
 
@@ -183,7 +183,7 @@ def test_scan_counts_rows_markers_progress_and_log(
     caplog.set_level(logging.INFO, logger=LOGGER)
     (seed_root / "no-front").mkdir()
     (seed_root / "no-front" / "SKILL.md").write_text("just text\n")
-    index = make_index(tmp_path, [seed_root], rank_model="")
+    index = make_index(tmp_path, [seed_root], rank_model="", english_model="")
     calls: list[tuple[int, int, str]] = []
     before = now_ms()
     result = index.scan(progress=lambda done, total, label: calls.append((done, total, label)))
@@ -250,7 +250,7 @@ def test_scan_writes_in_batches_of_32(tmp_path: Path) -> None:
     root = tmp_path / "many"
     for i in range(33):
         write_skill(root, f"s{i:02d}", f"skill number {i}")
-    index = make_index(tmp_path, [root], rank_model="")
+    index = make_index(tmp_path, [root], rank_model="", english_model="")
     calls: list[tuple[int, int, str]] = []
     result = index.scan(progress=lambda done, total, label: calls.append((done, total, label)))
     assert (result["added"], result["total"]) == (33, 33)
@@ -306,7 +306,7 @@ def test_a_folder_whose_marker_cannot_be_written_is_told_once_and_kept_in_the_da
     outside = write_skill(tmp_path / "outside", "pdf-merge", "Merge PDF files")
     (outside / MARKER).mkdir()
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    index = make_index(tmp_path, [seed_root], rank_model="", compact=False)
+    index = make_index(tmp_path, [seed_root], rank_model="", english_model="", compact=False)
     assert index.scan()["added"] == 4
     warned = [m for m in messages(caplog) if "cannot write" in m]
     assert warned == [
@@ -325,13 +325,13 @@ def test_a_folder_whose_marker_cannot_be_written_is_told_once_and_kept_in_the_da
 
 
 def test_scan_without_compaction_keeps_versions(tmp_path: Path, seed_root: Path) -> None:
-    index = make_index(tmp_path, [seed_root], rank_model="", compact=False)
+    index = make_index(tmp_path, [seed_root], rank_model="", english_model="", compact=False)
     index.scan()
     write_skill(seed_root, "calculate", "数学运算")
     index.scan()
     versions = index.table().list_versions()
     assert len(versions) >= 3
-    compacting = make_index(tmp_path / "c", [seed_root], rank_model="")
+    compacting = make_index(tmp_path / "c", [seed_root], rank_model="", english_model="")
     compacting.scan()
     shutil.rmtree(seed_root / "calculate")  # a removal alone compacts too
     compacting.scan()

@@ -46,7 +46,7 @@ def test_the_rank_model_moves_scores_and_results_stay_sorted_by_them(
     tmp_path: Path, seed_index: SkillIndex, seed_root: Path, query: str
 ) -> None:
     hybrid = seed_index.search(query, threshold=0)
-    alone = make_index(tmp_path / "alone", [seed_root], rank_model="")
+    alone = make_index(tmp_path / "alone", [seed_root], rank_model="", english_model="")
     alone.scan()
     plain = alone.search(query, threshold=0)
     assert (hybrid["mode"], plain["mode"]) == ("hybrid", "vector")
@@ -66,7 +66,7 @@ def test_threshold_applies_to_the_score_and_limit_to_the_count(seed_index: Skill
     assert len(seed_index.search("帮我提交代码", limit=1, threshold=0)["results"]) == 1
     default = seed_index.search("帮我提交代码")
     assert default["threshold"] == 0.5 and all(hit["score"] >= 0.5 for hit in default["results"])
-    none = seed_index.search("帮我提交代码", threshold=0.99)
+    none = seed_index.search("帮我提交代码", threshold=0.9999)
     assert none["results"] == [] and "0.99" in none["message"] and "multilingual-e5-small" in none["message"]
 
 
@@ -94,7 +94,7 @@ def test_removed_skill_leaves_the_rank_table_at_the_next_search(seed_index: Skil
 
 
 def test_broken_rank_model_falls_back_to_the_scoring_model(tmp_path: Path, seed_root: Path) -> None:
-    index = make_index(tmp_path, [seed_root], rank_model="no-such-model")
+    index = make_index(tmp_path, [seed_root], rank_model="no-such-model", english_model="")
     index.scan()
     result = index.search("帮我提交代码")
     assert result["mode"] == "vector" and names(result)[0] == "git-commit" and result["fallback"] is False
@@ -103,7 +103,7 @@ def test_broken_rank_model_falls_back_to_the_scoring_model(tmp_path: Path, seed_
 def test_failed_rank_model_shows_in_status_and_is_tried_again_later(tmp_path: Path, seed_root: Path) -> None:
     from agentloom.packs.skills.search import RANK_RETRY_SECONDS
 
-    index = make_index(tmp_path, [seed_root], rank_model="no-such-model")
+    index = make_index(tmp_path, [seed_root], rank_model="no-such-model", english_model="")
     index.scan()
     assert index.search("帮我提交代码")["mode"] == "vector"
     state = index.status()
@@ -112,13 +112,13 @@ def test_failed_rank_model_shows_in_status_and_is_tried_again_later(tmp_path: Pa
     # time has passed the pack keeps ordering by the scoring model alone.
     index.settings.rank_model = "use-multilingual-v3"
     assert index.search("帮我提交代码")["mode"] == "vector"
-    index.searcher._rank_failed_at -= RANK_RETRY_SECONDS
+    index.searcher.sides[0].failed_at -= RANK_RETRY_SECONDS
     assert index.search("帮我提交代码")["mode"] == "hybrid"
     assert index.status()["rank_model_state"].startswith("in use")
 
 
 def test_rank_model_same_as_scoring_model_is_plain_vector(tmp_path: Path, seed_root: Path) -> None:
-    index = make_index(tmp_path, [seed_root], rank_model=E5)
+    index = make_index(tmp_path, [seed_root], rank_model=E5, english_model="")
     index.scan()
     assert index.search("帮我提交代码")["mode"] == "vector"
 

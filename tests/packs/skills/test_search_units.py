@@ -28,7 +28,7 @@ from agentloom.packs.skills.search import (
     _hit,
     _matrix,
     _pool,
-    _rank_schema,
+    _side_schema,
     _same,
     _scores,
 )
@@ -142,8 +142,8 @@ def test_matrix_reads_a_missing_number_as_nan() -> None:
     assert matrix[0, 0] == 1.0 and np.isnan(matrix[0, 1]) and matrix[1].tolist() == [3.0, 4.0]
 
 
-def test_rank_schema() -> None:
-    assert _rank_schema(7) == pa.schema(
+def test_side_schema() -> None:
+    assert _side_schema(7) == pa.schema(
         [
             pa.field("id", pa.string(), nullable=False),
             pa.field("hash", pa.string()),
@@ -151,7 +151,7 @@ def test_rank_schema() -> None:
             pa.field("vector", pa.list_(pa.float32(), 7)),
         ]
     )
-    assert not _rank_schema(7).field("id").nullable
+    assert not _side_schema(7).field("id").nullable
 
 
 def test_same_key_means_the_same_table_object_version_and_fingerprint() -> None:
@@ -187,13 +187,13 @@ def test_pool_is_one_pool_of_two_named_workers() -> None:
 @pytest.fixture
 def plain_index(tmp_path: Path, seed_root: Path) -> SkillIndex:
     """The seed skills scored by e5 alone (no rank model)."""
-    index = make_index(tmp_path / "plain", [seed_root], rank_model="")
+    index = make_index(tmp_path / "plain", [seed_root], rank_model="", english_model="")
     index.scan()
     return index
 
 
 def test_snapshot_is_read_once_per_table_version(tmp_path: Path, seed_root: Path) -> None:
-    index = make_index(tmp_path, [seed_root], rank_model="")
+    index = make_index(tmp_path, [seed_root], rank_model="", english_model="")
     empty = index.searcher.snapshot()
     assert (empty.names, empty.descriptions, empty.paths, empty.vectors.shape) == ([], [], [], (0, 1))
     index.scan()
@@ -216,7 +216,7 @@ def test_snapshot_is_read_once_per_table_version(tmp_path: Path, seed_root: Path
 
 
 def test_rank_state_and_record(tmp_path: Path, seed_root: Path) -> None:
-    index = make_index(tmp_path, [seed_root], rank_model="")
+    index = make_index(tmp_path, [seed_root], rank_model="", english_model="")
     searcher = index.searcher
     assert searcher.rank_state() == "off" and searcher.rank_record() is None
     index.settings.rank_model = USE
@@ -237,34 +237,34 @@ def test_unknown_rank_model_gives_up_with_the_reason(
     tmp_path: Path, seed_root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    index = make_index(tmp_path, [seed_root], rank_model="no-such-model")
+    index = make_index(tmp_path, [seed_root], rank_model="no-such-model", english_model="")
     searcher = index.searcher
     before = time.monotonic()
     assert searcher.rank_record() is None
     default = index.embeddings.model(None).key
     reason = f"no embedding model 'no-such-model' in the registry (got {default!r})"
-    assert searcher._rank_failed == reason and before <= searcher._rank_failed_at <= time.monotonic()
+    assert searcher.sides[0].failed == reason and before <= searcher.sides[0].failed_at <= time.monotonic()
     assert searcher.rank_state() == (
-        f"failed ({reason}); results are ordered by the scoring model until it works again"
+        f"failed ({reason}); results are ordered without it until it works again"
     )
     assert messages(caplog) == [
-        f"skills: rank model 'no-such-model' cannot be used ({reason}): results are ordered by the scoring model "
-        "alone. Fix: install it, or set rank_model to '' in [pack_settings.skills]."
+        f"skills: rank model 'no-such-model' cannot be used ({reason}): results are ordered without it. "
+        "Fix: install it, or set rank_model to '' in [pack_settings.skills]."
     ]
     # Not tried again before RANK_RETRY_SECONDS: the setting names a good model now, still nothing.
     index.settings.rank_model = USE
-    searcher._rank_failed_at = time.monotonic() - RANK_RETRY_SECONDS + 30
-    assert searcher.rank_record() is None and searcher._rank_failed == reason
-    searcher._rank_failed_at = time.monotonic() - RANK_RETRY_SECONDS
-    assert _rank(searcher).key == USE and searcher._rank_failed is None
+    searcher.sides[0].failed_at = time.monotonic() - RANK_RETRY_SECONDS + 30
+    assert searcher.rank_record() is None and searcher.sides[0].failed == reason
+    searcher.sides[0].failed_at = time.monotonic() - RANK_RETRY_SECONDS
+    assert _rank(searcher).key == USE and searcher.sides[0].failed is None
 
 
 def test_give_up_rank_keeps_the_first_line_or_the_type(tmp_path: Path, seed_root: Path) -> None:
     searcher = make_index(tmp_path, [seed_root]).searcher
-    searcher._give_up_rank(ValueError("first line\nsecond line"))
-    assert searcher._rank_failed == "first line"
-    searcher._give_up_rank(TimeoutError())
-    assert searcher._rank_failed == "TimeoutError"
+    searcher._give_up(searcher.sides[0], ValueError("first line\nsecond line"))
+    assert searcher.sides[0].failed == "first line"
+    searcher._give_up(searcher.sides[0], TimeoutError())
+    assert searcher.sides[0].failed == "TimeoutError"
     assert searcher.rank_state().startswith("failed (TimeoutError); ")
 
 
@@ -273,7 +273,7 @@ def test_rank_model_that_cannot_embed_orders_by_the_scoring_model(
 ) -> None:
     registry = seed_index.embeddings.registry
     registry.add_model("broken-rank", "local", dimensions=384, config={"model_path": str(tmp_path / "missing")})
-    index = make_index(tmp_path, [seed_root], rank_model="broken-rank")  # the same store and registry
+    index = make_index(tmp_path, [seed_root], rank_model="broken-rank", english_model="")  # the same store and registry
     caplog.set_level(logging.WARNING, logger=LOGGER)
     counts = index.scan()
     assert (counts["added"], counts["unchanged"]) == (0, 4)
@@ -349,16 +349,16 @@ def test_rank_matrix_follows_the_snapshot_order_with_zeros_for_a_missing_row(see
     searcher = seed_index.searcher
     record = _rank(searcher)
     snap = searcher.snapshot()
-    matrix = searcher._rank_matrix(snap, record)
+    matrix = searcher._side_matrix(searcher.sides[0], snap, record)
     assert matrix is not None
     assert matrix.shape == (4, 512) and matrix.dtype == np.float32
     table = rank_table(seed_index)
     for row, name in enumerate(snap.names):
         assert np.allclose(matrix[row], table[name]["vector"])
-    assert searcher._rank_matrix(snap, record) is matrix  # cached for this version
-    searcher._rank_table.delete("id = 'file-read'")
-    searcher._rank_vectors = None  # forget the copy in memory; the table version of skills is unchanged
-    again = searcher._rank_matrix(snap, record)
+    assert searcher._side_matrix(searcher.sides[0], snap, record) is matrix  # cached for this version
+    searcher.sides[0].table.delete("id = 'file-read'")
+    searcher.sides[0].vectors = None  # forget the copy in memory; the table version of skills is unchanged
+    again = searcher._side_matrix(searcher.sides[0], snap, record)
     assert again is not None
     for row, name in enumerate(snap.names):
         if name == "file-read":
@@ -374,24 +374,24 @@ def test_rank_table_of_another_size_is_made_anew_with_a_warning(
     other = make_index(tmp_path, [seed_root], rank_model="all-MiniLM-L6-v2")
     record = _rank(other.searcher)
     other.table()
-    table = other.searcher._open_rank_table(record)
-    assert table.schema == _rank_schema(384) and table.count_rows() == 0
+    table = other.searcher._open_side_table(other.searcher.sides[0], record)
+    assert table.schema == _side_schema(384) and table.count_rows() == 0
     assert messages(caplog) == ["skills: rank model is now all-MiniLM-L6-v2 (384-d): its table is made anew"]
-    assert other.searcher._open_rank_table(record) is table
+    assert other.searcher._open_side_table(other.searcher.sides[0], record) is table
 
 
 def test_rank_table_is_created_then_opened(tmp_path: Path, seed_root: Path) -> None:
-    index = make_index(tmp_path, [seed_root], rank_model="")
+    index = make_index(tmp_path, [seed_root], rank_model="", english_model="")
     index.scan()  # no rank model: no rank table
     assert RANK_TABLE not in set(index.store.db().list_tables().tables)
     index.settings.rank_model = USE
     record = _rank(index.searcher)
-    table = index.searcher._open_rank_table(record)
-    assert table.schema == _rank_schema(512)
+    table = index.searcher._open_side_table(index.searcher.sides[0], record)
+    assert table.schema == _side_schema(512)
     again = make_index(tmp_path, [seed_root])  # another process: the table exists
     again.table()
-    opened = again.searcher._open_rank_table(record)
-    assert opened.schema == _rank_schema(512) and opened is not table
+    opened = again.searcher._open_side_table(again.searcher.sides[0], record)
+    assert opened.schema == _side_schema(512) and opened is not table
 
 
 def test_after_scan_logs_a_failed_sync(tmp_path: Path, seed_root: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -400,18 +400,17 @@ def test_after_scan_logs_a_failed_sync(tmp_path: Path, seed_root: Path, caplog: 
     (index.path / f"{RANK_TABLE}.lance").mkdir()  # a rank table LanceDB cannot open
     caplog.set_level(logging.WARNING, logger=LOGGER)
     assert index.scan()["added"] == 4  # the scan itself succeeded
-    warned = [m for m in messages(caplog) if m.startswith("skills: rank model table not updated after the scan (")]
+    warned = [m for m in messages(caplog) if m.startswith("skills: side model tables not updated after the scan (")]
     assert len(warned) == 1 and warned[0].endswith("); the next search retries")
     assert "LANCE_SEARCH_ERROR" in warned[0]
 
 
 # -- ordering ----------------------------------------------------------------------------------------
 def test_start_rank_query_embeds_with_the_rank_model(seed_index: SkillIndex, plain_index: SkillIndex) -> None:
-    assert plain_index.searcher._start_rank_query(["帮我提交代码"]) is None
-    started = seed_index.searcher._start_rank_query(["帮我提交代码", "commit code"])
-    assert started is not None
-    record, future = started
-    assert record.key == USE
+    assert plain_index.searcher._start_side_queries(["帮我提交代码"]) == []
+    started = seed_index.searcher._start_side_queries(["帮我提交代码", "commit code"])
+    assert [(side.role, record.key) for side, record, _ in started] == [("rank", USE), ("english", "all-MiniLM-L6-v2")]
+    _, record, future = started[0]
     first, second = future.result()
     assert np.array_equal(first, seed_index.embeddings.embed_query("帮我提交代码", USE))
     assert np.array_equal(second, seed_index.embeddings.embed_query("commit code", USE))
@@ -439,8 +438,8 @@ def test_argument_checks_word_for_word(plain_index: SkillIndex) -> None:
 
 
 def expected_scores(index: SkillIndex, query: str) -> dict[str, float]:
-    """The scores search.py's docstring describes, for the scoring model alone (which reads the request, not its
-    translation), computed here from its parts."""
+    """The scores search.py's docstring describes, for the scoring model alone (which reads the request and, for a
+    Chinese one, its glossary translation), computed here from its parts."""
     service = index.embeddings
     record = service.model(E5)
     bg = background(service, record, service.settings.cache_dir)
@@ -448,6 +447,10 @@ def expected_scores(index: SkillIndex, query: str) -> dict[str, float]:
     skills = bg.neutral(service.embed_documents(list(texts.values()), E5))
     stats = bg.skill_stats(skills)
     z = bg.zscores(skills, stats, bg.neutral(service.embed_query(query, E5)), language(query))
+    translation = glossary().translate(query) if language(query) == "zh" else None
+    if translation is not None:
+        zt = bg.zscores(skills, stats, bg.neutral(service.embed_query(translation, E5)), "en")
+        z = (1 - search_module.BLEND) * z + search_module.BLEND * np.maximum(z, zt)
     wanted = glossary().terms(query)
     named = [glossary().terms(f"{n.replace('-', ' ')} {d}") for n, (d, _) in SEED_SKILLS.items()]
     weights = {t: np.log1p(len(named) / (1 + sum(t in terms for terms in named))) for t in wanted}
@@ -597,7 +600,7 @@ def test_keyword_fallback_reads_the_tags(broken: SkillIndex) -> None:
 def test_default_limit_is_five(tmp_path: Path, seed_root: Path) -> None:
     write_skill(seed_root, "pdf-merge", "Merge PDF files")
     write_skill(seed_root, "deploy-app", "Deploy the app")
-    index = make_index(tmp_path, [seed_root], rank_model="")
+    index = make_index(tmp_path, [seed_root], rank_model="", english_model="")
     index.scan()
     assert len(index.search("帮我提交代码", threshold=0)["results"]) == 5
     assert len(index.search("帮我提交代码", limit=6, threshold=0)["results"]) == 6
@@ -634,7 +637,7 @@ def stored_row(name: str, description: str | None, vector: list[float] | None = 
 def test_snapshot_reads_the_latest_version_when_a_compaction_removed_its_own(tmp_path: Path) -> None:
     import lancedb
 
-    index = make_index(tmp_path, [tmp_path / "skills"], rank_model="")
+    index = make_index(tmp_path, [tmp_path / "skills"], rank_model="", english_model="")
     table = index.table()
     table.add(
         pa.Table.from_pylist(
@@ -663,7 +666,7 @@ def test_snapshot_reads_the_latest_version_when_a_compaction_removed_its_own(tmp
 
 
 def test_a_stored_row_without_description_or_metadata_reads_as_empty_text(tmp_path: Path) -> None:
-    index = make_index(tmp_path, [tmp_path / "skills"], rank_model="")
+    index = make_index(tmp_path, [tmp_path / "skills"], rank_model="", english_model="")
     table = index.table()
     table.add(
         pa.Table.from_pylist(
@@ -800,7 +803,7 @@ def test_the_rank_model_on_a_clock_started_seconds_ago(
     assert searcher.rank_state() == "in use (weight 1)"
     assert _rank(searcher).key == USE
     index.settings.rank_model = "no-such-model"
-    assert searcher.rank_record() is None and searcher._rank_failed_at == 10.0
+    assert searcher.rank_record() is None and searcher.sides[0].failed_at == 10.0
     index.settings.rank_model = USE
     clock[0] = 10.0 + RANK_RETRY_SECONDS - 0.5
     assert searcher.rank_record() is None

@@ -106,6 +106,6 @@ def test_a_copy_made_by_another_model_is_not_used(tmp_path: Path, seed_root: Pat
     index = make_index(tmp_path, [seed_root])
     index.scan()
     make_index(tmp_path, [seed_root]).search("帮我提交代码")  # writes the copy
-    vector_only = make_index(tmp_path, [seed_root], rank_model="")
+    vector_only = make_index(tmp_path, [seed_root], rank_model="", english_model="")
     result = vector_only.search("帮我提交代码")
     assert result["mode"] == "vector" and vector_only.store.opened  # the copy has rank vectors it cannot use

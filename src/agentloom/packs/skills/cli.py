@@ -96,4 +96,5 @@ def status_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
         f"default threshold {result['default_threshold']:g})"
     )
     typer.echo(f"rank model: {result['rank_model'] or '-'} ({result['rank_model_state']})")
+    typer.echo(f"English model: {result['english_model'] or '-'} ({result['english_model_state']})")
     typer.echo("roots: " + ", ".join(result["roots"]))

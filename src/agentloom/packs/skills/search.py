@@ -2,15 +2,18 @@
 
 How a result list is made (``skills_search``):
 
-1. The **scoring model** (the pack's ``embedding_model``, multilingual-e5-small by default) and the
-   **rank model** (``rank_model``, use-multilingual-v3 by default, in a worker thread beside it)
-   embed the request.
+1. Up to three models embed the request, the last two in worker threads beside the first: the
+   **scoring model** (the pack's ``embedding_model``, multilingual-e5-small by default), the **rank
+   model** (``rank_model``, use-multilingual-v3) and the **English model** (``english_model``,
+   all-MiniLM-L6-v2, the seed's model). The last two are *side models*: each keeps its skill vectors
+   in a table of its own.
 2. For each model, every skill gets a z: the request's and the skill's cosine with the language
    directions projected out, normalised by what both score against 480 ordinary texts
-   (``background.py``). The rank model also reads a Chinese request's glossary translation
-   (``embeddings/glossary.py``: 提交 -> commit), and ``BLEND`` of its z is the better of the two. The two models'
-   z are mixed, ``(1 - w) * z(scoring) + w * z(rank)`` with ``w = rank_weight``; ``mode`` is
-   ``"hybrid"``, or ``"vector"`` when the rank model is off or failed.
+   (``background.py``). A Chinese request is also read through its glossary translation
+   (``embeddings/glossary.py``: 提交 -> commit), and ``BLEND`` of its z is the better of the two. The
+   models' z are mixed with the shares of ``ranking.json`` for the request's language (a model that is
+   off or failed gives its share to the others); ``mode`` is ``"hybrid"`` when a side model took part,
+   ``"vector"`` otherwise.
 3. ``LEXICAL`` times the share of the request's glossary terms that a skill's name and description
    name (each term weighted by its rarity among the skills) is added, then
    ``score = 1 / (1 + exp(-(z - CENTER) / SPREAD))``: 0.5 at ``CENTER``, the default threshold. A
@@ -18,10 +21,11 @@ How a result list is made (``skills_search``):
    results are sorted by the score they show. The threshold cuts on it.
 4. When the scoring model fails, keyword matching answers (``mode "keyword"``, ``fallback`` true).
 
-Why this design, and what each part adds on a tuning set and on held-out sets written by someone who
-did not see this code: BENCHMARKS.md, "skills" (``python -m benchmarks skills``).
+Why this design, and what each part adds on tuning sets and on held-out sets (MetaTool's held-out
+tools, requests written by someone who saw neither this code nor the descriptions): BENCHMARKS.md,
+"skills" (``python -m benchmarks skills``).
 
-Speed: a search costs about the scoring model's query embedding; the rank model runs beside it.
+Speed: a search costs about the slowest model's query embedding; the others run beside it.
 LanceDB is read only when the table's version changes; between versions the vectors, their
 language-neutral copies and their background statistics sit in numpy matrices.
 
@@ -29,14 +33,15 @@ A new process (``agentloom skills search``) that has not opened the store answer
 the last search read, kept beside the store and stamped with the tables' version files (``warm.py``):
 the same rows, vectors and ranking, without importing LanceDB.
 
-The rank model's vectors live in their own table, ``skills_rank`` (id, hash, fingerprint, vector),
-kept in step with ``skills`` after every scan and before any search that sees a new table version:
-rows whose SKILL.md hash or model fingerprint differ are embedded again, rows whose skill is gone
-are deleted, and a model of another dimension makes the table anew.
+Each side model's vectors live in their own table (``skills_rank``, ``skills_english``: id, hash,
+fingerprint, vector), kept in step with ``skills`` after every scan and before any search that sees a
+new table version: rows whose SKILL.md hash or model fingerprint differ are embedded again, rows whose
+skill is gone are deleted, and a model of another dimension makes the table anew.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -44,6 +49,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentloom.core.errors import AgentloomError
@@ -52,6 +59,7 @@ from agentloom.packs.skills import warm
 from agentloom.packs.skills.background import Background, SkillStats, background, language
 from agentloom.packs.skills.keywords import keyword_score
 from agentloom.packs.skills.replies import SearchResult, SkillHit
+from agentloom.packs.skills.settings import SkillSettings
 from agentloom.packs.skills.skillfile import embedding_text
 from agentloom.packs.skills.table import LanceSearchError, SkillTable, compact_table, ids_in, table_names
 
@@ -62,21 +70,21 @@ if TYPE_CHECKING:  # numpy is imported on first use: the server's start path sta
 
 log = logging.getLogger("agentloom.packs.skills")
 
-RANK_TABLE = "skills_rank"
+RANK_TABLE, ENGLISH_TABLE = "skills_rank", "skills_english"
 SNIPPET = 200  # characters of a description in search results (~50 tokens)
 BATCH = 64
 # The background z at which a score is 0.5 (the default threshold) and how fast the score rises around it:
 # chosen between the z of unrelated requests and of the weakest right answers of the tuning set.
-CENTER = 1.4
+CENTER = 1.7
 SPREAD = 0.6
-# What the glossary adds: a Chinese request's translation as a second query of the rank model (BLEND of its z is
-# the better of the two; the scoring model reads the request alone: as good, and one model run less), and to each z
-# the share of the request's glossary terms a skill names, weighted by rarity among the skills.
+# What the glossary adds: a Chinese request's translation as a second query of every model (BLEND of its z is
+# the better of the two), and to each z the share of the request's glossary terms a skill names, weighted by
+# rarity among the skills.
 # benchmarks/skills.py switches each off to measure what it adds.
 TRANSLATE = True
 BLEND = 0.75
 LEXICAL = 0.5
-RANK_RETRY_SECONDS = 300.0  # a failed rank model is tried again after this long (as the model config cache)
+RANK_RETRY_SECONDS = 300.0  # a failed side model is tried again after this long (as the model config cache)
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -149,7 +157,7 @@ def _matrix(column: Any, rows: int) -> np.ndarray:
     return np.asarray(flat, dtype=np.float32).reshape(rows, -1)
 
 
-def _rank_schema(dimensions: int) -> Any:
+def _side_schema(dimensions: int) -> Any:
     import pyarrow as pa
 
     return pa.schema(
@@ -162,8 +170,40 @@ def _rank_schema(dimensions: int) -> Any:
     )
 
 
+@cache
+def shares() -> dict[str, dict[str, float]]:
+    """Each model's share of a score by request language (``ranking.json``): role -> share."""
+    text = resources.files("agentloom.packs.skills").joinpath("ranking.json").read_text(encoding="utf-8")
+    data: dict[str, dict[str, float]] = json.loads(text)["shares"]
+    return data
+
+
+@dataclass
+class Side:
+    """A side model: mixed into every score, its skill vectors in a table of its own.
+
+    Keys are (table object, version, model fingerprint): compared by identity and equality."""
+
+    role: str  # its share's name in ranking.json
+    setting: str  # the SkillSettings field that names its model
+    table_name: str
+    table: Any = None
+    failed: str | None = None
+    failed_at: float = 0.0
+    synced: tuple[Any, int, str] | None = None
+    vectors: tuple[tuple[Any, int, str], np.ndarray] | None = None
+
+    @property
+    def label(self) -> str:
+        return "rank model" if self.role == "rank" else "English model"
+
+    def key(self, settings: SkillSettings) -> str:
+        value: str | None = getattr(settings, self.setting)
+        return value or ""
+
+
 class SkillSearch:
-    """The search of one skills table (its in-memory vectors and its rank model's table).
+    """The search of one skills table (its in-memory vectors and its side models' tables).
 
     ``ensure_model`` answers the model in use after re-indexing the table if another model made it
     (the index's scanner does that, under the index's scan lock)."""
@@ -173,14 +213,9 @@ class SkillSearch:
         self._ensure_model = ensure_model
         self._lock = threading.RLock()
         self._snapshot: Snapshot | None = None
-        # Keys are (table object, version, rank model fingerprint): compared by identity and equality.
-        self._rank_vectors: tuple[tuple[Any, int, str], np.ndarray] | None = None
-        self._neutral: dict[str, Neutral] = {}  # by model key: the scoring and the rank model
+        self.sides = (Side("rank", "rank_model", RANK_TABLE), Side("english", "english_model", ENGLISH_TABLE))
+        self._neutral: dict[str, Neutral] = {}  # by model key: every model in use
         self._snap_terms: Terms | None = None
-        self._synced: tuple[Any, int, str] | None = None
-        self._rank_table: Any = None
-        self._rank_failed: str | None = None
-        self._rank_failed_at = 0.0
         self._fallback_told = False
         self._warm_memo: tuple[warm.Warm, Snapshot] | None = None
 
@@ -212,71 +247,90 @@ class SkillSearch:
                 self._snapshot = snap
                 return snap
 
-    # -- the rank model ------------------------------------------------------------------------
-    def rank_record(self) -> ModelRecord | None:
-        """The second model, or None when it is off, the same as the scoring model, or broken."""
-        settings = self.store.settings
-        key = settings.rank_model
-        if self._rank_failed is not None and time.monotonic() - self._rank_failed_at >= RANK_RETRY_SECONDS:
-            self._rank_failed = None  # installed or repaired meanwhile? One more try.
-        if not key or settings.rank_weight <= 0 or self._rank_failed is not None:
+    # -- the side models --------------------------------------------------------------------------
+    def side_record(self, side: Side) -> ModelRecord | None:
+        """A side model's record, or None when it is off, the scoring model itself, or broken."""
+        key = side.key(self.store.settings)
+        if side.failed is not None and time.monotonic() - side.failed_at >= RANK_RETRY_SECONDS:
+            side.failed = None  # installed or repaired meanwhile? One more try.
+        if not key or self._share_setting(side) == 0 or side.failed is not None:
             return None
         try:
             record = self.store.embeddings.model(key)
         except Exception as exc:
-            self._give_up_rank(exc)
+            self._give_up(side, exc)
             return None
         if record.key != key:  # the service answers an unknown key with its default model: not what was asked
-            self._give_up_rank(LookupError(f"no embedding model {key!r} in the registry (got {record.key!r})"))
+            self._give_up(side, LookupError(f"no embedding model {key!r} in the registry (got {record.key!r})"))
             return None
         return None if record.key == self.store.model().key else record
 
-    def _give_up_rank(self, exc: BaseException) -> None:
+    def rank_record(self) -> ModelRecord | None:
+        return self.side_record(self.sides[0])
+
+    def _share_setting(self, side: Side) -> float | None:
+        """``rank_weight`` when set (the rank model's share in place of ranking.json's), else None."""
+        return self.store.settings.rank_weight if side.role == "rank" else None
+
+    def _give_up(self, side: Side, exc: BaseException) -> None:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        self._rank_failed = detail
-        self._rank_failed_at = time.monotonic()
+        side.failed = detail
+        side.failed_at = time.monotonic()
         log.warning(
-            "skills: rank model %r cannot be used (%s): results are ordered by the scoring model alone. "
-            "Fix: install it, or set rank_model to '' in [pack_settings.skills].",
-            self.store.settings.rank_model,
+            "skills: %s %r cannot be used (%s): results are ordered without it. "
+            "Fix: install it, or set %s to '' in [pack_settings.skills].",
+            side.label,
+            side.key(self.store.settings),
             detail,
+            side.setting,
         )
 
-    def rank_state(self) -> str:
-        """For ``skills status``: whether the rank model orders results, and if not, why."""
-        settings = self.store.settings
-        if not settings.rank_model or settings.rank_weight <= 0:
+    def side_state(self, side: Side) -> str:
+        """For ``skills status``: whether a side model takes part in scores, and if not, why."""
+        if not side.key(self.store.settings) or self._share_setting(side) == 0:
             return "off"
-        if self._rank_failed is not None:
-            return f"failed ({self._rank_failed}); results are ordered by the scoring model until it works again"
-        return f"in use (weight {settings.rank_weight:g})"
+        if side.failed is not None:
+            return f"failed ({side.failed}); results are ordered without it until it works again"
+        fixed = self._share_setting(side)
+        if fixed is not None:
+            return f"in use (weight {fixed:g})"
+        return "in use (" + ", ".join(f"{lang} {by[side.role]:g}" for lang, by in shares().items()) + ")"
 
-    def _open_rank_table(self, record: ModelRecord) -> Any:
+    def rank_state(self) -> str:
+        return self.side_state(self.sides[0])
+
+    def _open_side_table(self, side: Side, record: ModelRecord) -> Any:
         db = self.store.db()
-        if self._rank_table is None:
-            if RANK_TABLE in table_names(db):
-                self._rank_table = db.open_table(RANK_TABLE)
+        if side.table is None:
+            if side.table_name in table_names(db):
+                side.table = db.open_table(side.table_name)
             else:
-                self._rank_table = db.create_table(RANK_TABLE, schema=_rank_schema(record.dimensions))
-        if self._rank_table.schema.field("vector").type.list_size != record.dimensions:
+                side.table = db.create_table(side.table_name, schema=_side_schema(record.dimensions))
+        if side.table.schema.field("vector").type.list_size != record.dimensions:
             # Another model of another size made these vectors: they cannot be updated row by row.
-            db.drop_table(RANK_TABLE)
-            self._rank_table = db.create_table(RANK_TABLE, schema=_rank_schema(record.dimensions))
-            log.warning("skills: rank model is now %s (%d-d): its table is made anew", record.key, record.dimensions)
-        return self._rank_table
+            db.drop_table(side.table_name)
+            side.table = db.create_table(side.table_name, schema=_side_schema(record.dimensions))
+            log.warning(
+                "skills: %s is now %s (%d-d): its table is made anew", side.label, record.key, record.dimensions
+            )
+        return side.table
 
     def sync(self) -> None:
-        """Bring ``skills_rank`` in step with ``skills`` (called after a scan and when a search sees a new version)."""
-        record = self.rank_record()
+        """Bring every side model's table in step with ``skills`` (after a scan; when a search sees a new version)."""
+        for side in self.sides:
+            self._sync(side)
+
+    def _sync(self, side: Side) -> None:
+        record = self.side_record(side)
         if record is None:
             return
         main = self.store.table()
         with self._lock, self.store.guard():
             key = (main, int(main.version), record.fingerprint)
-            if _same(self._synced, key):
+            if _same(side.synced, key):
                 return
             rows = self.store.rows()
-            table = self._open_rank_table(record)
+            table = self._open_side_table(side, record)
             table.checkout_latest()
             have = {
                 r["id"]: (r["hash"], r["fingerprint"])
@@ -290,7 +344,7 @@ class SkillSearch:
                 try:
                     vectors = self.store.embeddings.embed_documents(texts, record.key)
                 except Exception as exc:
-                    self._give_up_rank(exc)
+                    self._give_up(side, exc)
                     return
                 import pyarrow as pa
 
@@ -311,54 +365,61 @@ class SkillSearch:
             if (todo or gone) and self.store.settings.compact:
                 compact_table(table)
             if todo or gone:
-                log.info("skills: rank model %s: %d embedded, %d removed", record.key, len(todo), len(gone))
-            self._synced = key
+                log.info("skills: %s %s: %d embedded, %d removed", side.label, record.key, len(todo), len(gone))
+            side.synced = key
 
     def after_scan(self, embedded: bool = False) -> None:
-        """``sync`` after a scan; after one that ``embedded`` skills (its models are loaded by now), both models'
-        backgrounds too, so the next search does not wait for them. A scan that changed nothing loads no model:
+        """``sync`` after a scan; after one that ``embedded`` skills (its models are loaded by now), every model's
+        background too, so the next search does not wait for them. A scan that changed nothing loads no model:
         the server's start stays light, and the first search makes what it needs. A failure is logged, never
         fails the scan (the next search tries again)."""
         try:
             self.sync()
-            for record in (self.store.model(), self.rank_record()) if embedded else ():
+            records = [self.store.model(), *(self.side_record(side) for side in self.sides)] if embedded else []
+            for record in records:
                 if record is not None:
                     self._background(record)
         except Exception as exc:
-            log.warning("skills: rank model table not updated after the scan (%s); the next search retries", exc)
+            log.warning("skills: side model tables not updated after the scan (%s); the next search retries", exc)
 
-    def _rank_matrix(self, snap: Snapshot, record: ModelRecord) -> np.ndarray | None:
-        """The rank model's vectors in the snapshot's row order (None when they cannot be had)."""
+    def _side_matrix(self, side: Side, snap: Snapshot, record: ModelRecord) -> np.ndarray | None:
+        """A side model's vectors in the snapshot's row order (None when they cannot be had)."""
         import numpy as np
 
         key = (snap.table, snap.version, record.fingerprint)
-        cached = self._rank_vectors
+        cached = side.vectors
         if cached is not None and _same(cached[0], key):
             return cached[1]
-        self.sync()
-        if self._rank_failed is not None:
+        self._sync(side)
+        if side.failed is not None:
             return None
         with self._lock, self.store.guard():
-            data = self._rank_table.to_arrow()
+            data = side.table.to_arrow()
             ids = data.column("id").to_pylist()
             vectors = _matrix(data.column("vector"), data.num_rows)
             where = {name: i for i, name in enumerate(ids)}
-            # A skill without a rank vector (written after the sync) gets zeros: it ranks by the scoring model.
+            # A skill without a vector here (written after the sync) gets zeros: the other models rank it.
             matrix = np.zeros((len(snap.names), record.dimensions), dtype=np.float32)
             for row, name in enumerate(snap.names):
                 if name in where:
                     matrix[row] = vectors[where[name]]
-            self._rank_vectors = (key, matrix)
+            side.vectors = (key, matrix)
             return matrix
 
-    def _start_rank_query(self, texts: list[str]) -> tuple[ModelRecord, Future[list[np.ndarray]]] | None:
-        """The rank model embeds the request (and its translation) in a worker thread while the scoring model
-        does (ctypes and numpy release the GIL): the search then costs about the slower model, not the sum."""
-        record = self.rank_record()
-        if record is None:
-            return None
+    def _start_side_queries(self, texts: list[str]) -> list[tuple[Side, ModelRecord, Future[list[np.ndarray]]]]:
+        """Each side model embeds the request (and its translation) in a worker thread while the scoring model
+        does (ctypes and numpy release the GIL): the search then costs about the slowest model, not the sum."""
         embed = self.store.embeddings.embed_query
-        return record, _pool().submit(lambda: [embed(text, record.key) for text in texts])
+
+        def run(key: str) -> list[np.ndarray]:
+            return [embed(text, key) for text in texts]
+
+        pending = []
+        for side in self.sides:
+            record = self.side_record(side)
+            if record is not None:
+                pending.append((side, record, _pool().submit(run, record.key)))
+        return pending
 
     def _background(self, record: ModelRecord) -> Background:
         return background(self.store.embeddings, record, self.store.embeddings.settings.cache_dir)
@@ -388,21 +449,31 @@ class SkillSearch:
             z = (1 - BLEND) * z + BLEND * np.maximum(z, self._zscores(snap, record, vectors, embedded[1], "en"))
         return z
 
-    def _rank_zscores(
-        self, pending: tuple[ModelRecord, Future[list[np.ndarray]]] | None, snap: Snapshot, lang: str
-    ) -> np.ndarray | None:
-        """The rank model's z for every skill, or None when it is off or failed (then the scoring model alone)."""
-        if pending is None:
-            return None
-        record, future = pending
-        try:
-            matrix = self._rank_matrix(snap, record)
-            if matrix is None:
-                return None
-            return self._request_zscores(snap, record, matrix, future.result(), lang)
-        except Exception as exc:
-            self._give_up_rank(exc)
-            return None
+    def _side_zscores(
+        self, pending: list[tuple[Side, ModelRecord, Future[list[np.ndarray]]]], snap: Snapshot, lang: str
+    ) -> dict[str, np.ndarray]:
+        """Each side model's z for every skill, by role (a model that failed is left out)."""
+        out = {}
+        for side, record, future in pending:
+            try:
+                matrix = self._side_matrix(side, snap, record)
+                if matrix is not None:
+                    out[side.role] = self._request_zscores(snap, record, matrix, future.result(), lang)
+            except Exception as exc:
+                self._give_up(side, exc)
+        return out
+
+    def _mixed(self, z: dict[str, np.ndarray], lang: str) -> np.ndarray:
+        """The models' z mixed by their shares for ``lang``, rescaled over the models that answered."""
+        by_role = dict(shares().get(lang, shares()["en"]))
+        fixed = self.store.settings.rank_weight
+        if fixed is not None:
+            others = sum(v for role, v in by_role.items() if role != "rank")
+            by_role = {role: fixed if role == "rank" else (1 - fixed) * v / others for role, v in by_role.items()}
+        total = sum(by_role[role] for role in z)
+        if total <= 0:  # every model that answered has no share: weigh them alike
+            return sum(z.values()) / len(z)  # type: ignore[return-value]
+        return sum(by_role[role] / total * values for role, values in z.items())  # type: ignore[return-value]
 
     def _lexical(self, snap: Snapshot, query: str) -> np.ndarray:
         """Per skill, the share of the request's glossary terms (either language) its name and description name,
@@ -451,8 +522,8 @@ class SkillSearch:
             lang = language(query)
             translation = glossary().translate(query) if lang == "zh" and TRANSLATE else None
             texts = [query] if translation is None else [query, translation]
-            pending = self._start_rank_query(texts)
-            embedded = [store.embeddings.embed_query(query, record.key)]
+            pending = self._start_side_queries(texts)
+            embedded = [store.embeddings.embed_query(text, record.key) for text in texts]
             cut = store.default_threshold() if threshold is None else threshold
             snap = self.snapshot() if copy is None else copy
             z = self._request_zscores(snap, record, snap.vectors, embedded, lang) if snap.names else None
@@ -465,10 +536,9 @@ class SkillSearch:
         results: list[SkillHit] = []
         mode: Literal["vector", "hybrid"] = "vector"
         if z is not None:
-            other = self._rank_zscores(pending, snap, lang)
-            if other is not None:
-                weight = self.store.settings.rank_weight
-                z, mode = (1 - weight) * z + weight * other, "hybrid"
+            sides = self._side_zscores(pending, snap, lang)
+            if sides:
+                z, mode = self._mixed({"scoring": z, **sides}, lang), "hybrid"
             scores = _scores(z + LEXICAL * self._lexical(snap, query))
             for row in np.argsort(-scores, kind="stable"):
                 score = round(float(scores[row]), 4)
@@ -500,8 +570,8 @@ class SkillSearch:
         """(a snapshot from the copy, or None; the store's stamp) while this process has not opened the store.
 
         The copy serves only when it was made at the store's current stamp by the models configured now;
-        its rank vectors are put where ``_rank_matrix`` finds them. A stamp with no copy is returned so the
-        search that reads the store can write one."""
+        its side models' vectors are put where ``_side_matrix`` finds them. A stamp with no copy is returned so
+        the search that reads the store can write one."""
         store = self.store
         if store.opened or store.scanning:
             return None, None
@@ -525,40 +595,46 @@ class SkillSearch:
             self._warm_memo = (copy, snap)
         try:
             record = store.model()
-            rank = self.rank_record()
+            sides = {side.role: (side, self.side_record(side)) for side in self.sides}
         except Exception:
             return None, current
         if copy.model != (record.key, record.fingerprint):
             return None, current
-        if copy.rank_model != (None if rank is None else (rank.key, rank.fingerprint)):
+        in_use = {role: (r.key, r.fingerprint) for role, (side, r) in sides.items() if r is not None}
+        if copy.sides != in_use:
             return None, current
-        if rank is not None and copy.rank_vectors is not None:  # a copy with a rank model has its vectors
-            with self._lock:
-                self._rank_vectors = ((snap.table, snap.version, rank.fingerprint), copy.rank_vectors)
+        with self._lock:
+            for role, (side, r) in sides.items():
+                if r is not None:
+                    side.vectors = ((snap.table, snap.version, r.fingerprint), copy.side_vectors[role])
         return snap, current
 
     def _save_warm(self, before: list[list[Any]], record: ModelRecord, snap: Snapshot) -> None:
         """Write the copy of what this search read, if nothing wrote to the store meanwhile."""
         if warm.stamp(self.store.path) != before:
             return
-        rank = self.rank_record()
-        rank_vectors = None
-        if rank is not None:
-            cached = self._rank_vectors
-            if cached is None or not _same(cached[0], (snap.table, snap.version, rank.fingerprint)):
-                return  # the rank model's vectors were not read (one skill): no copy this time
-            rank_vectors = cached[1]
+        models: dict[str, tuple[str, str]] = {}
+        vectors: dict[str, np.ndarray] = {}
+        for side in self.sides:
+            r = self.side_record(side)
+            if r is None:
+                continue
+            cached = side.vectors
+            if cached is None or not _same(cached[0], (snap.table, snap.version, r.fingerprint)):
+                return  # this model's vectors were not read (one skill): no copy this time
+            models[side.role] = (r.key, r.fingerprint)
+            vectors[side.role] = cached[1]
         warm.save(
             self.store.path,
             warm.Warm(
                 stamp=before,
                 model=(record.key, record.fingerprint),
-                rank_model=None if rank is None else (rank.key, rank.fingerprint),
+                sides=models,
                 names=snap.names,
                 descriptions=snap.descriptions,
                 paths=snap.paths,
                 vectors=snap.vectors,
-                rank_vectors=rank_vectors,
+                side_vectors=vectors,
             ),
         )
 

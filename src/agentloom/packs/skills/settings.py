@@ -11,10 +11,12 @@ from agentloom.core.settings import folder_list
 
 # The model skills use unless told otherwise: multilingual (Chinese requests, English skills).
 DEFAULT_SKILLS_MODEL = "multilingual-e5-small"
-# A second multilingual model mixed into every score (rank_weight): stronger on Chinese requests against
-# English descriptions, weaker where a request's one deciding word is not aligned across languages.
+# A second multilingual model mixed into every score: stronger on Chinese requests against English
+# descriptions, weaker where a request's one deciding word is not aligned across languages.
 DEFAULT_RANK_MODEL = "use-multilingual-v3"
-RANK_WEIGHT = 0.3
+# The seed's English model, mixed in too: the best of the three on English requests. Each model's
+# share per request language is in ranking.json.
+DEFAULT_ENGLISH_MODEL = "all-MiniLM-L6-v2"
 # Scores run from 0 to 1 and are 0.5 where a skill starts to fit (search.py, background.py).
 DEFAULT_THRESHOLD = 0.5
 # Follow the registry's default embedding model instead (a default switch re-indexes).
@@ -44,8 +46,17 @@ class SkillSettings(BaseModel):
         description="Registry key of a second model whose judgement is mixed into every score, or null/'' for "
         "the scoring model alone.",
     )
-    rank_weight: float = Field(
-        RANK_WEIGHT, ge=0, le=1, description="Share of the second model in every score (0: ignore it)."
+    rank_weight: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Share of the second model in every score, in place of the measured shares of ranking.json "
+        "(0: ignore it). Default: those shares.",
+    )
+    english_model: str | None = Field(
+        DEFAULT_ENGLISH_MODEL,
+        description="Registry key of a third model mixed into the scores of English requests (and of Chinese "
+        "ones through their glossary translation), or null/'' for none.",
     )
     scan_on_start: bool = Field(True, description="Scan the roots in the background when the server starts.")
     scan_delay_seconds: float = Field(

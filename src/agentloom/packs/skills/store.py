@@ -234,6 +234,8 @@ class SkillIndex:
             "default_threshold": self.default_threshold(),
             "rank_model": self.settings.rank_model or None,
             "rank_model_state": self.searcher.rank_state(),
+            "english_model": self.settings.english_model or None,
+            "english_model_state": self.searcher.side_state(self.searcher.sides[1]),
             "version": int(self.table().version),
             "scanning": self.scanning,
             "last_scan": self.last_scan,

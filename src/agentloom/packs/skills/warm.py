@@ -3,7 +3,7 @@
 ``agentloom skills search`` is a new process each time. Importing LanceDB and pyarrow and
 opening the tables costs it about 2 s of CPU (measured on 2 cores, 51 skills), for data that
 has not changed since the last search: the skills' names, descriptions, paths, the scoring
-model's vectors and the rank model's vectors, in the order a search uses them.
+model's vectors and the side models' vectors, in the order a search uses them.
 
 So a search that opened the store itself writes that data to ``<folder>/skills.warm.npz``
 (uncompressed: a memory copy), stamped with the state of the store: every file under the
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentloom.packs.skills")
 
 FILE = "skills.warm.npz"
-FORMAT = 1
+FORMAT = 2
 
 
 def warm_path(store: Path) -> Path:
@@ -63,12 +63,12 @@ class Warm:
 
     stamp: list[list[Any]]
     model: tuple[str, str]  # (key, fingerprint) of the scoring model that made ``vectors``
-    rank_model: tuple[str, str] | None  # the same for ``rank_vectors``; None: rank model off or failed
+    sides: dict[str, tuple[str, str]]  # role -> (key, fingerprint) of each side model in use (search.py)
     names: list[str]
     descriptions: list[str]
     paths: list[str]
     vectors: np.ndarray
-    rank_vectors: np.ndarray | None
+    side_vectors: dict[str, np.ndarray]  # role -> that model's vectors, rows in the order of ``names``
 
 
 def load(store: Path, current: list[list[Any]] | None) -> Warm | None:
@@ -83,16 +83,16 @@ def load(store: Path, current: list[list[Any]] | None) -> Warm | None:
             meta = json.loads(str(data["meta"]))
             if meta.get("format") != FORMAT or meta.get("stamp") != current:
                 return None
-            rank = meta.get("rank_model")
+            sides = {role: (key, fingerprint) for role, (key, fingerprint) in meta["sides"].items()}
             return Warm(
                 stamp=current,
-                model=tuple(meta["model"]),
-                rank_model=tuple(rank) if rank else None,
+                model=(meta["model"][0], meta["model"][1]),
+                sides=sides,
                 names=meta["names"],
                 descriptions=meta["descriptions"],
                 paths=meta["paths"],
                 vectors=data["vectors"],
-                rank_vectors=data["rank_vectors"] if rank else None,
+                side_vectors={role: data[f"side_{role}"] for role in sides},
             )
     except Exception as exc:
         log.debug("skills: %s cannot be read (%s); searching the store", path, exc)
@@ -109,7 +109,7 @@ def save(store: Path, warm: Warm) -> None:
         "format": FORMAT,
         "stamp": warm.stamp,
         "model": list(warm.model),
-        "rank_model": list(warm.rank_model) if warm.rank_model else None,
+        "sides": {role: list(model) for role, model in warm.sides.items()},
         "names": warm.names,
         "descriptions": warm.descriptions,
         "paths": warm.paths,
@@ -117,9 +117,8 @@ def save(store: Path, warm: Warm) -> None:
     header = np.array(json.dumps(meta, ensure_ascii=False))
     try:
         with written_atomically(warm_path(store), "the skills search copy") as tmp, tmp.open("wb") as out:
-            if warm.rank_vectors is None:
-                np.savez(out, meta=header, vectors=warm.vectors)
-            else:
-                np.savez(out, meta=header, vectors=warm.vectors, rank_vectors=warm.rank_vectors)
+            arrays = {"meta": header, "vectors": warm.vectors}
+            arrays.update({f"side_{role}": vectors for role, vectors in warm.side_vectors.items()})
+            np.savez(out, allow_pickle=False, **arrays)
     except Exception as exc:
         log.debug("skills: cannot write %s (%s)", warm_path(store), exc)
