@@ -28,9 +28,9 @@ from agentloom.packs.skills.search import (
     _hit,
     _matrix,
     _pool,
-    _side_schema,
     _same,
     _scores,
+    _side_schema,
 )
 from agentloom.packs.skills.skillfile import MARKER, embedding_text
 from agentloom.packs.skills.store import SkillIndex
@@ -244,9 +244,7 @@ def test_unknown_rank_model_gives_up_with_the_reason(
     default = index.embeddings.model(None).key
     reason = f"no embedding model 'no-such-model' in the registry (got {default!r})"
     assert searcher.sides[0].failed == reason and before <= searcher.sides[0].failed_at <= time.monotonic()
-    assert searcher.rank_state() == (
-        f"failed ({reason}); results are ordered without it until it works again"
-    )
+    assert searcher.rank_state() == (f"failed ({reason}); results are ordered without it until it works again")
     assert messages(caplog) == [
         f"skills: rank model 'no-such-model' cannot be used ({reason}): results are ordered without it. "
         "Fix: install it, or set rank_model to '' in [pack_settings.skills]."
