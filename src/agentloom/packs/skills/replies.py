@@ -14,6 +14,11 @@ class SkillHit(TypedDict):
     path: str
 
 
+class Skipped(TypedDict):
+    path: str
+    reason: str
+
+
 class SearchResult(TypedDict):
     results: list[SkillHit]
     message: str | None
@@ -21,6 +26,7 @@ class SearchResult(TypedDict):
     fallback: bool
     model: str | None
     threshold: float | None
+    skipped: NotRequired[list[Skipped]]  # skill folders whose SKILL.md does not parse (skipped.py)
 
 
 class SkillDetail(TypedDict):
@@ -31,11 +37,6 @@ class SkillDetail(TypedDict):
     body: str
     files: list[str]
     metadata: NotRequired[dict[str, Any]]
-
-
-class Skipped(TypedDict):
-    path: str
-    reason: str
 
 
 class IndexResult(TypedDict):

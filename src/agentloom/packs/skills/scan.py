@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from agentloom.core.errors import NotFoundError
 from agentloom.core.timestamps import iso
 from agentloom.core.work import Cancelled, count, current
+from agentloom.packs.skills import skipped
 from agentloom.packs.skills.skillfile import MARKER, SKILL_FILE, Skill, SkillFormatError, file_digest, parse_skill
 from agentloom.packs.skills.table import SkillTable, compact_table, ids_in, now_ms
 
@@ -89,8 +90,16 @@ class Scanner:
         self.store = store
         self._readonly_told: set[str] = set()
 
-    def run(self, record: ModelRecord, path: Path | None, progress: Progress | None) -> dict[str, Any]:
-        """(Re)index every root, or one folder; returns the counts (added, updated, unchanged, removed, skipped)."""
+    def run(
+        self,
+        record: ModelRecord,
+        path: Path | None,
+        progress: Progress | None,
+        prepare: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        """(Re)index every root, or one folder; returns the counts (added, updated, unchanged, removed, skipped).
+        ``prepare`` runs before anything is embedded, when something will be: the side models load there, so
+        what they report comes before the counts, not after the last one."""
         store = self.store
         started = time.perf_counter()
         roots = [path] if path is not None else list(store.roots)
@@ -116,6 +125,8 @@ class Scanner:
         store.scan_progress = (done, total)
         if progress is not None:
             progress(done, total, "checked skill folders")
+        if todo and prepare is not None:
+            prepare()
         try:
             self._write(record, todo, rows, counts, done, total, progress)
         except Cancelled:
@@ -135,6 +146,7 @@ class Scanner:
         counts["model"] = record.key
         counts["total"] = len(store.rows())
         store.last_scan = {**counts, "at": iso()}  # shown by status: the one timestamp format
+        skipped.record(store.path, counts["skipped"], roots)
         log.info(
             "skills: scan done in %.2f s: %d added, %d updated, %d unchanged, %d removed, %d skipped",
             counts["seconds"],

@@ -368,6 +368,16 @@ class SkillSearch:
                 log.info("skills: %s %s: %d embedded, %d removed", side.label, record.key, len(todo), len(gone))
             side.synced = key
 
+    def prepare_sides(self) -> None:
+        """Load the side models before a scan embeds (a failure is left to ``sync``, which gives up on it)."""
+        for side in self.sides:
+            record = self.side_record(side)
+            if record is not None:
+                try:
+                    self.store.embeddings.prepare(record.key)
+                except Exception as exc:
+                    self._give_up(side, exc)
+
     def after_scan(self, embedded: bool = False) -> None:
         """``sync`` after a scan; after one that ``embedded`` skills (its models are loaded by now), every model's
         background too, so the next search does not wait for them. A scan that changed nothing loads no model:

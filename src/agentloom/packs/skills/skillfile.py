@@ -79,6 +79,27 @@ def _tags(meta: dict[str, Any]) -> list[str]:
     return [t.strip() for t in items if t.strip()]
 
 
+def _yaml_problem(exc: Exception, front: str) -> str:
+    """A YAML error as the line of SKILL.md it is on (the frontmatter starts on line 2), what is wrong and the fix."""
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return f"the frontmatter is not valid YAML ({problem})"
+    line = mark.line + 2
+    lines = front.splitlines()
+    text = lines[mark.line].strip() if mark.line < len(lines) else ""
+    where = f"line {line} ({text[:80]!r})" if text else f"line {line}"
+    if "mapping values are not allowed" in problem:
+        key = text.split(":", 1)[0].strip() or "the value"
+        return (
+            f"the frontmatter is not valid YAML at {where}: a value holds ': ', which YAML reads as a new field. "
+            f"Fix: put the value in quotes, e.g. {key}: \"...\", or replace ': ' with ' - '."
+        )
+    return (
+        f"the frontmatter is not valid YAML at {where}: {problem}. Fix: correct that line (quote values with : or #)."
+    )
+
+
 def parse_skill(folder: Path, data: bytes | None = None, digest: str | None = None) -> Skill:
     """Read ``folder/SKILL.md`` (or take its bytes, already read, and their digest); raise SkillFormatError (the
     broken rule) or OSError."""
@@ -94,8 +115,7 @@ def parse_skill(folder: Path, data: bytes | None = None, digest: str | None = No
     try:
         meta = yaml.safe_load(front) or {}
     except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SkillFormatError(f"the frontmatter is not valid YAML ({first})") from None
+        raise SkillFormatError(_yaml_problem(exc, front)) from None
     if not isinstance(meta, dict):
         raise SkillFormatError("the frontmatter must be a YAML mapping of fields")
     name = meta.get("name")

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentloom.core.errors import NotFoundError
 from agentloom.core.timestamps import iso
-from agentloom.packs.skills.replies import Removed, SearchResult, SkillDetail, SkillLine, SkillList
+from agentloom.packs.skills import skipped
+from agentloom.packs.skills.replies import Removed, SearchResult, SkillDetail, SkillLine, SkillList, Skipped
 from agentloom.packs.skills.scan import Progress, Scanner
 from agentloom.packs.skills.search import SkillSearch
 from agentloom.packs.skills.settings import SkillSettings, default_roots
@@ -152,17 +153,27 @@ class SkillIndex:
                 if not self.store.current(record):
                     self.store.rebuild(record)
                     path = None  # everything must be indexed again
-                counts = self.scanner.run(record, path, progress)
+                counts = self.scanner.run(record, path, progress, self.searcher.prepare_sides)
             finally:
                 self.scanning = False
-        # The second model's vectors follow the table now, not at the next search.
+        # The side models' vectors follow the table now, not at the next search.
         self.searcher.after_scan(embedded=counts["added"] + counts["updated"] > 0)
         return counts
 
     # -- reading -----------------------------------------------------------------------------------
     def search(self, query: str, limit: int = 5, threshold: float | None = None) -> SearchResult:
-        """Best skills first, sorted by score (search.py explains the scores)."""
-        return self.searcher.search(query, limit, threshold)
+        """Best skills first, sorted by score (search.py explains the scores); skill folders that could not be
+        indexed are named (skipped.py)."""
+        result = self.searcher.search(query, limit, threshold)
+        left_out = self.skipped()
+        if left_out:
+            result["skipped"] = left_out
+            result["message"] = "; ".join(m for m in (result["message"], skipped.summary(left_out)) if m)
+        return result
+
+    def skipped(self) -> list[Skipped]:
+        """Skill folders the last scans could not index, with the reason and the fix."""
+        return skipped.load(self.path)
 
     def names(self) -> list[str]:
         return sorted(self.rows())

@@ -10,6 +10,7 @@ from typing import ParamSpec, TypeVar
 from agentloom.core.health import Check
 from agentloom.core.settings import Settings
 from agentloom.core.work import current_step
+from agentloom.packs.skills import skipped
 from agentloom.packs.skills.replies import IndexResult, Removed, SearchResult, SkillDetail, SkillList
 from agentloom.packs.skills.store import SkillIndex
 from agentloom.server.packs import Pack, PackContext
@@ -57,7 +58,11 @@ def health(index: SkillIndex) -> list[Check]:
     detail = f"{status['skills']} skills, model {status['model']}"
     if status["scanning"]:
         detail += ", indexing"
-    return [Check(f"skills store ({index.path})", True, detail)]
+    checks = [Check(f"skills store ({index.path})", True, detail)]
+    left_out = index.skipped()
+    if left_out:
+        checks.append(Check("skill files", False, skipped.summary(left_out), required=False))
+    return checks
 
 
 async def _run(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
