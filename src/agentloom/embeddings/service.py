@@ -95,6 +95,8 @@ class EmbeddingService:
             assert record is not None
             return record
         default = registry.ensure_default(MODEL_TYPE)
+        if default.key == model_key and _unusable(default) is None:
+            return default  # the default model, named by its key before anything registered it
         # Logged once per TTL period: the fallback is cached like any resolution.
         log.warning("embedding model %r %s; using the default model %r instead", model_key, problem, default.key)
         return default

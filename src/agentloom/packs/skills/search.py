@@ -59,7 +59,6 @@ from agentloom.packs.skills import warm
 from agentloom.packs.skills.background import Background, SkillStats, background, language
 from agentloom.packs.skills.keywords import keyword_score
 from agentloom.packs.skills.replies import SearchResult, SkillHit
-from agentloom.packs.skills.settings import SkillSettings
 from agentloom.packs.skills.skillfile import embedding_text
 from agentloom.packs.skills.table import LanceSearchError, SkillTable, compact_table, ids_in, table_names
 
@@ -67,6 +66,7 @@ if TYPE_CHECKING:  # numpy is imported on first use: the server's start path sta
     import numpy as np
 
     from agentloom.embeddings import ModelRecord
+    from agentloom.packs.skills.settings import SkillSettings
 
 log = logging.getLogger("agentloom.packs.skills")
 
