@@ -816,3 +816,24 @@ def test_a_registry_that_cannot_be_read_names_its_error_as_the_reason(tmp_path: 
     registry.write_bytes(b"not a database" * 100)
     assert index.searcher.rank_record() is None
     assert index.searcher.rank_state().startswith("failed (file is not a database); "), index.searcher.rank_state()
+
+
+def test_mixed_scores_use_the_language_shares_and_rescale_over_the_models_that_answered(
+    tmp_path: Path, seed_root: Path
+) -> None:
+    index = make_index(tmp_path, [seed_root])
+    searcher = index.searcher
+    z = {"scoring": np.array([1.0, 0.0]), "rank": np.array([0.0, 1.0]), "english": np.array([2.0, 2.0])}
+    en, zh = search_module.shares()["en"], search_module.shares()["zh"]
+    assert abs(sum(en.values()) - 1) < 1e-9 and abs(sum(zh.values()) - 1) < 1e-9
+    expected = sum(en[role] * values for role, values in z.items())
+    assert np.allclose(searcher._mixed(z, "en"), expected)
+    assert np.allclose(searcher._mixed(z, "zh"), sum(zh[role] * values for role, values in z.items()))
+    assert np.allclose(searcher._mixed(z, "fr"), expected)  # a language without shares reads as English
+    two = {"scoring": z["scoring"], "rank": z["rank"]}  # the English model is off or failed: its share is spread
+    total = en["scoring"] + en["rank"]
+    assert np.allclose(searcher._mixed(two, "en"), (en["scoring"] * z["scoring"] + en["rank"] * z["rank"]) / total)
+    index.settings.rank_weight = 0.25  # a fixed rank share; the others keep their proportions in the rest
+    others = en["scoring"] + en["english"]
+    fixed = 0.25 * z["rank"] + 0.75 * (en["scoring"] * z["scoring"] + en["english"] * z["english"]) / others
+    assert np.allclose(searcher._mixed(z, "en"), fixed)
