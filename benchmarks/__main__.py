@@ -21,6 +21,7 @@ SUITES = {
     "stitch-soak": "benchmarks.stitch_soak",  # 2 x STITCH_SOAK_SECONDS (600) and the paired rounds
     "console": "benchmarks.console",
     "skills": "benchmarks.skills",
+    "skills-tried": "benchmarks.skills_tried",
     "chunker": "benchmarks.chunker",
     "flowise": "benchmarks.flowise",
     "flowise-learning": "benchmarks.flowise_learning",
