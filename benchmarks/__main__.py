@@ -14,9 +14,11 @@ SUITES = {
     "embeddings-default": "benchmarks.embeddings_default",
     "vectors": "benchmarks.vectors",
     "long-work": "benchmarks.long_work",
+    "long-work-http": "benchmarks.long_work:http_main",  # also run by long-work; seconds, not its ~10 minutes
     "docs": "benchmarks.docs",
     "stitch": "benchmarks.stitch",
     "stitch-fanout": "benchmarks.stitch_fanout",  # also run by stitch
+    "stitch-burst": "benchmarks.stitch:burst_main",  # also run by stitch
     "stitch-hostile": "benchmarks.stitch_hostile",
     "stitch-soak": "benchmarks.stitch_soak",  # 2 x STITCH_SOAK_SECONDS (600) and the paired rounds
     "console": "benchmarks.console",
@@ -28,7 +30,7 @@ SUITES = {
     "tools-list": "benchmarks.tools_list",
     "mutation": "benchmarks.mutation",  # about an hour; writes MUTATION.md; only when named
 }
-EXPLICIT_ONLY = {"mutation", "stitch-fanout"}
+EXPLICIT_ONLY = {"mutation", "stitch-fanout", "stitch-burst", "long-work-http"}
 
 
 USAGE = f"""usage: python -m benchmarks [SUITE ...]
@@ -49,7 +51,8 @@ def main(argv: list[str]) -> None:
         sys.exit(f"unknown suite(s) {', '.join(unknown)}; choose from {', '.join(SUITES)}")
     for suite in chosen:
         print(f"== {suite}", file=sys.stderr)
-        importlib.import_module(SUITES[suite]).main()
+        module, _, function = SUITES[suite].partition(":")  # a module's main, or the function named
+        getattr(importlib.import_module(module), function or "main")()
 
 
 main(sys.argv[1:])

@@ -1,11 +1,17 @@
 """Long work through a real MCP client (issue 36): a 5 MB document against the same text as 100 documents,
-progress gaps, cancellation, a client that closes stdin, the size limit, and memory on a 20 MB text."""
+progress gaps, cancellation, a client that closes stdin, the size limit, and memory on a 20 MB text.
+
+Over streamable HTTP (`python -m benchmarks long-work-http`, also run by long-work; seconds
+where the whole suite takes about ten minutes): how soon a large add stops once the client cancels the call,
+or cancels it and ends its session."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -325,7 +331,104 @@ copies of the request.
 """
 
 
+HTTP_TRIES = int(os.environ.get("LONG_WORK_HTTP_TRIES", 5))
+
+
+def _http_server(env: dict[str, str], errlog: Any) -> tuple[subprocess.Popen[bytes], str]:
+    """`agentloom serve --http --packs vectors` on a free port, once it accepts connections."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [PYTHON, "-m", "agentloom", "serve", "--http", "--port", str(port), "--packs", "vectors"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errlog)
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the HTTP server did not start")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, f"http://127.0.0.1:{port}/mcp"
+        except OSError:
+            time.sleep(0.1)
+
+
+async def _http_stop(url: str, log: Path, text: str, collection: str, how: str) -> float:
+    """Seconds from the client giving up a large add (MCP's notifications/cancelled; for "session end"
+    the client then leaves the session) to the server logging that the add stopped and was undone."""
+    async with Client(url) as client:
+        await client.call_tool("vector_create_collection", {"name": collection})
+        progressing = anyio.Event()
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            progressing.set()
+
+        async with anyio.create_task_group() as tg:
+
+            async def add() -> None:
+                await client.call_tool(
+                    "vector_add_document",
+                    {"collection": collection, "text": text, "document_id": "b"},
+                    progress_callback=on_progress,
+                )
+
+            tg.start_soon(add)
+            with anyio.fail_after(300):
+                await progressing.wait()  # the add is under way
+            tg.cancel_scope.cancel()
+            cancelled = time.monotonic()
+        if how == "cancel":  # still in the session
+            return await _stopped(log, collection, cancelled)
+    return await _stopped(log, collection, cancelled)
+
+
+async def _stopped(log: Path, collection: str, since: float) -> float:
+    # polls the server's log file, which has no event to wait on
+    while f"into '{collection}': stopped" not in log.read_text():  # noqa: ASYNC110, ASYNC240
+        await anyio.sleep(0.02)
+    return time.monotonic() - since
+
+
+def http_run() -> str:
+    load = os.getloadavg()[0]
+    text = scifact_text(5_000_000)
+    stops: dict[str, list[float]] = {"cancel": [], "session end": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "http.log"
+        with log.open("w") as errlog:
+            proc, url = _http_server(_env(Path(tmp) / "data"), errlog)
+            try:
+                for i in range(HTTP_TRIES):
+                    for how, taken in stops.items():  # in turns
+                        taken.append(anyio.run(_http_stop, url, log, text, f"{how.replace(' ', '-')}-{i}", how))
+                        print(f"over HTTP, {how}: stopped in {taken[-1]:.2f} s", file=sys.stderr)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+    rows = "\n".join(
+        f"| {how} | {statistics.median(taken):.2f} s | {max(taken):.2f} s | <= 1 s |" for how, taken in stops.items()
+    )
+    return f"""
+Through the MCP Python SDK client over streamable HTTP against `agentloom serve --http --packs vectors`
+(local all-MiniLM-L6-v2): a {len(text) / 1e6:.1f} MB document of SciFact abstracts is added and the client
+gives the call up once the add has reported progress (MCP's `notifications/cancelled`); "session end":
+the client then leaves its session. The time from the client giving up to the server's log saying the add
+stopped and was undone (`... into '<collection>': stopped`), {HTTP_TRIES} times each, in turns, one server.
+Load average (1 min) {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores.
+
+| the client | median | worst | goal |
+|---|---|---|---|
+{rows}
+"""
+
+
+def http_main() -> None:
+    if not SCIFACT.exists():
+        sys.exit(f"long-work-http: {SCIFACT} not found (the shared SciFact corpus)")
+    write_section("Long work over HTTP", http_run(), "python -m benchmarks long-work-http")
+
+
 def main() -> None:
     if not SCIFACT.exists():
         sys.exit(f"long-work: {SCIFACT} not found (the shared SciFact corpus)")
     write_section("Long work (issue 36)", run(), "python -m benchmarks long-work")
+    http_main()

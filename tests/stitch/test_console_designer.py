@@ -332,7 +332,7 @@ def test_the_console_bundle_is_at_most_400_kb_gzipped() -> None:
 
 
 # In the page: how many times the dragged node was drawn at a new place while the pointer moved.
-# (How fast each step is drawn is a benchmark figure, not a test's.)
+# (How fast each step is drawn is a benchmark figure, not a test's: BENCHMARKS.md, "console".)
 COUNT_MOVES = """(id) => {
   const el = document.querySelector(`.react-flow__node[data-id="${id}"]`);
   window.__moves = 0;

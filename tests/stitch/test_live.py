@@ -246,5 +246,6 @@ def test_a_server_with_open_streams_stops_promptly(tmp_path: Path) -> None:
     with SseReader(f"{server.base}/api/stitch/runs/stream") as reader:
         assert reader.status == 200
         server.proc.terminate()  # a stream never ends by itself: shutdown must not wait for it
-        server.proc.wait(timeout=60)  # a deadline for a hang: a shutdown waiting on the stream never ends
+        # A deadline for a hang: a shutdown waiting on the stream never ends (how soon: BENCHMARKS.md, "console").
+        server.proc.wait(timeout=60)
     server.stop()

@@ -257,7 +257,8 @@ def http_server_url(server_env: dict[str, str], tmp_path: Path) -> Iterator[tupl
 
 
 async def _wait_for(log: Path, text: str, seconds: float = 120) -> None:
-    """Until ``text`` is in the server's log; the deadline is for a hang (how soon: BENCHMARKS.md, "Long work")."""
+    """Until ``text`` is in the server's log; the deadline is for a hang (how soon: BENCHMARKS.md, "Long work"
+    and "Long work over HTTP")."""
     deadline = time.monotonic() + seconds
     while text not in (logged := await anyio.Path(log).read_text()):
         assert time.monotonic() < deadline, f"{text!r} not logged within {seconds} s:\n{logged}"
