@@ -480,10 +480,11 @@ class SkillSearch:
         if fixed is not None:
             others = sum(v for role, v in by_role.items() if role != "rank")
             by_role = {role: fixed if role == "rank" else (1 - fixed) * v / others for role, v in by_role.items()}
+        import numpy as np
+
         total = sum(by_role[role] for role in z)
-        if total <= 0:  # every model that answered has no share: weigh them alike
-            return sum(z.values()) / len(z)  # type: ignore[return-value]
-        return sum(by_role[role] / total * values for role, values in z.items())  # type: ignore[return-value]
+        weights = [by_role[role] / total if total > 0 else 1 / len(z) for role in z]  # no share at all: alike
+        return np.asarray(np.average(np.stack(list(z.values())), axis=0, weights=weights))
 
     def _lexical(self, snap: Snapshot, query: str) -> np.ndarray:
         """Per skill, the share of the request's glossary terms (either language) its name and description name,
