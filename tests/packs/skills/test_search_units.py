@@ -309,7 +309,8 @@ def test_sync_writes_each_skill_once_with_hash_fingerprint_and_vector(
 
     shutil.rmtree(seed_root / "file-read")
     seed_index.scan()
-    assert "skills: rank model use-multilingual-v3: 2 embedded, 1 removed" in messages(caplog)
+    # The scan embedded the two with the rank model too, batch by batch; the sync after it removes the third.
+    assert "skills: rank model use-multilingual-v3: 0 embedded, 1 removed" in messages(caplog)
     table = rank_table(seed_index)
     rows = seed_index.rows()
     assert set(table) == {"git-commit", "excel-analysis", "calculate", "deploy-app"}
@@ -582,7 +583,14 @@ def test_rank_log_names_what_was_embedded(
 ) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
     write_skill(seed_root, "calculate", "数学运算")
-    seed_index.scan()
+    seed_index.scan()  # the scan writes the rank model's row itself: nothing is left for the sync
+    assert [m for m in messages(caplog) if m.startswith("skills: rank model")] == [
+        "skills: rank model: 1 embedded during the scan"
+    ]
+    assert rank_table(seed_index)["calculate"]["hash"] == seed_index.rows()["calculate"]["hash"]
+    seed_index.searcher.sides[0].table.delete("id = 'calculate'")  # a row lost (another tool, a crash)
+    seed_index.searcher.sides[0].synced = None
+    seed_index.searcher.sync()
     assert "skills: rank model use-multilingual-v3: 1 embedded, 0 removed" in messages(caplog)
     caplog.clear()
     seed_index.remove("calculate")
@@ -729,16 +737,24 @@ def test_sync_embeds_a_row_without_description_as_empty_text(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_sync_writes_one_merge_per_batch_of_64(tmp_path: Path, seed_root: Path) -> None:
+def test_the_scan_writes_side_rows_in_its_batches_and_the_sync_in_batches_of_64(
+    tmp_path: Path, seed_root: Path
+) -> None:
     index = make_index(tmp_path, [seed_root], compact=False)
     index.scan()
     rank = index.store.db().open_table(RANK_TABLE)
-    assert len(rank.list_versions()) == 2  # made, then the 4 skills in one merge
+    assert len(rank.list_versions()) == 2  # made, then the 4 skills in the scan's one batch
     for i in range(65):
         write_skill(seed_root, f"s{i:02d}", f"skill number {i}")
     index.scan()
     rank.checkout_latest()
-    assert len(rank.list_versions()) == 4  # 65 new skills to embed: a merge of 64, then one of 1
+    assert len(rank.list_versions()) == 5  # 65 new skills: the scan's batches of 32, 32 and 1
+    side = index.searcher.sides[0]
+    side.table.delete("id IS NOT NULL")  # every row lost (another tool, a crash)
+    side.synced = None
+    index.searcher.sync()
+    rank.checkout_latest()
+    assert len(rank.list_versions()) == 8  # the delete, then the sync's merges of 64 and 5
     assert set(rank_table(index)) == set(SEED_SKILLS) | {f"s{i:02d}" for i in range(65)}
 
 

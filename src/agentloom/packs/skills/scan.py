@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentloom.core.errors import NotFoundError
 from agentloom.core.timestamps import iso
@@ -83,6 +83,15 @@ def inside(path: Path, root: Path) -> bool:
         return False
 
 
+class Sides(Protocol):
+    """The models besides the scoring one (search.py), kept in step batch by batch during a scan, so that what
+    the scan reports covers all of its work and nothing is left to do after the last count."""
+
+    def prepare_sides(self) -> None: ...
+
+    def write_sides(self, rows: list[dict[str, Any]]) -> None: ...
+
+
 class Scanner:
     """Brings one skills table in step with its roots; the caller holds the index's scan lock."""
 
@@ -95,11 +104,10 @@ class Scanner:
         record: ModelRecord,
         path: Path | None,
         progress: Progress | None,
-        prepare: Callable[[], None] | None = None,
+        sides: Sides | None = None,
     ) -> dict[str, Any]:
         """(Re)index every root, or one folder; returns the counts (added, updated, unchanged, removed, skipped).
-        ``prepare`` runs before anything is embedded, when something will be: the side models load there, so
-        what they report comes before the counts, not after the last one."""
+        When something is to be embedded, ``sides`` loads its models first and embeds each batch too."""
         store = self.store
         started = time.perf_counter()
         roots = [path] if path is not None else list(store.roots)
@@ -125,10 +133,10 @@ class Scanner:
         store.scan_progress = (done, total)
         if progress is not None:
             progress(done, total, "checked skill folders")
-        if todo and prepare is not None:
-            prepare()
+        if todo and sides is not None:
+            sides.prepare_sides()
         try:
-            self._write(record, todo, rows, counts, done, total, progress)
+            self._write(record, todo, rows, counts, done, total, progress, sides)
         except Cancelled:
             kept = counts["added"] + counts["updated"]
             message = (
@@ -215,8 +223,9 @@ class Scanner:
         done: int,
         total: int,
         progress: Progress | None,
+        sides: Sides | None,
     ) -> None:
-        """Embed and upsert ``todo`` in batches, then write each folder's marker."""
+        """Embed and upsert ``todo`` in batches (the side models' tables too), then write each folder's marker."""
         if not todo:
             return
         import pyarrow as pa
@@ -250,6 +259,8 @@ class Scanner:
                 table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
                     pa.Table.from_pylist(data, schema=table.schema)
                 )
+            if sides is not None:
+                sides.write_sides(data)
             for s in batch:
                 counts["updated" if s.name in rows else "added"] += 1
                 try:

@@ -192,6 +192,7 @@ class Side:
     failed_at: float = 0.0
     synced: tuple[Any, int, str] | None = None
     vectors: tuple[tuple[Any, int, str], np.ndarray] | None = None
+    written: int = 0  # rows the current scan embedded with this model (write_sides)
 
     @property
     def label(self) -> str:
@@ -339,27 +340,8 @@ class SkillSearch:
             todo = [row for name, row in rows.items() if have.get(name) != (row.get("hash"), record.fingerprint)]
             gone = [name for name in have if name not in rows]
             for start in range(0, len(todo), BATCH):
-                batch = todo[start : start + BATCH]
-                texts = [embedding_text(r["name"], r["description"] or "", list(r.get("tags") or [])) for r in batch]
-                try:
-                    vectors = self.store.embeddings.embed_documents(texts, record.key)
-                except Exception as exc:
-                    self._give_up(side, exc)
+                if not self._upsert(side, record, table, todo[start : start + BATCH]):
                     return
-                import pyarrow as pa
-
-                data = [
-                    {
-                        "id": r["name"],
-                        "hash": r.get("hash"),
-                        "fingerprint": record.fingerprint,
-                        "vector": vectors[i].tolist(),
-                    }
-                    for i, r in enumerate(batch)
-                ]
-                table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
-                    pa.Table.from_pylist(data, schema=table.schema)
-                )
             if gone:
                 table.delete(ids_in(gone))
             if (todo or gone) and self.store.settings.compact:
@@ -368,15 +350,68 @@ class SkillSearch:
                 log.info("skills: %s %s: %d embedded, %d removed", side.label, record.key, len(todo), len(gone))
             side.synced = key
 
+    def _upsert(self, side: Side, record: ModelRecord, table: Any, rows: list[dict[str, Any]]) -> bool:
+        """Embed ``rows`` (the skills table's) with a side model and write them to its table; False when the model
+        failed (it is given up on, and its table catches up at the next sync)."""
+        import pyarrow as pa
+
+        texts = [embedding_text(r["name"], r["description"] or "", list(r.get("tags") or [])) for r in rows]
+        try:
+            vectors = self.store.embeddings.embed_documents(texts, record.key)
+        except Exception as exc:
+            self._give_up(side, exc)
+            return False
+        data = [
+            {
+                "id": r["name"],
+                "hash": r.get("hash") or (r.get("metadata") or {}).get("hash"),
+                "fingerprint": record.fingerprint,
+                "vector": vectors[i].tolist(),
+            }
+            for i, r in enumerate(rows)
+        ]
+        table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+            pa.Table.from_pylist(data, schema=table.schema)
+        )
+        return True
+
     def prepare_sides(self) -> None:
-        """Load the side models before a scan embeds (a failure is left to ``sync``, which gives up on it)."""
+        """Before a scan embeds: load every model and its background (first use only), so nothing of that is
+        left for after the scan's last count. A side model that fails is given up on."""
+        self._background(self.store.model())
         for side in self.sides:
+            side.written = 0
             record = self.side_record(side)
             if record is not None:
                 try:
                     self.store.embeddings.prepare(record.key)
+                    self._background(record)
                 except Exception as exc:
                     self._give_up(side, exc)
+
+    def write_sides(self, rows: list[dict[str, Any]]) -> None:
+        """A batch the scan just wrote to the skills table, embedded and written by every side model. A table
+        that cannot be written never fails the scan: the sync after it says so and the next search retries."""
+        for side in self.sides:
+            record = self.side_record(side)
+            if record is not None:
+                try:
+                    with self._lock, self.store.guard():
+                        table = self._open_side_table(side, record)
+                        table.checkout_latest()
+                        have = {
+                            r["id"]: (r["hash"], r["fingerprint"])
+                            for r in table.to_arrow().select(["id", "hash", "fingerprint"]).to_pylist()
+                        }
+                        todo = [
+                            r
+                            for r in rows
+                            if have.get(r["name"]) != ((r.get("metadata") or {}).get("hash"), record.fingerprint)
+                        ]
+                        if todo and self._upsert(side, record, table, todo):
+                            side.written += len(todo)
+                except Exception as exc:
+                    log.debug("skills: %s table not written during the scan (%s)", side.label, exc)
 
     def after_scan(self, embedded: bool = False) -> None:
         """``sync`` after a scan; after one that ``embedded`` skills (its models are loaded by now), every model's
@@ -384,6 +419,12 @@ class SkillSearch:
         the server's start stays light, and the first search makes what it needs. A failure is logged, never
         fails the scan (the next search tries again)."""
         try:
+            for side in self.sides:
+                if side.written and side.table is not None:
+                    log.info("skills: %s: %d embedded during the scan", side.label, side.written)
+                    if self.store.settings.compact:
+                        compact_table(side.table)
+                side.written = 0
             self.sync()
             records = [self.store.model(), *(self.side_record(side) for side in self.sides)] if embedded else []
             for record in records:

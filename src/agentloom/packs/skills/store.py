@@ -153,7 +153,7 @@ class SkillIndex:
                 if not self.store.current(record):
                     self.store.rebuild(record)
                     path = None  # everything must be indexed again
-                counts = self.scanner.run(record, path, progress, self.searcher.prepare_sides)
+                counts = self.scanner.run(record, path, progress, self.searcher)
             finally:
                 self.scanning = False
         # The side models' vectors follow the table now, not at the next search.
