@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -32,7 +33,9 @@ async def test_the_documented_pack_works_from_the_server_and_the_cli(
     server_env: dict[str, str], tmp_path: Path
 ) -> None:
     install_example(tmp_path / "site")
-    server_env["PYTHONPATH"] = str(tmp_path / "site")
+    # Kept after the example: a checkout run with PYTHONPATH=src (a worktree beside an editable install)
+    # serves and runs its own code, as the pack_env fixture does.
+    server_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "site"), server_env.get("PYTHONPATH")]))
     async with stdio_client_session(server_env, "--packs", "notes") as client:
         put = await client.call_tool("notes_put", {"key": "a", "text": "remember the milk"})
         assert put.structured_content == {"key": "a", "text": "remember the milk"}

@@ -157,3 +157,48 @@ def test_the_core_cli_imports_no_pack_cli_by_name() -> None:
     add_pack_commands(app)
     names = {group.name for group in app.registered_groups}
     assert {"docs", "stitch"} <= names
+
+
+def test_a_command_opens_a_pack_with_the_setup_the_server_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One opener: the host runs setup with the services it shares; ``Pack.open`` (what a pack's command
+    calls, through ``open_pack``) runs the same function outside a server."""
+    import sys
+    import types
+    from importlib.metadata import EntryPoint
+
+    seen: list[PackContext] = []
+    opened: Pack[Path] = Pack("opened", "Records the contexts its setup gets")
+
+    @opened.setup
+    def _open(ctx: PackContext) -> Path:
+        seen.append(ctx)
+        return ctx.data_dir / "state.db"
+
+    module = types.ModuleType("agentloom_opened_pack")
+    module.pack = opened  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "agentloom_opened_pack", module)
+    ep = EntryPoint(name="opened", value="agentloom_opened_pack:pack", group="agentloom.packs")
+    settings = Settings(data_dir=tmp_path)
+    host = Host(settings, [*[e for e in discover_packs() if e.name == "core"], ep])
+    served = host.packs["opened"].state
+    assert opened.open(settings) == served == tmp_path / "opened" / "state.db"
+    assert (tmp_path / "opened").is_dir()
+    in_server, in_command = seen
+    assert in_server.serving and in_server.host is host
+    assert in_server.breakers is host.breakers and in_server.embeddings is host.embeddings  # shared, made once
+    assert not in_command.serving and in_command.host is None
+    assert in_command.breakers is not host.breakers
+    assert in_command.breakers.failure_threshold == settings.breakers.failure_threshold
+    assert in_command.embeddings is in_command.embeddings and in_command.embeddings.settings is settings
+
+
+def test_a_pack_without_setup_has_nothing_to_open(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="'bare' declares no setup"):
+        Pack("bare", "No state").open(Settings(data_dir=tmp_path))
+
+
+def test_the_core_pack_opens_only_in_a_server(tmp_path: Path) -> None:
+    from agentloom.packs.core import pack as core
+
+    with pytest.raises(TypeError, match="the core pack is the server's own"):
+        core.open(Settings(data_dir=tmp_path))

@@ -28,13 +28,12 @@ models_app = typer.Typer(
 
 
 def _service(data_dir: object) -> EmbeddingService:
-    from agentloom.core.breakers import BreakerRegistry
     from agentloom.core.logs import configure_logging
-    from agentloom.embeddings import EmbeddingService
+    from agentloom.server.services import Services
 
     settings = load_settings(data_dir=data_dir)
     configure_logging("WARNING")
-    return EmbeddingService(settings, BreakerRegistry())
+    return Services(settings).embeddings  # as a server or a pack's command builds it
 
 
 # -- arguments --------------------------------------------------------------------------------

@@ -59,11 +59,11 @@ class Host:
         instructions: str = INSTRUCTIONS,
     ) -> None:
         self.settings = settings
-        # The same services a pack's command line builds for itself (server/services.py): a pack's
-        # ``open`` makes its state from them the same way in both.
-        services = Services.build(settings)
-        self.breakers = services.breakers
-        self.embeddings = services.embeddings
+        # Built once and handed to every pack's setup; a pack's command line builds its own the same
+        # way (Pack.open), so a pack makes its state the same way in both.
+        self.services = Services(settings)
+        self.breakers = self.services.breakers
+        self.embeddings = self.services.embeddings
         self.server = LoomServer(
             name,
             version=__version__,
@@ -112,7 +112,7 @@ class Host:
             clashes = [t.name for t in pack.tools if t.name in taken]
             if clashes:
                 raise PackLoadError(f"tool names already registered by another pack: {', '.join(clashes)}")
-            loaded = pack.start(PackContext(ep.name, self.settings, self.breakers, self.embeddings, self))
+            loaded = pack.start(PackContext(ep.name, self.settings, self.services, self))
             # Tools are added only after setup succeeded, so a failing pack leaves none behind. The
             # tools setting chooses among them (the core pack's are always listed: health says what is).
             chosen = [t for t in loaded.tools if ep.name == CORE_PACK or self.settings.tool_enabled(t.name)]

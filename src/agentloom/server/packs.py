@@ -1,9 +1,11 @@
 """The pack interface: what a subsystem gives the server.
 
 A pack is a :class:`Pack` object exposed through the ``agentloom.packs`` entry-point
-group. Setup returns the pack's own typed state; a tool that names that type as a
-parameter receives it, and every other parameter is the tool's input schema, exactly as
-with ``MCPServer.tool``::
+group. Its setup is its one opener: it makes the pack's own typed state from what the
+:class:`PackContext` hands it (the pack's settings, its folder, the shared breakers and
+embedding service), for a server and for the pack's command line alike. A tool that names
+the state's type as a parameter receives it, and every other parameter is the tool's input
+schema, exactly as with ``MCPServer.tool``::
 
     pack = Pack("notes", "Keep notes", cli="notes_pack.cli:app")
 
@@ -19,9 +21,16 @@ with ``MCPServer.tool``::
     def check(notes: Notes) -> list[Check]:
         return [Check("notes store", notes.ok(), str(notes.path))]
 
+    @app.command()                                  # in notes_pack/cli.py
+    def search(query: str, data_dir: DataDir = None) -> None:
+        notes = open_pack(pack, data_dir)           # the same setup, outside a server
+
 The :class:`Pack` holds only declarations. Each server (:class:`~agentloom.server.host.Host`)
 runs setup itself and binds the resulting state into its own copies of the tools, so two
-servers in one process never share or overwrite a pack's state.
+servers in one process never share or overwrite a pack's state. A command gets the state
+through :meth:`Pack.open` (``agentloom.terminal.common.open_pack``), which runs the same setup
+with a context of its own; ``ctx.serving`` tells the two apart, for work only a server wants
+(a background scan).
 
 Setup runs at server start, so it must be quick: import heavy libraries inside
 functions, and leave slow checks to the health hook. ``cli`` names a typer app
@@ -46,7 +55,7 @@ from agentloom.core.health import Check
 
 # reply_of is the pack interface's; it lives beside the listing rule it serves.
 from agentloom.server.schemas import reply_of as reply_of
-from agentloom.server.services import pack_folder
+from agentloom.server.services import Services
 
 if TYPE_CHECKING:
     from agentloom.core.breakers import BreakerRegistry
@@ -76,22 +85,38 @@ class ToolSpec:
 
 @dataclass
 class PackContext:
-    """What a pack's setup may use; one per pack and server."""
+    """What a pack's setup may use; one per pack and server, or per command (``host`` is None there)."""
 
     name: str
     settings: Settings
-    breakers: BreakerRegistry
-    embeddings: EmbeddingService
-    host: HostServices
+    services: Services
+    host: HostServices | None = None
     log: logging.Logger = field(init=False)
 
     def __post_init__(self) -> None:
         self.log = logging.getLogger(f"agentloom.packs.{self.name}")
 
     @property
+    def serving(self) -> bool:
+        """Whether a server runs the pack; a command's setup skips what only a server wants (a background scan)."""
+        return self.host is not None
+
+    @property
+    def breakers(self) -> BreakerRegistry:
+        """The process's circuit breakers, one per outside dependency."""
+        return self.services.breakers
+
+    @property
+    def embeddings(self) -> EmbeddingService:
+        """The process's embedding service (made on first use)."""
+        return self.services.embeddings
+
+    @property
     def data_dir(self) -> Path:
-        """The pack's own folder under the data directory (created on demand), as ``open`` finds it."""
-        return pack_folder(self.settings, self.name)
+        """The pack's own folder under the data directory, created on demand."""
+        path = self.settings.data_dir / self.name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def config(self, model: type[M]) -> M:
         """The pack's settings: ``[pack_settings.<name>]`` and ``AGENTLOOM_<NAME>__*`` variables.
@@ -147,6 +172,7 @@ class Pack(Generic[S]):
         return decorator
 
     def setup(self, fn: Callable[[PackContext], S]) -> Callable[[PackContext], S]:
+        """Declare the pack's opener: the one function that makes its state, in a server and in a command."""
         self._setup = fn
         return fn
 
@@ -160,6 +186,13 @@ class Pack(Generic[S]):
         state_type = self._state_type()
         tools = [_bind(spec, state_type, state) for spec in self.tools]
         return LoadedPack(self, state, tools)  # type: ignore[arg-type]  # state is S or None without a setup
+
+    def open(self, settings: Settings) -> S:
+        """The pack's state for a command, made by the setup a server runs: a context with services of
+        its own (the embedding service made on first use) and no host, so ``ctx.serving`` is false."""
+        if self._setup is None:
+            raise TypeError(f"pack {self.name!r} declares no setup: it has no state to open")
+        return self._setup(PackContext(self.name, settings, Services(settings)))
 
     def _state_type(self) -> Any:
         if self._setup is None:

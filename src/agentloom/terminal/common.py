@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, Protocol, TypeVar
 
 import typer
 
@@ -28,6 +28,7 @@ from agentloom.terminal.settings_errors import (
 )
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 DataDir = Annotated[
     Path | None,
@@ -147,12 +148,18 @@ def _default(value: Any) -> Any:
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def open_pack(opener: Callable[[Settings], T], data_dir: Path | None) -> T:
-    """A pack's state for a command, made by the pack's ``open`` as a server makes it; a bad value in the
-    pack's settings exits 2 naming the variable."""
+class Opens(Protocol[T_co]):
+    """A pack, as a command sees it (``agentloom.server.packs.Pack``): it opens its state from settings."""
+
+    def open(self, settings: Settings) -> T_co: ...
+
+
+def open_pack(pack: Opens[T], data_dir: Path | None) -> T:
+    """A pack's state for a command, made by the pack's setup as a server makes it (``Pack.open``), from the
+    settings with ``--data-dir`` on top; a bad value in the pack's settings exits 2 naming the variable."""
     settings = load_settings(data_dir=data_dir)
     try:
-        return opener(settings)
+        return pack.open(settings)
     except ConfigError as exc:
         fail(str(exc), code=2)
 

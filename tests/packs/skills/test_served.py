@@ -83,6 +83,17 @@ async def test_store_error_through_the_tool(tmp_path: Path, seed_root: Path) -> 
     assert str(tmp_path / "data" / "skills" / "skills.lance") in text
 
 
+def test_a_command_opens_the_servers_index_without_its_start_up_scan(tmp_path: Path, seed_root: Path) -> None:
+    from agentloom.packs.skills import pack
+
+    served = host(tmp_path, seed_root, scan_delay_seconds=3600)  # the scan waits: nothing races the command
+    index = served.packs["skills"].state
+    opened = pack.open(served.settings)  # what `agentloom skills ...` gets, through open_pack
+    assert index.scanning and not opened.scanning
+    assert opened.path == index.path and opened.roots == index.roots == [seed_root]
+    assert opened.settings == index.settings
+
+
 def test_entry_point_is_discovered() -> None:
     found = [ep for ep in discover_packs() if ep.name == "skills"]
     assert found and found[0].value == "agentloom.packs.skills:pack"

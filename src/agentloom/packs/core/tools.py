@@ -63,6 +63,8 @@ class Core:
 
 @pack.setup
 def setup(ctx: PackContext) -> Core:
+    if ctx.host is None:
+        raise TypeError("the core pack is the server's own: a command cannot open it")
     return Core(ctx.host, ctx.breakers)
 
 

@@ -1,5 +1,5 @@
 """The docs pack: documentation navigation from ``.knowledge/config.yaml``, and its CLI."""
 
-from agentloom.packs.docs.tools import open, pack
+from agentloom.packs.docs.tools import pack
 
-__all__ = ["open", "pack"]
+__all__ = ["pack"]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from agentloom.packs.docs.config import Docset, Project
     from agentloom.packs.docs.content import DocsetResult
+    from agentloom.packs.docs.discovery import ConfigWatcher
 
 app = typer.Typer(
     name="agentic-knowledge",
@@ -45,28 +46,23 @@ ProjectOpt = Annotated[
 ]
 
 
-def _where(project_dir: Path | None) -> tuple[Path | None, Path | None]:
-    """The folder to search from and the configuration file named outright, as the MCP server takes them:
-    --project-dir, else the docs pack's settings (AGENTLOOM_DOCS__PROJECT_DIR and AGENTLOOM_DOCS__CONFIG_FILE,
-    or [pack_settings.docs] in agentloom.toml), else the working directory."""
-    if project_dir is not None:
-        return project_dir, None
-    from agentloom.packs.docs.settings import DocsSettings
-    from agentloom.terminal.common import load_settings
+def _watcher(project_dir: Path | None) -> ConfigWatcher:
+    """The configuration from --project-dir upward, else the one the MCP server watches: the docs pack's own
+    state, made from its settings (AGENTLOOM_DOCS__PROJECT_DIR and AGENTLOOM_DOCS__CONFIG_FILE, or
+    [pack_settings.docs] in agentloom.toml), else from the working directory upward."""
+    from agentloom.packs.docs.discovery import ConfigWatcher
 
-    try:
-        settings = load_settings().for_pack("docs", DocsSettings)
-    except AgentloomError as exc:
-        raise _usage_error(str(exc)) from None
-    return settings.project_dir, settings.config_file
+    if project_dir is not None:
+        return ConfigWatcher(project_dir)
+    from agentloom.packs.docs.tools import pack
+    from agentloom.terminal.common import open_pack
+
+    return open_pack(pack, None).watcher
 
 
 def _project(project_dir: Path | None) -> Project:
-    from agentloom.packs.docs.discovery import ConfigWatcher
-
-    start, config_file = _where(project_dir)
     try:
-        return ConfigWatcher(start, config_path=config_file).current()
+        return _watcher(project_dir).current()
     except AgentloomError as exc:
         raise _usage_error(str(exc)) from None
 
@@ -169,8 +165,7 @@ def _write_starter(ctx: typer.Context, project_dir: Path | None) -> None:
     from agentloom.packs.docs.discovery import find_config
     from agentloom.packs.docs.starter import config_path, write_starter
 
-    start = _where(project_dir)[0]
-    root = (start or Path.cwd()).absolute()
+    root = _watcher(project_dir).start
     command = _command(ctx)
     if not root.is_dir():
         given = "--project-dir" if project_dir is not None else "AGENTLOOM_DOCS__PROJECT_DIR"
@@ -255,8 +250,8 @@ def init(
     if docset is None:
         from agentloom.packs.docs.discovery import find_config
 
-        start, config_file = _where(project_dir)
-        found = config_file if config_file is not None else find_config((start or Path.cwd()).absolute())
+        watcher = _watcher(project_dir)
+        found = find_config(watcher.start) if watcher.searching else watcher.path
         if found is None:
             _write_starter(ctx, project_dir)
             return

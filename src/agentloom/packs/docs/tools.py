@@ -13,7 +13,6 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError, ConfigError, NotFoundError
 from agentloom.core.health import Check
-from agentloom.core.settings import Settings
 from agentloom.packs.docs.config import Project
 from agentloom.packs.docs.discovery import ConfigWatcher, find_config
 from agentloom.packs.docs.instructions import instruction
@@ -26,7 +25,6 @@ from agentloom.packs.docs.names import (
 from agentloom.packs.docs.settings import DocsSettings
 from agentloom.server.packs import Pack, PackContext
 from agentloom.server.roots import client_roots
-from agentloom.server.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -93,21 +91,17 @@ class Docsets:
         return self._result
 
 
-def open(settings: Settings, services: Services | None = None) -> Docsets:
-    """The pack's state as a server opens it: the watcher of the configured project's
-    ``.knowledge/config.yaml``. ``services`` is taken as every pack's ``open`` takes it; docs embeds nothing."""
-    config = settings.for_pack(pack.name, DocsSettings)
-    return Docsets(ConfigWatcher(config.project_dir, config_path=config.config_file))
-
-
 @pack.setup
 def setup(ctx: PackContext) -> Docsets:
-    docsets = open(ctx.settings, Services(ctx.breakers, ctx.embeddings))
-    try:
-        project = docsets.watcher.current()
-        ctx.log.info("docs: %d docsets from %s", len(project.docsets), project.config_path)
-    except Exception as exc:  # the tools report it on every call until the file is fixed
-        ctx.log.warning("docs: %s", exc)
+    """The watcher of the configured project's ``.knowledge/config.yaml``; a server logs what it found."""
+    config = ctx.config(DocsSettings)
+    docsets = Docsets(ConfigWatcher(config.project_dir, config_path=config.config_file))
+    if ctx.serving:  # a command reports the configuration itself
+        try:
+            project = docsets.watcher.current()
+            ctx.log.info("docs: %d docsets from %s", len(project.docsets), project.config_path)
+        except Exception as exc:  # the tools report it on every call until the file is fixed
+            ctx.log.warning("docs: %s", exc)
     return docsets
 
 

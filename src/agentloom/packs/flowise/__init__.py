@@ -3,6 +3,6 @@ run and test them, and learn from past designs."""
 
 # Each module adds its tools to the one pack object when imported.
 from agentloom.packs.flowise import data_tools, learning_tools, run_tools
-from agentloom.packs.flowise.tools import open, pack
+from agentloom.packs.flowise.tools import pack
 
-__all__ = ["data_tools", "learning_tools", "open", "pack", "run_tools"]
+__all__ = ["data_tools", "learning_tools", "pack", "run_tools"]

@@ -9,7 +9,7 @@ import typer
 
 from agentloom.packs.flowise.cli_checks import check_cmd, checklist_app
 from agentloom.packs.flowise.cli_data import app as data_app
-from agentloom.packs.flowise.tools import open as open_flowise
+from agentloom.packs.flowise.tools import pack
 from agentloom.terminal.common import AsJson, DataDir, answer, open_pack
 from agentloom.terminal.help import SuggestingGroup
 from agentloom.terminal.progress import Quiet, with_progress
@@ -23,7 +23,7 @@ app = typer.Typer(
 
 
 def _state(data_dir: Path | None) -> Flowise:
-    return open_pack(open_flowise, data_dir)
+    return open_pack(pack, data_dir)
 
 
 @app.command("refresh")

@@ -28,7 +28,7 @@ import typer
 
 from agentloom.core.errors import AgentloomError
 from agentloom.packs.flowise import checklists
-from agentloom.packs.flowise.tools import open as open_flowise
+from agentloom.packs.flowise.tools import pack
 from agentloom.terminal.common import AsJson, DataDir, fail, open_pack
 from agentloom.terminal.help import SuggestingGroup
 
@@ -350,8 +350,8 @@ def check_cmd(
     """Check the critical paths against the configured Flowise: health, catalog refresh, node search
     relevance (> 90 % top-3), build_flow over the marketplace chatflows (≥ 95 %), breaker transitions.
     Chatflows it creates are deleted again. Exits 1 when a step fails."""
-    state = open_pack(open_flowise, data_dir)
-    configured = state.client.dependency.breaker  # the registry the pack's open built from the settings
+    state = open_pack(pack, data_dir)
+    configured = state.client.dependency.breaker  # the registry the pack's setup got, built from the settings
     assert configured is not None
     if not as_json:
         typer.echo(f"Flowise check against {state.settings.url}")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from agentloom.core.errors import AgentloomError
-from agentloom.packs.flowise.tools import open as open_flowise
+from agentloom.packs.flowise.tools import pack
 from agentloom.terminal.common import AsJson, DataDir, answer, checked, fail, open_pack
 from agentloom.terminal.help import SuggestingGroup
 
@@ -40,7 +40,7 @@ AGE_HELP = "An age: 12h, 30d, 2w, 6m (months of 30 days) or 1y."
 
 
 def _state(data_dir: Path | None) -> Flowise:
-    return open_pack(open_flowise, data_dir)
+    return open_pack(pack, data_dir)
 
 
 def _option(call: Callable[[], T]) -> T:

@@ -12,11 +12,9 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError, NotFoundError
 from agentloom.core.health import Check
-from agentloom.core.settings import Settings
 from agentloom.core.work import current_step
 from agentloom.packs.flowise.replies import Refreshed
 from agentloom.server.packs import Pack, PackContext
-from agentloom.server.services import Services, pack_folder
 from agentloom.server.work import run_work
 
 if TYPE_CHECKING:
@@ -148,20 +146,12 @@ class Flowise:
         return Builder(self.catalog, self.client)
 
 
-def open(settings: Settings, services: Services | None = None) -> Flowise:
-    """The pack's state as the server and ``agentloom flowise`` both open it: the pack's settings, its folder
-    under the data directory, the shared breakers and embedding service (built from ``settings`` when not given).
-    """
-    from agentloom.packs.flowise.settings import FlowiseSettings
-
-    services = services if services is not None else Services.build(settings)
-    config = settings.for_pack(pack.name, FlowiseSettings)
-    return Flowise(config, pack_folder(settings, pack.name), services.breakers, services.embeddings)
-
-
 @pack.setup
 def setup(ctx: PackContext) -> Flowise:
-    state = open(ctx.settings, Services(ctx.breakers, ctx.embeddings))
+    """The pack's settings, its folder, the shared breakers and embedding service."""
+    from agentloom.packs.flowise.settings import FlowiseSettings
+
+    state = Flowise(ctx.config(FlowiseSettings), ctx.data_dir, ctx.breakers, ctx.embeddings)
     ctx.log.info("flowise: server %s%s", state.settings.url, "" if state.settings.api_key else " (no API key set)")
     return state
 

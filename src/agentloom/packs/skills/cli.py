@@ -22,9 +22,9 @@ app = typer.Typer(
 
 
 def _index(data_dir: Path | None) -> SkillIndex:
-    from agentloom.packs import skills
+    from agentloom.packs.skills import pack
 
-    return open_pack(skills.open, data_dir)
+    return open_pack(pack, data_dir)
 
 
 @app.command("index")

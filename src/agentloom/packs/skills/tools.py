@@ -8,13 +8,11 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from agentloom.core.health import Check
-from agentloom.core.settings import Settings
 from agentloom.core.work import current_step
 from agentloom.packs.skills import skipped
 from agentloom.packs.skills.replies import IndexResult, Removed, SearchResult, SkillDetail, SkillList
 from agentloom.packs.skills.store import SkillIndex
 from agentloom.server.packs import Pack, PackContext
-from agentloom.server.services import Services, pack_folder
 from agentloom.server.work import run_work
 
 log = logging.getLogger("agentloom.packs.skills")
@@ -30,21 +28,15 @@ pack: Pack[SkillIndex] = Pack(
 )
 
 
-def open(settings: Settings, services: Services | None = None) -> SkillIndex:
-    """The skill index as the server and ``agentloom skills`` both open it: the pack's settings, its folder
-    under the data directory and the shared embedding service (built from ``settings`` when not given)."""
-    from agentloom.packs.skills.settings import SkillSettings
-
-    services = services if services is not None else Services.build(settings)
-    config = settings.for_pack(pack.name, SkillSettings)
-    return SkillIndex.open(pack_folder(settings, pack.name), services.embeddings, config)
-
-
 @pack.setup
 def setup(ctx: PackContext) -> SkillIndex:
-    index = open(ctx.settings, Services(ctx.breakers, ctx.embeddings))
+    """The skill index in the pack's folder, on the pack's settings and the shared embedding service; a server
+    starts its background scan too."""
+    from agentloom.packs.skills.settings import SkillSettings
+
+    index = SkillIndex.open(ctx.data_dir, ctx.embeddings, ctx.config(SkillSettings))
     ctx.log.info("skills: LanceDB at %s, roots %s", index.path, ", ".join(map(str, index.roots)))
-    if index.settings.scan_on_start:
+    if ctx.serving and index.settings.scan_on_start:
         index.start_background_scan(index.settings.scan_delay_seconds)  # never delays the first tools/list
     return index
 

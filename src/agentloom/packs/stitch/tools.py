@@ -16,12 +16,10 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
-from agentloom.core.settings import Settings
 from agentloom.core.timestamps import iso, parse
 from agentloom.packs.stitch import client
 from agentloom.packs.stitch.client import StitchClient, StitchPackSettings
 from agentloom.server.packs import Pack, PackContext, reply_of
-from agentloom.server.services import Services
 from agentloom.stitch.models import RunStatus as RunState
 
 pack: Pack[StitchClient] = Pack(
@@ -112,16 +110,10 @@ class Cancelled(TypedDict):
     duplicate: NotRequired[bool]  # the run was cancelled already: nothing changed
 
 
-def open(settings: Settings, services: Services | None = None) -> StitchClient:
-    """The pack's state as every pack's ``open`` makes it: the client to the configured Stitch server,
-    behind the shared breakers (built from ``settings`` when not given)."""
-    services = services if services is not None else Services.build(settings)
-    return StitchClient(settings.for_pack(pack.name, StitchPackSettings), services.breakers)
-
-
 @pack.setup
 def setup(ctx: PackContext) -> StitchClient:
-    return open(ctx.settings, Services(ctx.breakers, ctx.embeddings))
+    """The client to the configured Stitch server, behind the shared breakers."""
+    return StitchClient(ctx.config(StitchPackSettings), ctx.breakers)
 
 
 @pack.health

@@ -1,5 +1,5 @@
 """The vectors pack: ChromaDB collections, chunked documents, search and filters."""
 
-from agentloom.packs.vectors.tools import open, pack
+from agentloom.packs.vectors.tools import pack
 
-__all__ = ["open", "pack"]
+__all__ = ["pack"]

@@ -15,7 +15,6 @@ from typing_extensions import TypedDict
 
 from agentloom.core.errors import AgentloomError
 from agentloom.core.health import Check
-from agentloom.core.settings import Settings
 from agentloom.core.work import Cancelled, Work, count, current
 from agentloom.packs.vectors.replies import (
     CollectionInfo,
@@ -28,7 +27,6 @@ from agentloom.packs.vectors.replies import (
 )
 from agentloom.server.packs import Pack, PackContext, reply_of
 from agentloom.server.roots import client_roots
-from agentloom.server.services import Services, pack_folder
 from agentloom.server.work import run_work
 
 if TYPE_CHECKING:
@@ -127,26 +125,19 @@ class Vectors:
             return self._searcher
 
 
-def open(settings: Settings, services: Services | None = None) -> Vectors:
-    """The pack's state as a server opens it (and any command would): the pack's settings, an embedded
-    ChromaDB in the pack's folder unless configured otherwise, the shared breakers and embedding service
-    (built from ``settings`` when not given)."""
+@pack.setup
+def setup(ctx: PackContext) -> Vectors:
+    """The pack's settings, an embedded ChromaDB in the pack's folder unless configured otherwise, the
+    shared breakers and embedding service."""
     from agentloom.packs.vectors.settings import VectorSettings
     from agentloom.packs.vectors.store import VectorStore
     from agentloom.retrieval.connection import ChromaConnection
 
-    services = services if services is not None else Services.build(settings)
-    config = settings.for_pack(pack.name, VectorSettings)
+    config = ctx.config(VectorSettings)
     if config.mode == "embedded" and config.path is None:
-        config = config.model_copy(update={"path": pack_folder(settings, pack.name) / "chroma"})
-    connection = ChromaConnection(config, services.breakers, fix="AGENTLOOM_VECTORS__HOST / AGENTLOOM_VECTORS__PORT")
-    return Vectors(VectorStore(config, connection, services.embeddings))
-
-
-@pack.setup
-def setup(ctx: PackContext) -> Vectors:
-    vectors = open(ctx.settings, Services(ctx.breakers, ctx.embeddings))
-    config = vectors.store.settings
+        config = config.model_copy(update={"path": ctx.data_dir / "chroma"})
+    connection = ChromaConnection(config, ctx.breakers, fix="AGENTLOOM_VECTORS__HOST / AGENTLOOM_VECTORS__PORT")
+    vectors = Vectors(VectorStore(config, connection, ctx.embeddings))
     ctx.log.info("vectors: %s, chunks of %d tokens", config.describe(), config.chunk_size)
     return vectors
 
