@@ -2,7 +2,8 @@
 
 The budget is the compact JSON of the result's tools, as the server sends it (issue 36: 52 KB before,
 28 KB at most then; BENCHMARKS.md, "tools/list", has the figures per pack and in tokens). Issue 41
-added stitch_list_waiting (the gates and the input schema an answer must fit): 0.7 KB more.
+added stitch_list_waiting (the gates and the input schema an answer must fit): 0.7 KB more. Issue 49
+added skills_search's `skipped` (the SKILL.md files that do not parse, so no search can find them): 31 bytes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tests.server.clients import call, stdio_client_session
 
 pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
-BUDGET = 28_700  # bytes
+BUDGET = 28_750  # bytes
 PACKS = {"core", "docs", "flowise", "skills", "stitch", "vectors"}  # every pack agentloom ships
 CODE_INDENT = re.compile(r"^[ \t]+\S", re.MULTILINE)  # a line indented like the code a docstring came from
 
