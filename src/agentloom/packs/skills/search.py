@@ -305,8 +305,8 @@ class SkillSearch:
         if side.table is None:
             if side.table_name in table_names(db):
                 side.table = db.open_table(side.table_name)
-            else:
-                side.table = db.create_table(side.table_name, schema=_side_schema(record.dimensions))
+            else:  # exist_ok: another process may make it meanwhile
+                side.table = db.create_table(side.table_name, schema=_side_schema(record.dimensions), exist_ok=True)
         if side.table.schema.field("vector").type.list_size != record.dimensions:
             # Another model of another size made these vectors: they cannot be updated row by row.
             db.drop_table(side.table_name)

@@ -157,8 +157,9 @@ class SkillTable:
                         (time.perf_counter() - started) * 1000,
                     )
                 else:
+                    # Another process (a second server on the same data directory) may make it meanwhile.
                     record = self.model()
-                    table = db.create_table(TABLE, schema=skills_schema(record.dimensions))
+                    table = db.create_table(TABLE, schema=skills_schema(record.dimensions), exist_ok=True)
                     self._write_model(db, record)
                     log.info("LanceDB initialized with skills table (%s)", self.path)
                 self._db, self._table = db, table
@@ -177,7 +178,7 @@ class SkillTable:
         if MODEL_TABLE in table_names(db):
             db.open_table(MODEL_TABLE).add(data, mode="overwrite")
         else:
-            db.create_table(MODEL_TABLE, data=data)
+            db.create_table(MODEL_TABLE, schema=data.schema, exist_ok=True).add(data, mode="overwrite")
         self._model_row = row
 
     def table_model(self) -> dict[str, Any] | None:
