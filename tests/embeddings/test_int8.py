@@ -21,6 +21,8 @@ from agentloom.embeddings.records import DEFAULT_MODEL_KEY, INT8_MODEL_KEY, Mode
 
 from .conftest import make_settings
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 SENTENCES = [
     "Aspirin lowers the risk of a first heart attack in adults over fifty.",
     "Vitamin D supplements do not prevent fractures in healthy older people.",

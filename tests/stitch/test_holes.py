@@ -28,6 +28,8 @@ from tests.stitch.graphs import Builder
 from tests.stitch.test_api import create, start, wait_until
 from tests.stitch.worker import Worker
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 TIMEOUT = 2.0  # STITCH_WORKER_TIMEOUT of the servers that send to the slow workers here
 
 

@@ -18,6 +18,8 @@ from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
 from tests.stitch.worker import Worker
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 KEY = "metrics-test-key-0123456789"
 

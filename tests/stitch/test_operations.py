@@ -33,6 +33,8 @@ from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
 from tests.stitch.worker import Worker
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 
 class Clock:
     def __init__(self) -> None:

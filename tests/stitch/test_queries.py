@@ -22,6 +22,8 @@ from tests.stitch.graphs import Builder
 from tests.stitch.test_api import create, start, wait_until
 from tests.stitch.worker import Worker
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StitchServer]:

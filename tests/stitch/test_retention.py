@@ -35,6 +35,8 @@ from tests.conftest import PYTHON
 from tests.stitch.conftest import StitchServer
 from tests.stitch.graphs import Builder
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 DAY = timedelta(days=1)
 
 

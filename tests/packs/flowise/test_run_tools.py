@@ -9,6 +9,7 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
 from mcp.client import Client
 
 from tests.cli_runner import agentloom
@@ -18,6 +19,8 @@ from tests.packs.flowise.test_catalog import trim
 from tests.packs.flowise.test_tools import host, stored_flow
 from tests.packs.flowise.tokens import tokens
 from tests.server.clients import call, error
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
 
 CHAIN = ["chatOpenAI", "bufferMemory", "conversationChain"]
 

@@ -16,6 +16,8 @@ from tests.packs.flowise.test_catalog import trim
 from tests.packs.flowise.tokens import tokens
 from tests.server.clients import call, error
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 FLOWISE_EP = EntryPoint(name="flowise", value="agentloom.packs.flowise:pack", group="agentloom.packs")
 TOOLS = {
     "flowise_search_nodes",

@@ -17,6 +17,8 @@ from agentloom.packs.skills.store import SkillIndex
 from agentloom.packs.skills.table import LanceSearchError
 from tests.packs.skills.conftest import SEED_SKILLS, make_index, names, write_skill
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (docs/development.md)
+
 
 def score(result: dict, name: str) -> float:
     return next(hit["score"] for hit in result["results"] if hit["name"] == name)
