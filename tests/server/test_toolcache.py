@@ -18,7 +18,14 @@ from tests.server.test_pack_interface import count
 
 def _host(tmp_path: Path, cache: Path) -> Host:
     packs = [ep for ep in discover_packs() if ep.name in ("core", "skills")]
-    return Host(Settings(data_dir=tmp_path / "data", cache_dir=cache, log_level="ERROR"), packs)
+    # No start-up scan: two hosts on one data directory would scan it at once, which is not what is tested here.
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        cache_dir=cache,
+        log_level="ERROR",
+        pack_settings={"skills": {"scan_on_start": False}},
+    )
+    return Host(settings, packs)
 
 
 def _listing(host: Host) -> list[dict[str, Any]]:

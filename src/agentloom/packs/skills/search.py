@@ -54,6 +54,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentloom.core.errors import AgentloomError
+from agentloom.core.work import Cancelled
 from agentloom.embeddings.glossary import glossary
 from agentloom.packs.skills import warm
 from agentloom.packs.skills.background import Background, SkillStats, background, language
@@ -358,6 +359,8 @@ class SkillSearch:
         texts = [embedding_text(r["name"], r["description"] or "", list(r.get("tags") or [])) for r in rows]
         try:
             vectors = self.store.embeddings.embed_documents(texts, record.key)
+        except Cancelled:
+            raise  # the scan was cancelled: not the model's fault
         except Exception as exc:
             self._give_up(side, exc)
             return False
@@ -410,6 +413,8 @@ class SkillSearch:
                         ]
                         if todo and self._upsert(side, record, table, todo):
                             side.written += len(todo)
+                except Cancelled:
+                    raise
                 except Exception as exc:
                     log.debug("skills: %s table not written during the scan (%s)", side.label, exc)
 
