@@ -524,3 +524,79 @@ def test_copy_paste_undo_redo_delete_and_a_connection_dropped_on_the_canvas(serv
     page.keyboard.press("Delete")
     expect(page.get_by_test_id("ghost-missing1")).to_have_count(0)
     expect(checked(page).locator('[data-rule="dangling_edge"]')).to_have_count(0)
+
+
+def apart(a: dict[str, float], b: dict[str, float]) -> bool:
+    """Whether two bounding boxes share no pixel."""
+    return (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
+
+
+def test_palette_clicks_place_each_new_node_in_view_beside_the_last(server: StitchServer, page: Page) -> None:
+    page.goto(f"{server.base}/flows/new?starter=empty")
+    designed = page.locator(".react-flow__node-design")
+    expect(designed).to_have_count(0)
+    for _ in range(3):
+        page.get_by_test_id("palette-Worker").click()
+    expect(designed).to_have_count(3)
+    # The problem list names three Workers, and the canvas shows three, side by side, in view.
+    expect(checked(page).locator('[data-rule="worker_webhook"]')).to_have_count(3)
+    canvas = page.get_by_test_id("designer-canvas").bounding_box()
+    assert canvas is not None
+
+    def boxes() -> dict[str, dict[str, float]]:
+        found = {}
+        for node_id in [n.get_attribute("data-id") for n in designed.all()]:
+            assert node_id is not None
+            expect(page.locator(f'.react-flow__node[data-id="{node_id}"]')).to_be_visible()
+            box = page.locator(f'.react-flow__node[data-id="{node_id}"]').bounding_box()
+            assert box is not None
+            found[node_id] = box
+        return found
+
+    placed = boxes()
+    assert sorted(placed) == ["worker1", "worker2", "worker3"]
+    for node_id, box in placed.items():
+        assert box["x"] >= canvas["x"] and box["x"] + box["width"] <= canvas["x"] + canvas["width"], node_id
+        assert box["y"] >= canvas["y"] and box["y"] + box["height"] <= canvas["y"] + canvas["height"], node_id
+    ids = sorted(placed)
+    for i, first in enumerate(ids):
+        for second in ids[i + 1 :]:
+            assert apart(placed[first], placed[second]), f"{first} {placed[first]} overlaps {second} {placed[second]}"
+    assert placed["worker2"]["x"] > placed["worker1"]["x"] + placed["worker1"]["width"]  # beside the one before
+
+    # With a node selected, the next one goes beside it, still on no other node.
+    select(page, "worker1")
+    page.get_by_test_id("palette-UX").click()
+    expect(designed).to_have_count(4)
+    placed = boxes()
+    assert all(apart(placed["ux1"], placed[other]) for other in ids)
+    assert (
+        abs(placed["ux1"]["y"] - placed["worker1"]["y"]) < 200
+        and abs(placed["ux1"]["x"] - placed["worker1"]["x"]) < 400
+    )
+
+
+def test_a_node_after_a_gate_alone_is_flagged_in_the_problem_list(server: StitchServer, page: Page) -> None:
+    url = "http://127.0.0.1:9/work"
+    graph = {
+        "nodes": [
+            worker("draft", url, 0, 0),
+            {"id": "review", "type": "UX", "position": {"x": 260, "y": 0}, "data": {}},
+            worker("publish", url, 520, 0),
+        ],
+        "edges": [edge("draft", "review"), edge("review", "publish")],
+    }
+    flow_id = new_flow(server, graph, "gate only")
+    page.goto(f"{server.base}/flows/{flow_id}/edit")
+    warning = checked(page).locator('[data-testid="warning"][data-rule="gate_answer_only"]')
+    expect(warning).to_have_count(1)
+    expect(warning).to_contain_text("Worker 'publish' will receive only the answer given at UX gate 'review'")
+    expect(warning).to_contain_text("add an edge from 'draft' to 'publish' too")
+    # Drawing the edge the warning asks for clears it.
+    connect(page, "draft", "publish")
+    expect(checked(page).locator('[data-rule="gate_answer_only"]')).to_have_count(0)

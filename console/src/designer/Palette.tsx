@@ -1,4 +1,5 @@
-// The four node types, to drag onto the canvas (or click: placed in the middle of the view).
+// The four node types, to drag onto the canvas (or click: placed next to the selected or last
+// node, where there is room; see placement.ts).
 import { memo } from "react";
 import { NODE_KINDS, type NodeKind } from "../api";
 

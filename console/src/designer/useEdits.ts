@@ -8,11 +8,20 @@ import type { NodeKind, Problem, XY } from "../api";
 import type { JsonObject } from "../schema";
 import { freshId, ghost, isDesign, newEdge, newNode, settle, stemOf, type AnyNode, type DataMap, type DesignEdge, type DesignNode, type Doc } from "./model";
 import { DRAG_TYPE } from "./Palette";
+import { NODE_SIZE, placeNode, type Box } from "./placement";
 import type { History } from "./useHistory";
 
 function editable(target: EventTarget | null): boolean {
   const element = target as HTMLElement | null;
   return !!element && (element.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(element.tagName));
+}
+
+/** A node's box on the canvas: its measured size once React Flow has drawn it. */
+function boxOf(node: AnyNode): Box {
+  return {
+    x: node.position.x, y: node.position.y,
+    width: node.measured?.width ?? node.width ?? NODE_SIZE.width, height: node.measured?.height ?? node.height ?? NODE_SIZE.height,
+  };
 }
 
 /** Whether a drag moved anything (React Flow also reports a click's selection as changes). */
@@ -74,15 +83,24 @@ export function useEdits({ change, current, recordFrom, undo, redo }: History, f
   }, [change]);
 
   const add = useCallback((kind: NodeKind, at?: XY) => {
-    const spot = at ?? (() => {
-      const box = document.querySelector(".designer-canvas")?.getBoundingClientRect();
-      return flow.screenToFlowPosition({ x: (box?.left ?? 0) + (box?.width ?? 600) / 2, y: (box?.top ?? 0) + (box?.height ?? 400) / 2 });
-    })();
-    change((d) => {
-      const node = newNode(kind, freshId(stemOf(kind), d), { x: spot.x - 75, y: spot.y - 25 });
-      return { ...d, nodes: [...d.nodes.map((n) => (n.selected ? { ...n, selected: false } : n)), node], edges: d.edges.map((e) => (e.selected ? { ...e, selected: false } : e)) };
+    // Next to the selection or the last node, in view when there is room, never on another node.
+    const d = current();
+    const box = document.querySelector(".designer-canvas")?.getBoundingClientRect();
+    const corner = box && flow.screenToFlowPosition({ x: box.left, y: box.top });
+    const far = box && flow.screenToFlowPosition({ x: box.right, y: box.bottom });
+    const view = corner && far ? { x: corner.x, y: corner.y, width: far.x - corner.x, height: far.y - corner.y } : undefined;
+    const near = at ?? (view ? { x: view.x + view.width / 2, y: view.y + view.height / 2 } : { x: 0, y: 0 });
+    const designs = d.nodes.filter(isDesign);
+    const anchor = at ? null : (designs.filter((n) => n.selected).at(-1) ?? designs.at(-1) ?? null);
+    const spot = placeNode({ boxes: d.nodes.map(boxOf), anchor: anchor && boxOf(anchor), near, view });
+    change((doc) => {
+      const node = newNode(kind, freshId(stemOf(kind), doc), spot);
+      return { ...doc, nodes: [...doc.nodes.map((n) => (n.selected ? { ...n, selected: false } : n)), node], edges: doc.edges.map((e) => (e.selected ? { ...e, selected: false } : e)) };
     });
-  }, [change, flow]);
+    if (view && !(spot.x >= view.x && spot.y >= view.y && spot.x + NODE_SIZE.width <= view.x + view.width && spot.y + NODE_SIZE.height <= view.y + view.height)) {
+      window.setTimeout(() => void flow.fitView({ padding: 0.2, maxZoom: 1.2 }), 50);  // no room in view: show it
+    }
+  }, [change, current, flow]);
   const onDrop = useCallback((event: DragEvent) => {
     const kind = event.dataTransfer.getData(DRAG_TYPE) as NodeKind;
     if (!kind) return;

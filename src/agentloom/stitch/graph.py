@@ -435,8 +435,9 @@ def _strongly_connected(among: set[str], downstream: dict[str, list[str]]) -> li
 
 def _warnings(graph: Graph, plan: Plan) -> list[Problem]:
     """What is allowed but most likely not meant: a Splitter whose paths no Collector gathers
-    (each path just ends), and a node connected to nothing in a flow of several nodes (it runs
-    on its own, at the start, with the run's input)."""
+    (each path just ends), a node connected to nothing in a flow of several nodes (it runs on its
+    own, at the start, with the run's input), and a node that hears only UX gates' answers while
+    what came before the gates goes no further (:func:`_gate_answer_only`)."""
     found = []
     gathered = set(plan.closes.values())
     for node_id, node in plan.nodes.items():
@@ -459,6 +460,42 @@ def _warnings(graph: Graph, plan: Plan) -> list[Problem]:
                     node_id=node_id,
                 )
             )
+    return found + _gate_answer_only(plan)
+
+
+def _gate_answer_only(plan: Plan) -> list[Problem]:
+    """Nodes whose every input edge comes from a UX gate: by the input merge rule they receive the
+    person's answers alone, not the outputs the gates were shown (a draft to approve, say). A
+    Collector is left out: it gathers what its paths end with, whatever that is."""
+    found = []
+    for node_id, sources in plan.upstream.items():
+        if not sources or plan.kind(node_id) is NodeType.COLLECTOR:
+            continue
+        if any(plan.kind(source) is not NodeType.UX for source in sources):
+            continue
+        given = set(sources)
+        dropped = list(
+            dict.fromkeys(before for gate in sources for before in plan.upstream[gate] if before not in given)
+        )
+        if not dropped:
+            continue
+        gates = ("UX gate " if len(sources) == 1 else "UX gates ") + _some([repr(g) for g in sources])
+        lost = _some([repr(d) for d in dropped])
+        fix = (
+            f"an edge from {lost} to {node_id!r}"
+            if len(dropped) == 1
+            else f"an edge from each of {lost} to {node_id!r}"
+        )
+        found.append(
+            Problem(
+                "gate_answer_only",
+                f"{plan.kind(node_id).value} {node_id!r} will receive only the answer given at {gates}, not "
+                f"the output of {lost} that came before: a node receives the outputs of the nodes with an edge to "
+                f"it, and a gate's output is the person's answer. If {node_id!r} needs what {lost} made, add {fix} "
+                "too: it then receives both, merged",
+                node_id=node_id,
+            )
+        )
     return found
 
 
